@@ -1,0 +1,76 @@
+"""Circuit graphs: one networkx.DiGraph representation, built from scores, pruned, compared,
+queried, exported and read back.
+
+    g = from_scores(scores, "p0_mass[L12-29]", model=model, data="8 wiki texts", seed=0)
+    g = prune_dead_nodes(prune_threshold(g, 0.01))
+    write(g, "circuit.graphml"); g2 = read("circuit.graphml")
+"""
+
+from circuits.graph.build import POSITION_RULES, SITES, from_scores, site_node
+from circuits.graph.circuit import (
+    EDGE_ATTRS,
+    GRAPH_ATTRS,
+    KINDS,
+    NODE_ATTRS,
+    Component,
+    add_component,
+    add_effect,
+    new_graph,
+    node_id,
+    parse_node_id,
+    record_threshold,
+    sort_key,
+    targets,
+    thresholds,
+    validate,
+)
+from circuits.graph.compare import GraphComparison, compare, merge
+from circuits.graph.io import FORMATS, READABLE, atomic_write, convert, read, write
+from circuits.graph.prune import prune_dead_nodes, prune_greedy, prune_threshold, prune_top_k
+from circuits.graph.query import (
+    StrongestPath,
+    path_strength,
+    paths_to_target,
+    strongest_path,
+    subgraph_layers,
+)
+
+__all__ = [
+    "EDGE_ATTRS",
+    "FORMATS",
+    "GRAPH_ATTRS",
+    "KINDS",
+    "NODE_ATTRS",
+    "POSITION_RULES",
+    "READABLE",
+    "SITES",
+    "Component",
+    "GraphComparison",
+    "StrongestPath",
+    "add_component",
+    "add_effect",
+    "atomic_write",
+    "compare",
+    "convert",
+    "from_scores",
+    "merge",
+    "new_graph",
+    "node_id",
+    "parse_node_id",
+    "path_strength",
+    "paths_to_target",
+    "prune_dead_nodes",
+    "prune_greedy",
+    "prune_threshold",
+    "prune_top_k",
+    "read",
+    "record_threshold",
+    "site_node",
+    "sort_key",
+    "strongest_path",
+    "subgraph_layers",
+    "targets",
+    "thresholds",
+    "validate",
+    "write",
+]

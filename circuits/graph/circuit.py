@@ -1,0 +1,376 @@
+"""The circuit graph: a plain `networkx.DiGraph` with typed node, edge and graph attributes.
+
+Nodes are model components named as everywhere in the library:
+
+    embed                      token embedding (+ positions)          kind "embed",  layer -1
+    L{l}.H{h}                  attention head h of layer l            kind "head"
+    L{l}.H{h}.q|k|v|pattern    one input (or the pattern) of a head   kind "head",   part "q", ...
+    L{l}.ATTN                  the whole attention output of layer l  kind "attn"
+    L{l}.MLP                   the MLP of layer l                     kind "mlp"
+    L{l}.MLP.N{n}              neuron n of that MLP                   kind "neuron"
+    L{l}.resid_pre|mid|post    a residual-stream site                 kind "resid",  part = site
+    target:{name}              the quantity being explained           kind "target", layer -1
+
+Every node carries kind (str), layer, head, neuron (int, -1 when n/a), part (str, "" when n/a),
+label (str) and score (float). Every edge `component -> target` (or component -> component)
+carries effect (float), abs_effect (float), sign (+1/-1, +1 for a zero effect), metric (str) and
+intervention (str). Graph attributes: model, model_hash, data, metric, thresholds (a JSON object
+as text), seed, version (`circuits.__version__`). All attribute values are plain str, int, float
+or bool so that every export format can store them and read them back with their types.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import re
+from collections.abc import Mapping
+from typing import NamedTuple
+
+import networkx as nx
+
+KINDS = ("embed", "head", "attn", "mlp", "neuron", "resid", "target")
+HEAD_PARTS = ("q", "k", "v", "pattern")
+RESID_SITES = ("resid_pre", "resid_mid", "resid_post")
+
+NODE_ATTRS: dict[str, type] = {
+    "kind": str,
+    "layer": int,
+    "head": int,
+    "neuron": int,
+    "part": str,
+    "label": str,
+    "score": float,
+}
+EDGE_ATTRS: dict[str, type] = {
+    "effect": float,
+    "abs_effect": float,
+    "sign": int,
+    "metric": str,
+    "intervention": str,
+}
+GRAPH_ATTRS: dict[str, type] = {
+    "model": str,
+    "model_hash": str,
+    "data": str,
+    "metric": str,
+    "thresholds": str,
+    "seed": int,
+    "version": str,
+}
+SCALAR_TYPES = (str, int, float, bool)
+# GraphML / GEXF give these names a meaning of their own; a user attribute with one of them
+# would not come back unchanged.
+RESERVED_ATTRS = frozenset({"id", "weight", "start", "end", "viz", "pid"})
+
+# One colour per effect sign, shared by every drawing and export so a circuit looks the same
+# in matplotlib, Graphviz and Mermaid.
+SIGN_COLORS = {1: "#1f77b4", -1: "#d62728"}
+
+_ID_PATTERNS = [
+    (re.compile(r"embed"), "embed"),
+    (re.compile(r"L(?P<layer>\d+)\.H(?P<head>\d+)(?:\.(?P<part>q|k|v|pattern))?"), "head"),
+    (re.compile(r"L(?P<layer>\d+)\.ATTN"), "attn"),
+    (re.compile(r"L(?P<layer>\d+)\.MLP"), "mlp"),
+    (re.compile(r"L(?P<layer>\d+)\.MLP\.N(?P<neuron>\d+)"), "neuron"),
+    (re.compile(r"L(?P<layer>\d+)\.(?P<part>resid_pre|resid_mid|resid_post)"), "resid"),
+    (re.compile(r"target:(?P<name>.+)", re.DOTALL), "target"),
+]
+
+
+class Component(NamedTuple):
+    """What a node id names; `node_id(*component)` gives the id back."""
+
+    kind: str
+    layer: int = -1
+    head: int = -1
+    neuron: int = -1
+    part: str = ""
+    name: str = ""
+
+
+def node_id(
+    kind: str, layer: int = -1, head: int = -1, neuron: int = -1, part: str = "", name: str = ""
+) -> str:
+    """The node id of a component, e.g. `node_id("head", 3, 2)` -> "L3.H2"."""
+    if kind not in KINDS:
+        raise ValueError(f"unknown node kind {kind!r}; use one of {', '.join(KINDS)}")
+    if kind == "embed":
+        return "embed"
+    if kind == "target":
+        if not name:
+            raise ValueError("a target node needs a name, e.g. node_id('target', name='p0_mass')")
+        return f"target:{name}"
+    if not isinstance(layer, int) or layer < 0:
+        raise ValueError(f"a {kind} node needs a layer >= 0, got {layer!r}")
+    if kind == "head":
+        if not isinstance(head, int) or head < 0:
+            raise ValueError(f"a head node needs a head index >= 0, got {head!r}")
+        if part and part not in HEAD_PARTS:
+            raise ValueError(f"head part {part!r} is not one of {', '.join(HEAD_PARTS)} (or '')")
+        return f"L{layer}.H{head}" + (f".{part}" if part else "")
+    if kind == "attn":
+        return f"L{layer}.ATTN"
+    if kind == "mlp":
+        return f"L{layer}.MLP"
+    if kind == "neuron":
+        if not isinstance(neuron, int) or neuron < 0:
+            raise ValueError(f"a neuron node needs a neuron index >= 0, got {neuron!r}")
+        return f"L{layer}.MLP.N{neuron}"
+    if part not in RESID_SITES:
+        raise ValueError(f"a resid node needs part in {', '.join(RESID_SITES)}, got {part!r}")
+    return f"L{layer}.{part}"
+
+
+def parse_node_id(nid: str) -> Component:
+    """The component a node id names; the inverse of `node_id`."""
+    if not isinstance(nid, str):
+        raise ValueError(f"node ids are strings like 'L3.H2', got {type(nid).__name__} {nid!r}")
+    for pattern, kind in _ID_PATTERNS:
+        m = pattern.fullmatch(nid)
+        if m:
+            groups = m.groupdict()
+            return Component(
+                kind=kind,
+                layer=int(groups.get("layer") or -1),
+                head=int(groups.get("head") or -1),
+                neuron=int(groups.get("neuron") or -1),
+                part=groups.get("part") or "",
+                name=groups.get("name") or "",
+            )
+    raise ValueError(
+        f"{nid!r} is not a component id; use embed, L{{l}}.H{{h}}[.q|.k|.v|.pattern], L{{l}}.ATTN, "
+        "L{l}.MLP, L{l}.MLP.N{n}, L{l}.resid_pre|resid_mid|resid_post or target:{name}"
+    )
+
+
+def _model_identity(model) -> dict[str, str]:
+    info = getattr(model, "circuits_info", model)  # a bridge from load_model carries its info
+    if isinstance(info, str):
+        return {"model": info, "model_hash": ""}
+    if hasattr(info, "key") and hasattr(info, "source"):
+        return {
+            "model": info.key,
+            "model_hash": info.gguf_sha256 or "",
+            "model_source": info.source,
+        }
+    raise ValueError(
+        f"model must be a registry key (str), a ModelInfo or a model from load_model, "
+        f"got {type(model).__name__}"
+    )
+
+
+def new_graph(
+    model,
+    *,
+    data: str,
+    metric: str,
+    seed: int,
+    thresholds: Mapping[str, float | int] | None = None,
+    **attrs: str | int | float | bool,
+) -> nx.DiGraph:
+    """An empty circuit graph with its provenance: model (key, hash), data, metric, seed.
+
+    `model` is a registry key, a `ModelInfo` or a model from `load_model`; `model_hash` is the
+    GGUF sha256 when the weights have one, else "". Extra keyword attributes are stored too.
+    """
+    import circuits
+
+    g = nx.DiGraph()
+    g.graph.update(_model_identity(model))
+    g.graph.update(
+        data=data,
+        metric=metric,
+        seed=seed,
+        thresholds=json.dumps(dict(thresholds or {}), sort_keys=True),
+        version=circuits.__version__,
+    )
+    g.graph.update(attrs)
+    _check_scalars(g.graph, "graph attribute")
+    return g
+
+
+def thresholds(g: nx.DiGraph) -> dict[str, float | int]:
+    """The thresholds recorded on the graph (pruning parameters and the like), as a dict."""
+    return json.loads(g.graph.get("thresholds", "{}"))
+
+
+def record_threshold(g: nx.DiGraph, name: str, value: float | int) -> None:
+    """Record a threshold that shaped the graph (in place) in its `thresholds` attribute."""
+    current = thresholds(g)
+    current[name] = value
+    g.graph["thresholds"] = json.dumps(current, sort_keys=True)
+
+
+def add_component(
+    g: nx.DiGraph,
+    nid: str,
+    *,
+    score: float | None = None,
+    label: str | None = None,
+    **attrs: str | int | float | bool,
+) -> str:
+    """Add (or update) the component node `nid`; kind, layer, head, neuron, part come from the id.
+
+    `score` is the component's importance as the builder measured it (0.0 when not given);
+    `label` defaults to the id (the name, for targets). Returns `nid`.
+    """
+    comp = parse_node_id(nid)
+    new = nid not in g
+    data = {
+        "kind": comp.kind,
+        "layer": comp.layer,
+        "head": comp.head,
+        "neuron": comp.neuron,
+        "part": comp.part,
+    }
+    if new or label is not None:
+        data["label"] = label if label is not None else (comp.name or nid)
+    if new or score is not None:
+        data["score"] = float(score if score is not None else 0.0)
+        if not math.isfinite(data["score"]):
+            raise ValueError(f"score of {nid!r} is {data['score']}; give a finite number")
+    data.update(attrs)
+    _check_scalars(data, f"attribute of node {nid!r}")
+    g.add_node(nid, **data)
+    return nid
+
+
+def add_effect(
+    g: nx.DiGraph,
+    source: str,
+    target: str,
+    effect: float,
+    *,
+    intervention: str,
+    metric: str | None = None,
+    **attrs: str | int | float | bool,
+) -> tuple[str, str]:
+    """Add the edge source -> target carrying a measured `effect` on `metric`.
+
+    `metric` defaults to the graph's metric; `intervention` names what was done to `source`
+    (e.g. "zero-ablation", "mean-ablation", "patch:clean->corrupt"). Missing nodes are added.
+    """
+    if source == target:
+        raise ValueError(f"an effect needs two different nodes, got {source!r} twice")
+    effect = float(effect)
+    if not math.isfinite(effect):
+        raise ValueError(f"effect {source} -> {target} is {effect}; drop or fix that measurement")
+    metric = metric if metric is not None else g.graph.get("metric")
+    if not isinstance(metric, str):
+        raise ValueError("add_effect needs metric=... (the graph has no 'metric' attribute)")
+    for nid in (source, target):
+        if nid not in g:
+            add_component(g, nid)
+    data = {
+        "effect": effect,
+        "abs_effect": abs(effect),
+        "sign": -1 if effect < 0 else 1,
+        "metric": metric,
+        "intervention": intervention,
+        **attrs,
+    }
+    _check_scalars(data, f"attribute of edge {source} -> {target}")
+    g.add_edge(source, target, **data)
+    return source, target
+
+
+def _check_scalars(data: Mapping, what: str) -> None:
+    for key, value in data.items():
+        if type(value) not in SCALAR_TYPES:
+            raise ValueError(
+                f"{what} {key!r} is a {type(value).__name__} ({value!r}); only str, int, float "
+                "and bool can be exported: convert it (e.g. float(x) for numpy numbers)"
+            )
+
+
+def validate(g: nx.DiGraph) -> nx.DiGraph:
+    """Check that `g` is a circuit graph every exporter can write; raise ValueError if not.
+
+    Checks the required graph, node and edge attributes and their Python types, that node ids
+    agree with their kind/layer/head/neuron/part, that abs_effect and sign agree with effect, and
+    that every other attribute is a str/int/float/bool with one type per name. Returns `g`.
+    """
+    if not isinstance(g, nx.DiGraph) or g.is_multigraph():
+        raise ValueError(f"a circuit graph is a networkx.DiGraph, got {type(g).__name__}")
+    problems: list[str] = []
+    _check_attrs(
+        g.graph, GRAPH_ATTRS, "the graph", "set it with circuits.graph.new_graph", problems
+    )
+    for nid, data in g.nodes(data=True):
+        fix = f"add it with circuits.graph.add_component(g, {nid!r}, ...)"
+        _check_attrs(data, NODE_ATTRS, f"node {nid!r}", fix, problems)
+        try:
+            comp = parse_node_id(nid)
+        except ValueError as err:
+            problems.append(str(err))
+            continue
+        for key in ("kind", "layer", "head", "neuron", "part"):
+            if key in data and data[key] != getattr(comp, key):
+                problems.append(
+                    f"node {nid!r} has {key}={data[key]!r} but its id says {getattr(comp, key)!r}"
+                    f"; rebuild the node with add_component"
+                )
+    for u, v, data in g.edges(data=True):
+        fix = f"add the edge with circuits.graph.add_effect(g, {u!r}, {v!r}, effect, ...)"
+        _check_attrs(data, EDGE_ATTRS, f"edge {u} -> {v}", fix, problems)
+        effect = data.get("effect")
+        if type(effect) is float and (
+            data.get("abs_effect") != abs(effect) or data.get("sign") != (-1 if effect < 0 else 1)
+        ):
+            problems.append(f"edge {u} -> {v}: abs_effect/sign disagree with effect; {fix}")
+    for scope, items in (
+        ("graph", [g.graph]),
+        ("node", [d for _, d in g.nodes(data=True)]),
+        ("edge", [d for *_, d in g.edges(data=True)]),
+    ):
+        types: dict[str, type] = {}
+        for data in items:
+            for key, value in data.items():
+                if key in RESERVED_ATTRS and scope != "graph":
+                    problems.append(
+                        f"{scope} attribute name {key!r} is reserved by GraphML/GEXF; rename it"
+                    )
+                elif type(value) not in SCALAR_TYPES:
+                    problems.append(
+                        f"{scope} attribute {key!r} is a {type(value).__name__}; store a str, "
+                        "int, float or bool (e.g. float(x) for numpy numbers, json.dumps for dicts)"
+                    )
+                elif types.setdefault(key, type(value)) is not type(value):
+                    problems.append(
+                        f"{scope} attribute {key!r} is {types[key].__name__} on some {scope}s and "
+                        f"{type(value).__name__} on others; give it one type"
+                    )
+    if problems:
+        problems = list(dict.fromkeys(problems))
+        more = f"\n  ... and {len(problems) - 10} more" if len(problems) > 10 else ""
+        raise ValueError("not a valid circuit graph:\n  " + "\n  ".join(problems[:10]) + more)
+    return g
+
+
+def _check_attrs(data: Mapping, required: Mapping[str, type], where: str, fix: str, out: list):
+    for key, typ in required.items():
+        if key not in data:
+            out.append(f"{where} is missing required attribute {key!r} ({typ.__name__}); {fix}")
+        elif type(data[key]) is not typ:
+            out.append(
+                f"{where} has {key}={data[key]!r} of type {type(data[key]).__name__}, expected "
+                f"{typ.__name__}; convert it ({typ.__name__}(x))"
+            )
+        elif typ is float and not math.isfinite(data[key]):
+            out.append(f"{where} has {key}={data[key]}; it must be a finite number")
+
+
+def targets(g: nx.DiGraph) -> list[str]:
+    """The target nodes (quantities being explained) of `g`, sorted."""
+    return sorted(n for n, kind in g.nodes(data="kind") if kind == "target")
+
+
+def sort_key(nid: str) -> tuple:
+    """Order nodes along the data path: embed, then by layer (heads, attn, MLP, neurons,
+    residual sites), targets last."""
+    c = parse_node_id(nid)
+    group = {"embed": 0, "resid_pre": 0, "head": 1, "attn": 2, "resid_mid": 3, "mlp": 4}
+    group.update(neuron=5, resid_post=6, target=7)
+    layer = {"embed": -1, "target": 10**9}.get(c.kind, c.layer)
+    return (layer, group[c.part if c.kind == "resid" else c.kind], c.head, c.part, c.neuron, c.name)
