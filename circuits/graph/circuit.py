@@ -28,6 +28,7 @@ from collections.abc import Mapping
 from typing import NamedTuple
 
 import networkx as nx
+import pandas as pd
 
 KINDS = ("embed", "head", "attn", "mlp", "neuron", "resid", "target")
 HEAD_PARTS = ("q", "k", "v", "pattern")
@@ -63,9 +64,18 @@ SCALAR_TYPES = (str, int, float, bool)
 # would not come back unchanged.
 RESERVED_ATTRS = frozenset({"id", "weight", "start", "end", "viz", "pid"})
 
-# One colour per effect sign, shared by every drawing and export so a circuit looks the same
+# One colour per effect sign and per node kind, shared by every drawing and export so a circuit looks the same
 # in matplotlib, Graphviz and Mermaid.
 SIGN_COLORS = {1: "#1f77b4", -1: "#d62728"}
+KIND_COLORS = {
+    "embed": "#c7c7c7",
+    "head": "#aec7e8",
+    "attn": "#9edae5",
+    "mlp": "#ffbb78",
+    "neuron": "#ffdd99",
+    "resid": "#e0e0e0",
+    "target": "#98df8a",
+}
 
 _ID_PATTERNS = [
     (re.compile(r"embed"), "embed"),
@@ -374,3 +384,16 @@ def sort_key(nid: str) -> tuple:
     group.update(neuron=5, resid_post=6, target=7)
     layer = {"embed": -1, "target": 10**9}.get(c.kind, c.layer)
     return (layer, group[c.part if c.kind == "resid" else c.kind], c.head, c.part, c.neuron, c.name)
+
+
+def node_table(g: nx.DiGraph) -> pd.DataFrame:
+    """One row per node (id and attributes), in data-path order."""
+    rows = [{"node": n, **g.nodes[n]} for n in sorted(g, key=sort_key)]
+    return pd.DataFrame(rows, columns=["node", *NODE_ATTRS] if not rows else None)
+
+
+def edge_table(g: nx.DiGraph) -> pd.DataFrame:
+    """One row per edge (source, target and attributes), strongest |effect| first."""
+    rows = [{"source": u, "target": v, **d} for u, v, d in g.edges(data=True)]
+    df = pd.DataFrame(rows, columns=["source", "target", *EDGE_ATTRS] if not rows else None)
+    return df.sort_values(["abs_effect", "source"], ascending=[False, True], ignore_index=True)

@@ -27,7 +27,7 @@ from typing import IO
 
 import networkx as nx
 
-from circuits.graph.circuit import SIGN_COLORS, sort_key, validate
+from circuits.graph.circuit import KIND_COLORS, SIGN_COLORS, sort_key, validate
 
 FORMATS: dict[str, tuple[str, ...]] = {
     "graphml": (".graphml",),
@@ -37,16 +37,6 @@ FORMATS: dict[str, tuple[str, ...]] = {
     "mermaid": (".mmd", ".md"),
 }
 READABLE = ("graphml", "gexf", "json", "dot")
-
-KIND_COLORS = {
-    "embed": "#c7c7c7",
-    "head": "#aec7e8",
-    "attn": "#9edae5",
-    "mlp": "#ffbb78",
-    "neuron": "#ffdd99",
-    "resid": "#e0e0e0",
-    "target": "#98df8a",
-}
 
 
 @contextlib.contextmanager

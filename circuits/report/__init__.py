@@ -1,0 +1,38 @@
+"""Show results: layered circuit drawings, circuitsvis attention views (offline) and one
+self-contained HTML report. Nothing outside this package draws."""
+
+from circuits.report.attention import (
+    AttentionView,
+    attention_html,
+    attention_views,
+    circuit_heads,
+    circuitsvis_script,
+)
+from circuits.report.draw import draw_circuit, layered_layout, save_figure
+from circuits.report.html import (
+    GraphView,
+    Image,
+    Section,
+    Table,
+    Text,
+    render_report,
+    write_report,
+)
+
+__all__ = [
+    "AttentionView",
+    "GraphView",
+    "Image",
+    "Section",
+    "Table",
+    "Text",
+    "attention_html",
+    "attention_views",
+    "circuit_heads",
+    "circuitsvis_script",
+    "draw_circuit",
+    "layered_layout",
+    "render_report",
+    "save_figure",
+    "write_report",
+]

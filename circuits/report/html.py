@@ -1,0 +1,261 @@
+"""One self-contained HTML report (no network needed): text, tables, figures, circuit graphs and
+circuitsvis attention views, grouped in sections; written atomically.
+
+Every tracer builds its report the same way:
+
+    write_report("report.html", "P0 sink circuit: smollm2-135m", [
+        Section("Summary", ["P0 attention mass rises from **0.1** to **0.6** ...", summary_df]),
+        Section("Circuit", [GraphView(g, caption="top-20 edges"), Image(fig, "effects by layer")]),
+        Section("Attention", attention_views(model, texts, circuit_heads(g, max_heads=8))),
+    ], settings={"model": "smollm2-135m", "seed": 0, "n_texts": 8})
+
+Items may be given bare (str, DataFrame, Figure, PNG/SVG Path, DiGraph, AttentionView) or wrapped
+(`Text`, `Table`, `Image`, `GraphView`) to set a caption or limits.
+"""
+
+from __future__ import annotations
+
+import base64
+import datetime as _dt
+import html
+import io
+import re
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import matplotlib
+
+matplotlib.use("Agg")
+
+import networkx as nx  # noqa: E402
+import pandas as pd  # noqa: E402
+from matplotlib.figure import Figure  # noqa: E402
+
+from circuits.graph.circuit import edge_table  # noqa: E402
+from circuits.graph.io import atomic_write  # noqa: E402
+from circuits.report.attention import AttentionView, circuitsvis_script  # noqa: E402
+from circuits.report.draw import draw_circuit  # noqa: E402
+
+
+@dataclass
+class Text:
+    """Markdown-ish text: blank-line paragraphs, "# "/"## " headings, "- " lists, `code`,
+    **bold**. Everything else is shown as written (HTML is escaped)."""
+
+    markdown: str
+
+
+@dataclass
+class Table:
+    """A DataFrame as an HTML table (the first `max_rows` rows; floats with `float_format`)."""
+
+    frame: pd.DataFrame
+    caption: str = ""
+    max_rows: int = 200
+    float_format: str = "{:.4g}"
+
+
+@dataclass
+class Image:
+    """A matplotlib Figure (embedded as PNG) or a .png / .svg file (embedded inline)."""
+
+    source: Figure | Path
+    caption: str = ""
+    dpi: int = 130
+
+
+@dataclass
+class GraphView:
+    """A circuit graph: its layered drawing (inline SVG), its attributes and strongest edges."""
+
+    graph: nx.DiGraph
+    caption: str = ""
+    max_edges: int = 50
+
+
+@dataclass
+class Section:
+    """A heading and its items, shown in order."""
+
+    heading: str
+    items: Sequence = field(default_factory=list)
+
+
+ITEM_TYPES = "str, DataFrame, matplotlib Figure, Path (.png/.svg), networkx DiGraph, AttentionView"
+
+CSS = """
+body { font-family: -apple-system, "Segoe UI", Helvetica, Arial, sans-serif; margin: 2em auto;
+       max-width: 1100px; padding: 0 1em; color: #222; line-height: 1.45; }
+h1 { border-bottom: 2px solid #ddd; padding-bottom: .3em; }
+h2 { border-bottom: 1px solid #eee; padding-bottom: .2em; margin-top: 2em; }
+table { border-collapse: collapse; font-size: 13px; margin: .5em 0 1.5em; }
+th, td { border: 1px solid #ddd; padding: 3px 8px; text-align: right; }
+th { background: #f5f5f5; }
+td:first-child, th:first-child { text-align: left; }
+figure { margin: 1em 0; } figcaption, caption { color: #555; font-size: 13px; padding: .3em 0; }
+img, svg { max-width: 100%; height: auto; }
+code { background: #f3f3f3; padding: 0 3px; border-radius: 3px; }
+.footer { color: #888; font-size: 12px; margin-top: 3em; }
+"""
+
+
+def _inline(text: str) -> str:
+    text = html.escape(text)
+    text = re.sub(r"`([^`]+)`", r"<code>\1</code>", text)
+    return re.sub(r"\*\*([^*]+)\*\*", r"<strong>\1</strong>", text)
+
+
+def _text_html(item: Text) -> str:
+    out = []
+    for block in re.split(r"\n\s*\n", item.markdown.strip()):
+        lines = block.strip().splitlines()
+        if not lines:
+            continue
+        if all(line.lstrip().startswith(("- ", "* ")) for line in lines):
+            rows = "".join(f"<li>{_inline(line.lstrip()[2:])}</li>" for line in lines)
+            out.append(f"<ul>{rows}</ul>")
+        elif lines[0].startswith("#"):
+            level = min(len(lines[0]) - len(lines[0].lstrip("#")), 3)
+            out.append(f"<h{level + 2}>{_inline(lines[0].lstrip('#').strip())}</h{level + 2}>")
+            if lines[1:]:
+                out.append(f"<p>{_inline(' '.join(lines[1:]))}</p>")
+        else:
+            out.append(f"<p>{_inline(' '.join(lines))}</p>")
+    return "\n".join(out)
+
+
+def _table_html(item: Table) -> str:
+    frame = item.frame
+    note = ""
+    if len(frame) > item.max_rows:
+        note = f"<p><em>first {item.max_rows} of {len(frame)} rows</em></p>"
+        frame = frame.head(item.max_rows)
+    table = frame.to_html(border=0, float_format=item.float_format.format, escape=True)
+    caption = f"<figcaption>{html.escape(item.caption)}</figcaption>" if item.caption else ""
+    return f"<figure>{caption}{table}{note}</figure>"
+
+
+def _svg_inline(svg: str) -> str:
+    # Drop the XML prolog / doctype: an inline <svg> element starts at "<svg".
+    return svg[svg.index("<svg") :]
+
+
+def _figure_html(body: str, caption: str) -> str:
+    cap = f"<figcaption>{html.escape(caption)}</figcaption>" if caption else ""
+    return f"<figure>{body}{cap}</figure>"
+
+
+def _image_html(item: Image) -> str:
+    source = item.source
+    if isinstance(source, Figure):
+        buf = io.BytesIO()
+        source.savefig(buf, format="png", dpi=item.dpi)
+        data = base64.b64encode(buf.getvalue()).decode("ascii")
+        return _figure_html(f'<img src="data:image/png;base64,{data}" alt="figure">', item.caption)
+    path = Path(source)
+    if not path.is_file():
+        raise FileNotFoundError(f"image {path} does not exist")
+    if path.suffix.lower() == ".png":
+        data = base64.b64encode(path.read_bytes()).decode("ascii")
+        return _figure_html(
+            f'<img src="data:image/png;base64,{data}" alt="{path.name}">', item.caption
+        )
+    if path.suffix.lower() == ".svg":
+        return _figure_html(_svg_inline(path.read_text(encoding="utf-8")), item.caption)
+    raise ValueError(f"cannot embed {path.name}: images must be .png or .svg files")
+
+
+def _graph_html(item: GraphView) -> str:
+    g = item.graph
+    buf = io.StringIO()
+    with matplotlib.rc_context({"svg.fonttype": "none", "svg.hashsalt": "circuits"}):
+        draw_circuit(g).savefig(buf, format="svg")
+    attrs = pd.DataFrame({"value": [str(v) for v in g.graph.values()]}, index=list(g.graph))
+    n_edges = g.number_of_edges()
+    return "\n".join(
+        [
+            _figure_html(_svg_inline(buf.getvalue()), item.caption),
+            f"<p>{g.number_of_nodes()} nodes, {n_edges} edges.</p>",
+            _table_html(Table(attrs.rename_axis("graph attribute"))),
+            _table_html(Table(edge_table(g), "edges, strongest first", max_rows=item.max_edges)),
+        ]
+    )
+
+
+def _wrap(item):
+    """Give a bare item its wrapper."""
+    if isinstance(item, Text | Table | Image | GraphView | AttentionView):
+        return item
+    if isinstance(item, str):
+        return Text(item)
+    if isinstance(item, pd.DataFrame):
+        return Table(item)
+    if isinstance(item, Figure | Path):
+        return Image(item)
+    if isinstance(item, nx.DiGraph):
+        return GraphView(item)
+    raise TypeError(
+        f"cannot put a {type(item).__name__} in a report; items are: {ITEM_TYPES} "
+        "(or the wrappers Text, Table, Image, GraphView)"
+    )
+
+
+def render_report(
+    title: str, sections: Sequence[Section], *, settings: Mapping[str, object] | None = None
+) -> str:
+    """The report as one HTML string (see `write_report`)."""
+    import circuits
+
+    for s in sections:
+        if not isinstance(s, Section):
+            raise TypeError(f"sections must be Section objects, got {type(s).__name__}")
+    wrapped = [(s.heading, [_wrap(item) for item in s.items]) for s in sections]
+    renderers = {Text: _text_html, Table: _table_html, Image: _image_html, GraphView: _graph_html}
+    body, n_views = [], 0
+    if settings:
+        frame = pd.DataFrame({"value": [str(v) for v in settings.values()]}, index=list(settings))
+        body += ["<h2>Settings</h2>", _table_html(Table(frame.rename_axis("setting")))]
+    for heading, items in wrapped:
+        body.append(f"<h2>{html.escape(heading)}</h2>")
+        for item in items:
+            if isinstance(item, AttentionView):
+                body.append(item.to_html(f"circuits-attention-{n_views}"))
+                n_views += 1
+            else:
+                body.append(renderers[type(item)](item))
+    stamp = _dt.datetime.now().isoformat(timespec="seconds")
+    return "\n".join(
+        [
+            "<!DOCTYPE html>",
+            '<html lang="en"><head><meta charset="utf-8">',
+            f"<title>{html.escape(title)}</title><style>{CSS}</style>",
+            # The attention views call CircuitsVis, so its bundle comes first.
+            circuitsvis_script() if n_views else "",
+            "</head><body>",
+            f"<h1>{html.escape(title)}</h1>",
+            *body,
+            f'<p class="footer">circuits {circuits.__version__}, written {stamp}.</p>',
+            "</body></html>",
+        ]
+    )
+
+
+def write_report(
+    path: str | Path,
+    title: str,
+    sections: Sequence[Section],
+    *,
+    settings: Mapping[str, object] | None = None,
+) -> Path:
+    """Write one self-contained HTML report to `path` (atomically); returns the path.
+
+    `sections` are `Section(heading, items)`; `settings` (e.g. model, seed, thresholds) are
+    shown as a table at the top. Everything is inlined (figures as PNG/SVG, the circuitsvis
+    bundle once when there are attention views), so the file opens offline. All items are
+    rendered before anything is written: a bad item raises and leaves no file.
+    """
+    text = render_report(title, sections, settings=settings)
+    with atomic_write(path, "w") as fh:
+        fh.write(text)
+    return Path(path)
