@@ -49,7 +49,24 @@ def add_models(sub) -> None:
     p.set_defaults(func=_cmd_models)
 
 
-COMMANDS = [add_models]
+def _cmd_export(args: argparse.Namespace) -> int:
+    from circuits.graph.io import convert
+
+    print(convert(args.graph, args.format, args.out))
+    return 0
+
+
+def add_export(sub) -> None:
+    p = sub.add_parser("export", help="convert a circuit graph file to another format")
+    p.add_argument("graph", help="a circuit graph (.graphml, .gexf, .json or .dot)")
+    p.add_argument(
+        "--format", required=True, help="graphml, gexf, json, dot or mermaid (write-only)"
+    )
+    p.add_argument("--out", help="output path (default: GRAPH with the format's suffix)")
+    p.set_defaults(func=_cmd_export)
+
+
+COMMANDS = [add_models, add_export]
 
 
 def build_parser() -> argparse.ArgumentParser:
