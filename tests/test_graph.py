@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import math
+import os
 import shutil
 import subprocess
 import xml.etree.ElementTree as ET
@@ -458,6 +459,9 @@ def test_round_trip_keeps_every_attribute_and_type(tmp_path, suffix):
     assert typed(h) == typed(g)
     assert list(h.edges) == list(g.edges)
     assert not [p for p in tmp_path.iterdir() if p.name.startswith(".")]  # no temp files left
+    umask = os.umask(0)
+    os.umask(umask)
+    assert path.stat().st_mode & 0o777 == 0o666 & ~umask  # as open() would, not mkstemp's 0600
 
 
 def test_round_trip_of_a_pruned_graph_from_scores(tmp_path):

@@ -67,8 +67,8 @@ def draw_circuit(
     pos = layered_layout(g)
     xs = sorted({x for x, _ in pos.values()})
     ys = [y for _, y in pos.values()]
-    width = min(max(4.0, 1.1 * len(xs) + 2.5), 40.0)
-    height = min(max(3.0, 0.45 * (max(ys) - min(ys) + 1) + 1.8), 40.0)
+    width = min(max(5.0, 1.5 * len(xs) + 3.0), 40.0)
+    height = min(max(3.5, 0.55 * (max(ys) - min(ys) + 1) + 2.0), 40.0)
     fig = Figure(figsize=(width, height), layout="constrained")
     ax = fig.add_subplot()
 
@@ -129,7 +129,9 @@ def draw_circuit(
         Line2D([], [], color=SIGN_COLORS[1], lw=2, label="effect > 0"),
         Line2D([], [], color=SIGN_COLORS[-1], lw=2, label="effect < 0"),
     ]
-    ax.legend(handles=handles, loc="upper left", bbox_to_anchor=(1.0, 1.0), fontsize=7)
+    ax.legend(
+        handles=handles, loc="upper left", bbox_to_anchor=(1.0, 1.0), fontsize=7, markerscale=0.6
+    )
     ax.set_title(title or f"{g.graph['model']} | {g.graph['metric']}", fontsize=10)
     return fig
 

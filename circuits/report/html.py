@@ -54,6 +54,7 @@ class Table:
     caption: str = ""
     max_rows: int = 200
     float_format: str = "{:.4g}"
+    index: bool = True
 
 
 @dataclass
@@ -131,7 +132,9 @@ def _table_html(item: Table) -> str:
     if len(frame) > item.max_rows:
         note = f"<p><em>first {item.max_rows} of {len(frame)} rows</em></p>"
         frame = frame.head(item.max_rows)
-    table = frame.to_html(border=0, float_format=item.float_format.format, escape=True)
+    table = frame.to_html(
+        border=0, float_format=item.float_format.format, escape=True, index=item.index
+    )
     caption = f"<figcaption>{html.escape(item.caption)}</figcaption>" if item.caption else ""
     return f"<figure>{caption}{table}{note}</figure>"
 
@@ -171,16 +174,22 @@ def _graph_html(item: GraphView) -> str:
     buf = io.StringIO()
     with matplotlib.rc_context({"svg.fonttype": "none", "svg.hashsalt": "circuits"}):
         draw_circuit(g).savefig(buf, format="svg")
-    attrs = pd.DataFrame({"value": [str(v) for v in g.graph.values()]}, index=list(g.graph))
     n_edges = g.number_of_edges()
     return "\n".join(
         [
             _figure_html(_svg_inline(buf.getvalue()), item.caption),
             f"<p>{g.number_of_nodes()} nodes, {n_edges} edges.</p>",
-            _table_html(Table(attrs.rename_axis("graph attribute"))),
-            _table_html(Table(edge_table(g), "edges, strongest first", max_rows=item.max_edges)),
+            _table_html(_key_values(g.graph, "graph attribute")),
+            _table_html(
+                Table(edge_table(g), "edges, strongest first", max_rows=item.max_edges, index=False)
+            ),
         ]
     )
+
+
+def _key_values(mapping: Mapping[str, object], name: str) -> Table:
+    frame = pd.DataFrame({name: list(mapping), "value": [str(v) for v in mapping.values()]})
+    return Table(frame, index=False)
 
 
 def _wrap(item):
@@ -214,8 +223,7 @@ def render_report(
     renderers = {Text: _text_html, Table: _table_html, Image: _image_html, GraphView: _graph_html}
     body, n_views = [], 0
     if settings:
-        frame = pd.DataFrame({"value": [str(v) for v in settings.values()]}, index=list(settings))
-        body += ["<h2>Settings</h2>", _table_html(Table(frame.rename_axis("setting")))]
+        body += ["<h2>Settings</h2>", _table_html(_key_values(settings, "setting"))]
     for heading, items in wrapped:
         body.append(f"<h2>{html.escape(heading)}</h2>")
         for item in items:

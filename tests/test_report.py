@@ -1,0 +1,285 @@
+"""Drawing, attention views and the HTML report, from a circuit traced on the tiny model."""
+
+from __future__ import annotations
+
+import json
+import re
+import shutil
+import subprocess
+import xml.etree.ElementTree as ET
+
+import numpy as np
+import pandas as pd
+import pytest
+import torch
+from matplotlib.colors import to_hex
+from matplotlib.figure import Figure
+from matplotlib.patches import FancyArrowPatch
+
+from circuits.graph import from_scores, prune_dead_nodes, prune_top_k
+from circuits.graph.circuit import SIGN_COLORS, add_effect, new_graph
+from circuits.report import (
+    AttentionView,
+    GraphView,
+    Image,
+    Section,
+    Table,
+    attention_html,
+    attention_views,
+    circuit_heads,
+    draw_circuit,
+    layered_layout,
+    render_report,
+    save_figure,
+    write_report,
+)
+
+TEXTS = ["The cat sat on the mat!!", "Sinks hold attention now"]  # equal lengths: one batch
+LAST = 3  # the tiny model's last layer, where the metric is read
+TARGET = f"target:p0_mass[L{LAST}]"
+
+
+def p0_mass(pattern: torch.Tensor) -> float:
+    """Mean attention to position 0 over heads, texts and query positions >= 1."""
+    return pattern[:, :, 1:, 0].mean().item()
+
+
+@pytest.fixture(scope="module")
+def head_scores(tiny) -> pd.DataFrame:
+    """Zero-ablate each head's output (hook_z) and measure the change in layer-3 P0 mass."""
+    tokens = tiny.to_tokens(TEXTS)
+    assert tokens.shape == (2, 25)  # BOS + 24 bytes, no padding
+    seen = {}
+
+    def keep(pattern, hook):
+        seen["pattern"] = pattern.detach().clone()
+
+    metric_hook = (f"blocks.{LAST}.attn.hook_pattern", keep)
+    rows = []
+    with torch.no_grad():
+        tiny.run_with_hooks(tokens, fwd_hooks=[metric_hook])
+        clean = p0_mass(seen["pattern"])
+        for layer in range(tiny.cfg.n_layers):
+            for head in range(tiny.cfg.n_heads):
+
+                def ablate(z, hook, head=head):
+                    z = z.clone()
+                    z[:, :, head] = 0.0
+                    return z
+
+                tiny.run_with_hooks(
+                    tokens, fwd_hooks=[(f"blocks.{layer}.attn.hook_z", ablate), metric_hook]
+                )
+                effect = p0_mass(seen["pattern"]) - clean
+                rows.append(
+                    dict(site="head", layer=layer, head=head, pos=-1, neuron=-1, effect=effect)
+                )
+    df = pd.DataFrame(rows)
+    df.attrs = {"metric": f"p0_mass[L{LAST}]", "intervention": "zero-ablation (hook_z)"}
+    return df
+
+
+@pytest.fixture(scope="module")
+def circuit(tiny, head_scores):
+    g = from_scores(head_scores, TARGET, model=tiny, data=f"{len(TEXTS)} texts", seed=0)
+    return prune_dead_nodes(prune_top_k(g, 5))
+
+
+def test_the_traced_effects_are_real(head_scores):
+    last = head_scores[head_scores["layer"] == LAST]["effect"]
+    earlier = head_scores[head_scores["layer"] < LAST]["effect"]
+    # Layer-3 patterns are computed before layer-3 heads write anything: exactly no effect.
+    assert (last == 0.0).all()
+    assert (earlier.abs() > 1e-7).all()
+
+
+def test_the_circuit_keeps_the_five_strongest_heads(circuit, head_scores):
+    strongest = head_scores.loc[head_scores["effect"].abs().nlargest(5).index]
+    expected = {f"L{r.layer}.H{r.head}" for r in strongest.itertuples()}
+    assert set(circuit) == expected | {TARGET}
+    assert circuit.graph["model"] == "tiny" and circuit.graph["model_source"] == "random:seed=0"
+    for r in strongest.itertuples():
+        assert circuit.edges[f"L{r.layer}.H{r.head}", TARGET]["effect"] == r.effect
+
+
+def test_the_drawing_encodes_layers_width_and_sign(circuit, tmp_path):
+    pos = layered_layout(circuit)
+    last = max(d["layer"] for n, d in circuit.nodes(data=True) if n != TARGET)
+    for n, d in circuit.nodes(data=True):
+        assert pos[n][0] == (last + 1 if n == TARGET else d["layer"])
+    heads_by_index = {}
+    for n, d in circuit.nodes(data=True):
+        if d["kind"] == "head":
+            heads_by_index.setdefault(d["head"], set()).add(pos[n][1])
+    assert all(len(ys) == 1 for ys in heads_by_index.values())  # head h: one row, every layer
+
+    fig = draw_circuit(circuit)
+    arrows = [p for p in fig.axes[0].patches if isinstance(p, FancyArrowPatch)]
+    assert len(arrows) == 5
+    effects = sorted((d["abs_effect"], d["sign"]) for *_, d in circuit.edges(data=True))
+    top = effects[-1][0]
+    for arrow, (a, sign) in zip(arrows, effects, strict=True):  # drawn weakest first
+        assert arrow.get_linewidth() == pytest.approx(0.4 + 5.6 * a / top)
+        assert to_hex(arrow.get_edgecolor()) == SIGN_COLORS[sign]
+
+    png = save_figure(fig, tmp_path / "circuit.png")
+    assert png.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+    svg = save_figure(fig, tmp_path / "circuit.svg")
+    assert ET.parse(svg).getroot().tag == "{http://www.w3.org/2000/svg}svg"
+    with pytest.raises(ValueError, match="cannot save a figure as '.jpg'"):
+        save_figure(fig, tmp_path / "circuit.jpg")
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["circuit.png", "circuit.svg"]
+
+
+def test_attention_views_hold_the_model_patterns(tiny):
+    heads = ["L0.H1", "L2.H3"]
+    (view,) = attention_views(tiny, TEXTS[:1], heads)
+    _, cache = tiny.run_with_cache(tiny.to_tokens(TEXTS[0]))
+    assert view.tokens == tiny.to_str_tokens(TEXTS[0]) and view.tokens[0] == "<bos>"
+    assert view.patterns.shape == (2, 25, 25)
+    np.testing.assert_allclose(view.patterns[0], cache["blocks.0.attn.hook_pattern"][0, 1])
+    np.testing.assert_allclose(view.patterns[1], cache["blocks.2.attn.hook_pattern"][0, 3])
+    np.testing.assert_allclose(view.patterns.sum(-1), 1.0, atol=1e-5)
+    assert np.triu(view.patterns, k=1).max() == 0.0
+
+
+def test_attention_view_props_are_what_circuitsvis_renders(tiny):
+    from circuitsvis.attention import attention_heads
+
+    (view,) = attention_views(tiny, ["a <b>tag</script> x"], ["L1.H0"])
+    props = view.props()
+    local = attention_heads(
+        attention=props["attention"], tokens=view.tokens, attention_head_names=view.heads
+    ).local_src
+    m = re.search(
+        r"CircuitsVis\.render\(\s*\"[^\"]+\",\s*CircuitsVis\.(\w+),\s*(\{.*\})\s*\)", local, re.S
+    )
+    assert m.group(1) == "AttentionHeads" and json.loads(m.group(2)) == props
+    html = attention_html([view])
+    assert html.count("</script>") == 2  # the bundle and the view: token text cannot close one
+    assert "a <b>tag" not in html
+
+
+def test_circuit_heads_fold_parts_and_rank_by_score():
+    g = new_graph("tiny", data="d", metric="m", seed=0)
+    for u, e in [
+        ("L2.H1.q", 0.5),
+        ("L2.H1.k", -0.4),
+        ("L0.H3", 0.6),
+        ("L1.H0", 0.1),
+        ("L1.MLP", 9.0),
+    ]:
+        add_effect(g, u, "target:x", e, intervention="z")
+        g.nodes[u]["score"] = e
+    assert circuit_heads(g) == ["L0.H3", "L1.H0", "L2.H1"]
+    assert circuit_heads(g, max_heads=2) == ["L0.H3", "L2.H1"]  # |0.5| + |-0.4| > 0.6
+
+
+def test_attention_views_refuse_bad_heads(tiny):
+    with pytest.raises(ValueError, match="outside this model"):
+        attention_views(tiny, TEXTS, ["L4.H0"])
+    with pytest.raises(ValueError, match="not a head id"):
+        attention_views(tiny, TEXTS, ["L1.H0.q"])
+    with pytest.raises(ValueError, match="no texts"):
+        attention_views(tiny, [], ["L1.H0"])
+
+
+@pytest.fixture(scope="module")
+def report(tiny, circuit, head_scores, tmp_path_factory):
+    folder = tmp_path_factory.mktemp("report")
+    fig = Figure(figsize=(4, 2))
+    fig.add_subplot().bar(range(len(head_scores)), head_scores["effect"])
+    png = save_figure(draw_circuit(circuit), folder / "circuit.png")
+    views = attention_views(tiny, TEXTS, circuit_heads(circuit))
+    path = write_report(
+        folder / "report.html",
+        "P0 circuit <tiny>",
+        [
+            Section(
+                "Summary",
+                [
+                    "# Result\nThe **five** strongest heads of `L0-L2`.\n\n"
+                    "- one\n- two <script>alert(1)</script>"
+                ],
+            ),
+            Section(
+                "Circuit",
+                [GraphView(circuit, "top-5 heads"), Table(head_scores, "all heads", max_rows=4)],
+            ),
+            Section("Figures", [Image(fig, "effect per head"), png]),
+            Section("Attention", views),
+        ],
+        settings={"model": "tiny", "seed": 0, "texts": " | ".join(TEXTS)},
+    )
+    return path, views
+
+
+def test_the_report_is_one_self_contained_file(report, circuit):
+    path, views = report
+    text = path.read_text(encoding="utf-8")
+    assert text.count("var CircuitsVis=") == 1  # the bundle, inlined once
+    assert text.count("<script>CircuitsVis.render(") == len(views) == len(TEXTS)
+    assert not re.search(r"<script[^>]+src=|<link\b|<img[^>]+src=\"(?!data:)|@import", text)
+    assert text.count('<img src="data:image/png;base64,') == 2
+    assert text.count("<svg") >= 1  # the circuit drawing, inline
+    assert "<strong>five</strong>" in text and "<code>L0-L2</code>" in text
+    assert "&lt;script&gt;alert(1)&lt;/script&gt;" in text and "<li>one</li>" in text
+    assert "first 4 of 16 rows" in text and "edges, strongest first" in text
+    assert "P0 circuit &lt;tiny&gt;" in text and "<figcaption>top-5 heads</figcaption>" in text
+    assert all(isinstance(v, AttentionView) for v in views)
+    for n in circuit:
+        assert n in text  # the edge table names every node
+    assert [p.name for p in path.parent.iterdir() if p.name.startswith(".")] == []
+
+
+def test_bad_report_items_raise_before_anything_is_written(tmp_path):
+    with pytest.raises(TypeError, match="cannot put a int in a report; items are: str"):
+        write_report(tmp_path / "r.html", "t", [Section("s", [3])])
+    with pytest.raises(TypeError, match="sections must be Section objects"):
+        write_report(tmp_path / "r.html", "t", ["text"])
+    (tmp_path / "x.jpg").write_bytes(b"jpg")
+    with pytest.raises(ValueError, match="must be .png or .svg"):
+        write_report(tmp_path / "r.html", "t", [Section("s", [tmp_path / "x.jpg"])])
+    assert [p.name for p in tmp_path.iterdir()] == ["x.jpg"]
+    g = new_graph("tiny", data="d", metric="m", seed=0)
+    add_effect(g, "L0.H0", "target:x", 1.0, intervention="z")
+    page = render_report("t", [Section("s", ["x", g])])
+    assert "Settings" not in page and "CircuitsVis" not in page  # no views: no bundle
+
+
+@pytest.mark.skipif(
+    shutil.which("chromium") is None,
+    reason="chromium is not installed (apt-get install -y chromium); CI installs it",
+)
+def test_the_report_renders_in_headless_chromium(report, tmp_path):
+    path, views = report
+    out = subprocess.run(
+        [
+            "chromium",
+            "--headless",
+            "--no-sandbox",
+            "--disable-gpu",
+            "--disable-background-networking",
+            "--disable-component-update",
+            "--disable-sync",
+            "--no-first-run",
+            f"--user-data-dir={tmp_path / 'profile'}",
+            "--virtual-time-budget=10000",
+            "--dump-dom",
+            path.as_uri(),
+        ],
+        capture_output=True,
+        text=True,
+        timeout=180,
+    )
+    assert out.returncode == 0, out.stderr[-2000:]
+    dom = out.stdout
+    for i, view in enumerate(views):
+        start = dom.index(f'id="circuits-attention-{i}"')
+        rendered = dom[start : dom.index("<script>", start)]
+        # Only circuitsvis's script puts these into the empty <div>.
+        assert "Head Selector" in rendered
+        assert rendered.count("<canvas") == len(view.heads) + 1  # thumbnails + zoomed head
+        for head in view.heads:
+            assert f">{head}</h4>" in rendered
+    assert dom.count("<svg") >= 1
