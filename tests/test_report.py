@@ -240,6 +240,8 @@ def test_bad_report_items_raise_before_anything_is_written(tmp_path):
     (tmp_path / "x.jpg").write_bytes(b"jpg")
     with pytest.raises(ValueError, match="must be .png or .svg"):
         write_report(tmp_path / "r.html", "t", [Section("s", [tmp_path / "x.jpg"])])
+    with pytest.raises(TypeError, match="items must be a list"):
+        Section("s", pd.DataFrame({"a": [1]}))
     assert [p.name for p in tmp_path.iterdir()] == ["x.jpg"]
     g = new_graph("tiny", data="d", metric="m", seed=0)
     add_effect(g, "L0.H0", "target:x", 1.0, intervention="z")

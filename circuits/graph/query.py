@@ -71,7 +71,7 @@ def strongest_path(g: nx.DiGraph, target: str, *, rule: str = "product") -> Stro
 
     Found by dynamic programming over a topological order (all weights are >= 0, so the best
     path into a node extends the best path into one of its parents); ties go to the
-    lexicographically smaller parent. Inputs are nodes with no incoming edge.
+    lexicographically smaller path. Inputs are nodes with no incoming edge.
     """
     _check_target(g, target)
     if rule not in PATH_RULES:

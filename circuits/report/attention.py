@@ -15,7 +15,6 @@ from pathlib import Path
 
 import networkx as nx
 import numpy as np
-import torch
 from jaxtyping import Float
 
 from circuits.graph.circuit import node_id, parse_node_id
@@ -118,6 +117,8 @@ def attention_views(model, texts: list[str], heads: list[str]) -> list[Attention
         if not (c.layer < n_layers and c.head < n_heads):
             raise ValueError(f"{h} is outside this model ({n_layers} layers x {n_heads} heads)")
     hooks = {f"blocks.{c.layer}.attn.hook_pattern" for c in comps}
+    import torch
+
     views = []
     for text in texts:
         tokens = model.to_tokens(text)

@@ -82,6 +82,13 @@ class Section:
     heading: str
     items: Sequence = field(default_factory=list)
 
+    def __post_init__(self):
+        if not isinstance(self.items, list | tuple):
+            raise TypeError(
+                f"Section {self.heading!r}: items must be a list, got {type(self.items).__name__}"
+                f" (wrap a single item: [item])"
+            )
+
 
 ITEM_TYPES = "str, DataFrame, matplotlib Figure, Path (.png/.svg), networkx DiGraph, AttentionView"
 
