@@ -1,0 +1,53 @@
+"""Intervene: what to change is data (`interventions`), how to run many changes fast is the
+`engine` (batched, truncated forwards), metrics are read inside the model (`metrics`), and
+attribution patching estimates whole maps from one backward pass (`attribution`)."""
+
+from circuits.patching.attribution import AttributionCheck, attribute, check_attribution
+from circuits.patching.engine import (
+    PatchedRuns,
+    SweepResult,
+    forward_from,
+    run_interventions,
+    sweep,
+)
+from circuits.patching.interventions import (
+    Grid,
+    Intervention,
+    Site,
+    Value,
+    head_grid,
+    neuron_grid,
+    position_grid,
+)
+from circuits.patching.metrics import (
+    Metric,
+    cosine_to,
+    logit_diff,
+    logits_metric,
+    p0_attention,
+    resid_norm,
+)
+
+__all__ = [
+    "AttributionCheck",
+    "Grid",
+    "Intervention",
+    "Metric",
+    "PatchedRuns",
+    "Site",
+    "SweepResult",
+    "Value",
+    "attribute",
+    "check_attribution",
+    "cosine_to",
+    "forward_from",
+    "head_grid",
+    "logit_diff",
+    "logits_metric",
+    "neuron_grid",
+    "p0_attention",
+    "position_grid",
+    "resid_norm",
+    "run_interventions",
+    "sweep",
+]

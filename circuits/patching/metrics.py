@@ -1,0 +1,165 @@
+"""Metrics read inside the model: one number per batch row from activations at named hook points
+and/or the logits.
+
+A `Metric` declares the hooks it reads, so the engine caches only those and stops the forward
+once the last of them has fired. These are small adapters for patching; the sink measurements
+themselves live in `circuits.sinks`. Batch rows seen by a metric during a sweep are
+patched runs x prompts, prompt index fastest (row = run * n_prompts + prompt).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass
+
+import torch
+from jaxtyping import Float
+from torch import Tensor
+
+Acts = Mapping[str, Tensor]
+
+
+@dataclass(frozen=True, eq=False)
+class Metric:
+    """`fn(acts, logits) -> [batch]`: `acts` maps each name in `hooks` to its activation
+    [batch, ...]; `logits` [batch, pos, vocab] is given when `logits` is True, else None."""
+
+    name: str
+    hooks: tuple[str, ...]
+    fn: Callable[[Acts, Tensor | None], Tensor]
+    logits: bool = False
+
+    def __post_init__(self) -> None:
+        if not self.hooks and not self.logits:
+            raise ValueError(f"metric {self.name!r} reads nothing: give hooks and/or logits=True")
+        object.__setattr__(self, "hooks", tuple(dict.fromkeys(self.hooks)))
+
+    def __call__(self, acts: Acts, logits: Tensor | None = None) -> Float[Tensor, " batch"]:
+        out = self.fn(acts, logits)
+        first = next(iter(acts.values())) if acts else logits
+        if not isinstance(out, Tensor) or out.shape != (first.shape[0],):
+            shape = tuple(out.shape) if isinstance(out, Tensor) else type(out).__name__
+            raise ValueError(
+                f"metric {self.name!r} must return one value per batch row "
+                f"[{first.shape[0]}], got {shape}"
+            )
+        return out
+
+
+def _layers(layers: int | Sequence[int]) -> tuple[int, ...]:
+    out = (layers,) if isinstance(layers, int) else tuple(layers)
+    if not out or not all(isinstance(layer, int) and layer >= 0 for layer in out):
+        raise ValueError(
+            f"layers must be a non-negative int or a non-empty list of them: {layers!r}"
+        )
+    return out
+
+
+def _resid_hook(layer: int, kind: str) -> str:
+    kinds = ("resid_pre", "resid_mid", "resid_post")
+    if kind not in kinds:
+        raise ValueError(f"residual kind must be one of {kinds}, got {kind!r}")
+    if not isinstance(layer, int) or layer < 0:
+        raise ValueError(f"layer must be a non-negative int, got {layer!r}")
+    return f"blocks.{layer}.hook_{kind}"
+
+
+def p0_attention(
+    layers: int | Sequence[int], sink_pos: int = 0, heads: Sequence[int] | None = None
+) -> Metric:
+    """Attention paid to the token at `sink_pos`: pattern[..., i, sink_pos] averaged over the
+    given layers, over `heads` (default all) and over query positions i > sink_pos (the sink's
+    own row is excluded: it can attend only to earlier tokens). With sink_pos=0 this is the P0
+    attention mass; at another position it is that token's sink score (Wong et al.)."""
+    layers = _layers(layers)
+    if not isinstance(sink_pos, int) or sink_pos < 0:
+        raise ValueError(f"sink_pos must be a non-negative int, got {sink_pos!r}")
+    hooks = tuple(f"blocks.{layer}.attn.hook_pattern" for layer in layers)
+    head_index = slice(None) if heads is None else list(heads)
+
+    def fn(acts: Acts, logits: Tensor | None) -> Tensor:
+        per_layer = []
+        for hook in hooks:
+            pattern = acts[hook]
+            if pattern.shape[-1] <= sink_pos + 1:
+                raise ValueError(
+                    f"p0_attention(sink_pos={sink_pos}) needs query positions after the sink; "
+                    f"the sequence has {pattern.shape[-1]} tokens"
+                )
+            per_layer.append(pattern[:, head_index, sink_pos + 1 :, sink_pos].mean(dim=(1, 2)))
+        return torch.stack(per_layer).mean(0)
+
+    heads_label = "" if heads is None else f", heads={list(heads)}"
+    return Metric(
+        f"p0_attention(layers={list(layers)}, sink_pos={sink_pos}{heads_label})", hooks, fn
+    )
+
+
+def resid_norm(layer: int, pos: int, kind: str = "resid_post") -> Metric:
+    """L2 norm of the residual stream at position `pos` (e.g. the P0 norm after block `layer`)."""
+    hook = _resid_hook(layer, kind)
+
+    def fn(acts: Acts, logits: Tensor | None) -> Tensor:
+        return acts[hook][:, pos].norm(dim=-1)
+
+    return Metric(f"resid_norm({kind} L{layer}, pos={pos})", (hook,), fn)
+
+
+def cosine_to(
+    layer: int, pos: int, direction: int | Float[Tensor, " d_model"], kind: str = "resid_post"
+) -> Metric:
+    """Cosine similarity of the residual at `pos` with `direction`: a fixed d_model vector, or an
+    int position whose residual in the same run is the direction (e.g. 0: the sink token's
+    state, as in Wong et al.'s secondary-sink test)."""
+    hook = _resid_hook(layer, kind)
+    if isinstance(direction, Tensor):
+        if direction.ndim != 1:
+            raise ValueError(
+                f"direction must be a [d_model] vector, got shape {tuple(direction.shape)}"
+            )
+        label = "vector"
+    elif isinstance(direction, int):
+        label = f"pos {direction}"
+    else:
+        raise ValueError(
+            f"direction must be a [d_model] tensor or a position int, got {direction!r}"
+        )
+
+    def fn(acts: Acts, logits: Tensor | None) -> Tensor:
+        resid = acts[hook]
+        target = resid[:, direction] if isinstance(direction, int) else direction.to(resid)
+        return torch.nn.functional.cosine_similarity(resid[:, pos], target, dim=-1)
+
+    return Metric(f"cosine_to({kind} L{layer}, pos={pos}, {label})", (hook,), fn)
+
+
+def _per_row(x: int | Tensor, batch: int) -> Tensor | int:
+    # Per-prompt ids tile over the patched runs (rows are run-major, prompt-minor).
+    if isinstance(x, int):
+        return x
+    if batch % x.numel():
+        raise ValueError(f"{x.numel()} per-prompt ids do not divide the batch of {batch} rows")
+    return x.repeat(batch // x.numel())
+
+
+def logit_diff(answer: int | Tensor, wrong: int | Tensor, pos: int = -1) -> Metric:
+    """logits[answer] - logits[wrong] at position `pos` (default the last). `answer` / `wrong`
+    are token ids, one for all prompts or one per prompt."""
+
+    def fn(acts: Acts, logits: Tensor | None) -> Tensor:
+        at = logits[:, pos]
+        rows = torch.arange(at.shape[0], device=at.device)
+        return at[rows, _per_row(answer, len(rows))] - at[rows, _per_row(wrong, len(rows))]
+
+    def show(x):
+        return x if isinstance(x, int) else x.tolist()
+
+    return Metric(f"logit_diff({show(answer)} vs {show(wrong)}, pos={pos})", (), fn, logits=True)
+
+
+def logits_metric(fn: Callable[[Tensor], Tensor], name: str) -> Metric:
+    """Wrap a logits-only metric `fn(logits) -> [batch]` (TransformerLens style)."""
+    return Metric(name, (), lambda acts, logits: fn(logits), logits=True)
+
+
+__all__ = ["Metric", "cosine_to", "logit_diff", "logits_metric", "p0_attention", "resid_norm"]
