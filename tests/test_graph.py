@@ -88,7 +88,9 @@ def scores_table() -> pd.DataFrame:
             "effect": [0.5, -0.75, -0.25, 0.3, 1e-5, -3.0, 0.0, 0.2],
         }
     )
-    df.attrs.update(metric="p0_mass", intervention="zero-ablation")
+    df.attrs.update(
+        metric="p0_mass", intervention="zero-ablation", baseline=np.float64(0.5), method="exact"
+    )
     return df
 
 
@@ -241,6 +243,8 @@ def test_from_scores_combines_positions_by_the_named_rule(rule, expected):
     assert g.edges["L0.H1", T]["n_positions"] == 2
     assert g.nodes["L0.H1"]["score"] == g.edges["L0.H1", T]["effect"]
     assert g.graph["position_rule"] == rule and g.graph["metric"] == "p0_mass"
+    assert g.graph["baseline"] == 0.5 and type(g.graph["baseline"]) is float
+    assert g.graph["method"] == "exact"
     assert set(g) == {
         T,
         "L0.H1",
@@ -268,6 +272,10 @@ def test_from_scores_refuses_bad_tables():
     df = scores_table()
     df.loc[0, "site"] = "ffn"
     with pytest.raises(ValueError, match="unknown site 'ffn'"):
+        from_scores(df, "t", **kw)
+    df = scores_table()
+    df.loc[0, "head"] = -1
+    with pytest.raises(ValueError, match="site 'head' at layer 0 has no head index .* attn_out"):
         from_scores(df, "t", **kw)
     df = scores_table()
     df.loc[3, "head"] = 2

@@ -9,6 +9,7 @@ from __future__ import annotations
 import math
 
 import networkx as nx
+import numpy as np
 import pandas as pd
 
 from circuits.graph.circuit import add_component, add_effect, new_graph, node_id, sort_key
@@ -41,6 +42,12 @@ def site_node(site: str, layer: int, head: int = -1, neuron: int = -1) -> str:
     if site not in SITES:
         raise ValueError(f"unknown site {site!r}; known sites: {', '.join(SITES)}")
     kind, part = SITES[site]
+    if kind == "head" and head < 0 or kind == "neuron" and neuron < 0:
+        raise ValueError(
+            f"site {site!r} at layer {layer} has no {kind} index (-1 = all); a graph node is one "
+            f"{kind}: score them one by one, or use the {'attn_out' if kind == 'head' else 'mlp_out'}"
+            " site for the whole layer"
+        )
     if kind != "head" and head != -1:
         raise ValueError(
             f"site {site!r} (layer {layer}) has head={head}; use -1 for non-head sites"
@@ -76,7 +83,9 @@ def from_scores(
     patching engine returns it). Rows of one component at several positions are combined by
     `position_rule`: "sum" (default, as EAP-IG sums scores over positions), "mean", or
     "max_abs" (the effect of largest magnitude, with its sign). Each edge records how many
-    rows it combines (`n_positions`); each component's `score` is its combined effect.
+    rows it combines (`n_positions`); each component's `score` is its combined effect. Other
+    scalar entries of `scores.attrs` (e.g. the engine's `baseline`, `method`) become graph
+    attributes.
     `target` is a target node id ("target:p0_mass[L12-29]") or just its name.
     `model`, `data`, `seed` and extra attributes go to the graph (see `new_graph`).
     """
@@ -121,8 +130,19 @@ def from_scores(
 
     metric = str(scores.attrs["metric"])
     tid = target if target.startswith("target:") else node_id("target", name=target)
+    # Other scalar facts of the scoring run (the engine's baseline, method) travel along.
+    extra = {
+        k: v.item() if hasattr(v, "item") else v
+        for k, v in scores.attrs.items()
+        if k not in ("metric", "intervention") and isinstance(v, str | int | float | np.generic)
+    }
     g = new_graph(
-        model, data=data, metric=metric, seed=seed, position_rule=position_rule, **graph_attrs
+        model,
+        data=data,
+        metric=metric,
+        seed=seed,
+        position_rule=position_rule,
+        **{**extra, **graph_attrs},
     )
     add_component(g, tid, label=target_label)
     for nid in sorted(table["node"].unique(), key=sort_key):
