@@ -66,7 +66,28 @@ def add_export(sub) -> None:
     p.set_defaults(func=_cmd_export)
 
 
-COMMANDS = [add_models, add_export]
+def _cmd_generate(args: argparse.Namespace) -> int:
+    from circuits.corpus import generate_file
+
+    traces = generate_file(
+        args.model, args.out, n=args.n, max_new_tokens=args.max_new_tokens, seed=args.seed
+    )
+    n_new = sum(len(t.tokens) - t.prompt_len for t in traces)
+    print(f"{len(traces)} traces, {n_new} generated tokens -> {args.out}")
+    return 0
+
+
+def add_generate(sub) -> None:
+    p = sub.add_parser("generate", help="greedy reasoning traces on the math problems (JSONL)")
+    p.add_argument("--model", default="smollm2-135m", help="model key or path")
+    p.add_argument("--out", required=True, help="output JSONL file")
+    p.add_argument("--n", type=int, help="number of problems (default: all)")
+    p.add_argument("--max-new-tokens", type=int, default=100)
+    p.add_argument("--seed", type=int, default=0)
+    p.set_defaults(func=_cmd_generate)
+
+
+COMMANDS = [add_models, add_export, add_generate]
 
 
 def build_parser() -> argparse.ArgumentParser:

@@ -1,0 +1,260 @@
+"""The text corpus the sink tools measure: short math word problems and the models' own
+reasoning traces on them (Wong et al. measure secondary sinks on model-generated reasoning).
+
+Problems live in `data/math_problems.jsonl` (`id`, `problem`, `answer`), written by hand for this
+project. `generate_traces` answers each one by greedy decoding and returns `Trace`s; each record
+written by `write_traces` carries the generation settings (model key, GGUF sha256, prompt
+format, max_new_tokens, seed, library versions, date), so a trace file says how it was made.
+Token ids are stored with the text because re-tokenising a decoded chat transcript does not give
+the same ids back (special tokens, a second BOS).
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import json
+import time
+from collections.abc import Sequence
+from dataclasses import asdict, dataclass, field
+from itertools import chain
+from pathlib import Path
+
+import torch
+from tqdm.auto import tqdm
+from transformer_lens.model_bridge import TransformerBridge
+
+from circuits.graph.io import atomic_write
+
+PROBLEMS_PATH = Path(__file__).resolve().parent.parent / "data" / "math_problems.jsonl"
+INSTRUCTION = "Think step by step, then give the final answer."
+"""Appended to every problem, so the models write a short reasoning trace before answering."""
+
+
+@dataclass(frozen=True)
+class Problem:
+    id: int
+    problem: str
+    answer: float | int | None = None
+
+
+@dataclass
+class Trace:
+    """One problem answered by one model: `tokens` = prompt ids + generated ids."""
+
+    id: int
+    problem: str
+    answer: float | int | None
+    model: str
+    tokens: list[int]
+    prompt_len: int
+    """Number of prompt tokens (chat template + problem): positions >= prompt_len are generated."""
+    text: str
+    """The whole sequence decoded, special tokens included."""
+    completion: str
+    """The generated part only, decoded without special tokens."""
+    generation: dict = field(default_factory=dict)
+
+    def to_dict(self) -> dict:
+        return asdict(self)
+
+
+def load_problems(path: str | Path = PROBLEMS_PATH) -> list[Problem]:
+    """The math problems in a JSONL file (one `{"id", "problem", "answer"}` object a line)."""
+    path = Path(path)
+    if not path.is_file():
+        raise FileNotFoundError(f"no problem file at {path}; pass the path of a JSONL file")
+    problems = []
+    for n, line in enumerate(path.read_text(encoding="utf-8").splitlines(), 1):
+        if not line.strip():
+            continue
+        try:
+            rec = json.loads(line)
+            problems.append(Problem(int(rec["id"]), str(rec["problem"]), rec.get("answer")))
+        except (ValueError, KeyError, TypeError) as err:
+            raise ValueError(
+                f"{path}:{n}: not a problem record ({err}); each line must be a JSON object "
+                'with "id" and "problem"'
+            ) from None
+    if not problems:
+        raise ValueError(f"{path} holds no problems")
+    return problems
+
+
+def prompt_ids(model: TransformerBridge, problem: str, chat_template: bool = True) -> list[int]:
+    """Token ids of the prompt for `problem`: the model's chat template with the generation
+    prompt when it has one (and `chat_template`), else the plain text as `to_tokens` makes it."""
+    tok = model.tokenizer
+    content = f"{problem}\n{INSTRUCTION}"
+    if chat_template and getattr(tok, "chat_template", None):
+        ids = tok.apply_chat_template(
+            [{"role": "user", "content": content}],
+            add_generation_prompt=True,
+            tokenize=True,
+            return_dict=False,
+        )
+        return [int(i) for i in ids]
+    return model.to_tokens(content)[0].tolist()
+
+
+def plain_hf_model(model: TransformerBridge) -> torch.nn.Module:
+    """The bridge's Hugging Face model rebuilt as a plain (unwrapped) HF module that shares the
+    bridge's weight tensors, so it costs no extra memory.
+
+    Why: in TransformerLens 4.3 with transformers 5.x the bridge's attention wrappers never fill
+    the HF KV cache (`cache.get_seq_length()` stays 0), so cached decoding through the bridge
+    (`bridge.generate`, or `bridge.original_model.generate`) sees no context after the first
+    token and degenerates. Uncached decoding through the bridge is correct but O(T^2)."""
+    from transformers import AutoModelForCausalLM
+
+    wrapped = model.original_model
+    with torch.device("meta"):
+        plain = AutoModelForCausalLM.from_config(wrapped.config, attn_implementation="eager")
+
+    def tensors(module: torch.nn.Module) -> dict[str, torch.Tensor]:
+        items = chain(
+            module.named_parameters(remove_duplicate=False),
+            module.named_buffers(remove_duplicate=False),
+        )
+        return {name.replace("._original_component", ""): t for name, t in items}
+
+    source = tensors(wrapped)
+    missing = sorted(set(tensors(plain)) - set(source))
+    if missing:
+        raise RuntimeError(
+            f"cannot rebuild a plain Hugging Face model from this bridge: {len(missing)} "
+            f"tensors not found (e.g. {missing[:3]}); the bridge's module layout changed"
+        )
+    for name in tensors(plain):
+        owner_name, _, leaf = name.rpartition(".")
+        owner = plain.get_submodule(owner_name)
+        slot = owner._parameters if leaf in owner._parameters else owner._buffers
+        slot[leaf] = source[name]
+    plain.generation_config = wrapped.generation_config
+    return plain.eval()
+
+
+def _settings(model: TransformerBridge, max_new_tokens: int, seed: int, chat: bool) -> dict:
+    from importlib.metadata import version
+
+    info = getattr(model, "circuits_info", None)
+    return {
+        "model": info.key if info else model.cfg.model_name,
+        "gguf_sha256": info.gguf_sha256 if info else None,
+        "source": info.source if info else None,
+        "decoding": "greedy",
+        "max_new_tokens": max_new_tokens,
+        "stop_at_eos": True,
+        "seed": seed,
+        "chat_template": chat,
+        "instruction": INSTRUCTION,
+        "dtype": str(model.cfg.dtype).removeprefix("torch."),
+        "torch": version("torch"),
+        "transformers": version("transformers"),
+        "transformer_lens": version("transformer-lens"),
+        "date": dt.datetime.now(dt.UTC).isoformat(timespec="seconds"),
+    }
+
+
+def generate_traces(
+    model: TransformerBridge,
+    problems: Sequence[Problem],
+    max_new_tokens: int = 100,
+    seed: int = 0,
+    *,
+    chat_template: bool = True,
+    progress: bool = True,
+) -> list[Trace]:
+    """Answer each problem by greedy decoding (at most `max_new_tokens` new tokens, stopping at
+    EOS), one problem at a time so no padding enters. Greedy decoding is deterministic; `seed`
+    is set anyway and recorded. Each trace carries the settings in `generation`."""
+    if max_new_tokens < 1:
+        raise ValueError(f"max_new_tokens must be >= 1, got {max_new_tokens}")
+    if not problems:
+        raise ValueError("no problems given; load some with load_problems()")
+    chat = bool(chat_template and getattr(model.tokenizer, "chat_template", None))
+    settings = _settings(model, max_new_tokens, seed, chat)
+    hf = plain_hf_model(model)
+    tok = model.tokenizer
+    torch.manual_seed(seed)
+    traces = []
+    for p in tqdm(problems, desc="generate", unit="problem", disable=not progress):
+        ids = prompt_ids(model, p.problem, chat)
+        start = time.perf_counter()
+        with torch.no_grad():
+            out = hf.generate(
+                torch.tensor([ids]),
+                attention_mask=torch.ones(1, len(ids), dtype=torch.long),
+                max_new_tokens=max_new_tokens,
+                do_sample=False,
+                pad_token_id=tok.pad_token_id if tok.pad_token_id is not None else tok.eos_token_id,
+            )
+        seq = out[0].tolist()
+        traces.append(
+            Trace(
+                id=p.id,
+                problem=p.problem,
+                answer=p.answer,
+                model=settings["model"],
+                tokens=seq,
+                prompt_len=len(ids),
+                text=tok.decode(seq),
+                completion=tok.decode(seq[len(ids) :], skip_special_tokens=True),
+                generation={**settings, "seconds": round(time.perf_counter() - start, 3)},
+            )
+        )
+    return traces
+
+
+def write_traces(traces: Sequence[Trace], path: str | Path) -> Path:
+    """Write traces as JSONL (one trace a line), atomically; returns the path."""
+    path = Path(path)
+    with atomic_write(path) as fh:
+        for t in traces:
+            fh.write(json.dumps(t.to_dict(), ensure_ascii=False) + "\n")
+    return path
+
+
+def read_traces(path: str | Path) -> list[Trace]:
+    """Traces written by `write_traces`."""
+    path = Path(path)
+    if not path.is_file():
+        raise FileNotFoundError(f"no trace file at {path}; make one with `circuits generate`")
+    traces = []
+    for n, line in enumerate(path.read_text(encoding="utf-8").splitlines(), 1):
+        if not line.strip():
+            continue
+        try:
+            traces.append(Trace(**json.loads(line)))
+        except (ValueError, TypeError) as err:
+            raise ValueError(
+                f"{path}:{n}: not a trace record ({err}); trace files are written by "
+                "`circuits generate`"
+            ) from None
+    return traces
+
+
+def generate_file(
+    model: str,
+    out: str | Path,
+    *,
+    n: int | None = None,
+    max_new_tokens: int = 100,
+    seed: int = 0,
+    problems: str | Path = PROBLEMS_PATH,
+    progress: bool = True,
+) -> list[Trace]:
+    """Load `model` (a registry key or path), answer the first `n` problems (all if None) and
+    write the traces to `out`; returns them. The checks run before the model loads."""
+    from circuits.models import load_model
+
+    if n is not None and n < 1:
+        raise ValueError(f"--n must be >= 1, got {n}")
+    if max_new_tokens < 1:
+        raise ValueError(f"--max-new-tokens must be >= 1, got {max_new_tokens}")
+    out = Path(out)
+    if not out.parent.is_dir():
+        raise FileNotFoundError(f"folder {out.parent} does not exist; create it first")
+    chosen = load_problems(problems)[:n]
+    traces = generate_traces(load_model(model), chosen, max_new_tokens, seed, progress=progress)
+    write_traces(traces, out)
+    return traces
