@@ -1,0 +1,109 @@
+"""Tiny models with hand-set mechanisms: ground truth that the tracers must recover exactly.
+
+Each starts from `tiny_model` (a seeded random Llama whose weights are small, std 0.02) and
+overwrites a few weights so that one known set of components implements the mechanism. The
+residual stream is split into named subspaces (`Layout`): a constant direction every token
+carries, a token-identity subspace, a scratch subspace for the planted head's output and one
+"sink" direction.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import torch
+from transformer_lens.model_bridge import TransformerBridge
+
+from circuits.models.tiny import VOCAB, tiny_model
+
+
+class Layout:
+    """Residual dimensions used by the planted weights (d_model 64, d_head 16)."""
+
+    const = 0
+    token = slice(1, 17)
+    scratch = slice(17, 33)
+    sink = 33
+
+
+@dataclass
+class PlantedP0:
+    """A model whose P0 sink is made by exactly `head` (identifies P0) and `mlp` (amplifies).
+
+    Mechanism (positional, not semantic): `head` attends uniformly over the causal context and
+    copies the token-identity subspace into the scratch subspace. Only at position 0 is that
+    average a single unit vector; later positions average several tokens and get a shorter
+    vector. MLP `mlp` squares the scratch norm (pairs of SwiGLU neurons compute z^2) and writes
+    it onto the sink direction, so P0's state stands out; every head in `sink_layers` queries
+    with the constant direction and keys on the sink direction, so they attend to P0.
+    """
+
+    model: TransformerBridge
+    head: tuple[int, int]
+    mlp: int
+    sink_layers: tuple[int, ...]
+    layout: Layout
+
+
+def _token_vectors(seed: int, dim: int) -> torch.Tensor:
+    gen = torch.Generator().manual_seed(seed)
+    vecs = torch.randn(VOCAB, dim, generator=gen)
+    return vecs / vecs.norm(dim=-1, keepdim=True)
+
+
+def planted_p0_model(seed: int = 0, folder=None) -> PlantedP0:
+    """The 4-layer tiny model with a P0 circuit planted at head L0.H0 and MLP L1.
+
+    The planted head's query-head partner (sharing its key/value head) keeps random weights.
+    Heads in layers 2-3 are the downstream sink heads. Scales were chosen so that P0 attention in
+    layers 2-3 is near 1 on texts of distinct characters, and is checked by the tests.
+    """
+    model = tiny_model(seed=seed, folder=folder)
+    lay = Layout()
+    hf = model.original_model
+    d_head = model.cfg.d_model // model.cfg.n_heads
+    head, mlp, sink_layers = (0, 0), 1, (2, 3)
+    with torch.no_grad():
+        emb = hf.model.embed_tokens.weight
+        emb.zero_()
+        emb[:, lay.const] = 1.0
+        emb[:, lay.token] = _token_vectors(seed, lay.token.stop - lay.token.start)
+        # After RMSNorm each token's residual (|const|=1, |token|=1, 64 dims) is scaled by
+        # sqrt(64 / 2); the weights below undo that so the head writes a unit vector at P0.
+        norm_scale = (model.cfg.d_model / 2) ** 0.5
+
+        attn = hf.model.layers[head[0]].self_attn
+        h, kv = head[1], head[1] // (model.cfg.n_heads // model.cfg.n_key_value_heads)
+        attn.q_proj.weight[h * d_head : (h + 1) * d_head] = 0.0  # uniform causal attention
+        v = attn.v_proj.weight[kv * d_head : (kv + 1) * d_head]
+        v.zero_()
+        v[:, lay.token] = torch.eye(d_head)
+        o = attn.o_proj.weight[:, h * d_head : (h + 1) * d_head]
+        o.zero_()
+        o[lay.scratch, :] = torch.eye(d_head) / norm_scale
+
+        # |scratch|^2 through pairs of neurons: silu(a z) z + silu(-a z)(-z) ~= a z^2.
+        m = hf.model.layers[mlp].mlp
+        n = lay.scratch.stop - lay.scratch.start
+        gain, out = 10.0, 0.003
+        for j in range(n):
+            for k, sign in ((2 * j, 1.0), (2 * j + 1, -1.0)):
+                m.gate_proj.weight[k].zero_()
+                m.up_proj.weight[k].zero_()
+                m.gate_proj.weight[k, lay.scratch.start + j] = sign * gain
+                m.up_proj.weight[k, lay.scratch.start + j] = sign
+                m.down_proj.weight[:, k] = 0.0
+                m.down_proj.weight[lay.sink, k] = out
+
+        for layer in sink_layers:
+            a = hf.model.layers[layer].self_attn
+            for hh in range(model.cfg.n_heads):
+                q = a.q_proj.weight[hh * d_head : (hh + 1) * d_head]
+                q.zero_()
+                # The last rotary pair turns slowest (~3e-4 rad per position): keep q.k there.
+                q[d_head - 1, lay.const] = 12.0
+            for kk in range(model.cfg.n_key_value_heads):
+                k = a.k_proj.weight[kk * d_head : (kk + 1) * d_head]
+                k.zero_()
+                k[d_head - 1, lay.sink] = 12.0
+    return PlantedP0(model, head, mlp, sink_layers, lay)
