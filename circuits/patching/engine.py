@@ -179,6 +179,10 @@ def _plan(model, tokens: Tensor, runs, metric: Metric) -> list[list[_Step]]:
                 f"metric {metric.name!r} reads hook {name!r}, which this model does not have; "
                 "check the name against model.hook_dict (e.g. blocks.3.attn.hook_pattern)"
             )
+        try:  # gated hook points (attn.hook_result, hook_mlp_in, ...) refuse hooks when off
+            model.check_hooks_to_add(known[name], name, _no_op)
+        except ValueError as err:
+            raise ValueError(f"metric {metric.name!r} reads {name!r}: {err}") from None
         if hook_layer(name, n_layers) >= n_layers and not metric.logits:
             raise ValueError(
                 f"metric {metric.name!r} reads {name!r} after the blocks; build it with "
@@ -195,6 +199,10 @@ def _plan(model, tokens: Tensor, runs, metric: Metric) -> list[list[_Step]]:
         except ValueError as err:
             raise ValueError(f"run {r}: {err}") from None
     return plan
+
+
+def _no_op(act, hook):
+    return None
 
 
 def _metric_span(model, metric: Metric) -> tuple[int, bool]:
