@@ -1,0 +1,329 @@
+"""Run a model over texts and measure its sinks, keeping only what the metrics need.
+
+Memory: per layer, hook functions reduce the attention pattern to two numbers per key position
+(`sink_score`, `gu_alpha`) as soon as the block computes it, so no [query, key] pattern is kept
+(unless `per_query` asks for the sink column, which needs the patterns of one chunk); the only
+activations kept are the block outputs (`blocks.{l}.hook_resid_post`), for one chunk at a time.
+The model is asked for the last position's logits only.
+
+Batching: texts are sorted by length and packed into chunks of at most `max_batch_tokens`
+padded tokens, right-padded, with an attention mask. Under causal attention a right-padded
+token is never a key of a real query, and padded rows are never counted as queries, so a
+padded batch gives the numbers that one-at-a-time runs give (to float rounding).
+
+Prefix exclusion: `offsets` (tokens) marks a leading prefix per text, e.g. a chat template or
+the whole prompt of a trace. Positions before the offset are not queries (their attention is
+left out of every average) and cannot be secondary sinks, but the primary sink is still
+searched over every position, since it normally is the first token of that prefix. The
+norms of "other positions" are taken over positions >= offset.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from functools import partial
+
+import torch
+from jaxtyping import Int
+from torch import Tensor
+from tqdm.auto import tqdm
+from transformer_lens.model_bridge import TransformerBridge
+
+from circuits.sinks.attention import gu_alpha, sink_score
+from circuits.sinks.primary import (
+    MASSIVE_RATIO,
+    RISE_MASS,
+    SINK_EPS,
+    SUN_MIN_RATIO,
+    SUN_MIN_VALUE,
+    TOP_DIMS,
+    check_eps,
+    p0_mass_per_query,
+)
+from circuits.sinks.results import Settings, SinkReport, TextSinks
+from circuits.sinks.secondary import (
+    NOISE_FRACTION,
+    PRIMARY_FRACTION,
+    TAU,
+    check_fractions,
+    check_tau,
+)
+
+MAX_BATCH_TOKENS = 4096
+"""Padded tokens per forward pass: bounds the memory of one chunk's block outputs."""
+MAX_BATCH_SIZE = 16
+
+
+def pattern_hook(layer: int) -> str:
+    return f"blocks.{layer}.attn.hook_pattern"
+
+
+def resid_hook(layer: int) -> str:
+    return f"blocks.{layer}.hook_resid_post"
+
+
+def measure(
+    model: TransformerBridge,
+    texts: str | Sequence[str],
+    *,
+    prepend_bos: bool | None = None,
+    **options,
+) -> SinkReport:
+    """Measure primary and secondary sinks of `model` on `texts` (see `measure_tokens` for the
+    options). Texts are tokenised with `model.to_tokens` (BOS as the model prepends it, unless
+    `prepend_bos` says otherwise)."""
+    if isinstance(texts, str):
+        texts = [texts]
+    if not texts:
+        raise ValueError("no texts given; pass a string or a list of strings")
+    for i, text in enumerate(texts):
+        if not isinstance(text, str):
+            raise ValueError(f"text {i} is a {type(text).__name__}, not a string")
+        if not text:
+            raise ValueError(f"text {i} is empty; drop it or give it some content")
+    tokens = [model.to_tokens(t, prepend_bos=prepend_bos)[0].tolist() for t in texts]
+    return measure_tokens(model, tokens, **options)
+
+
+def measure_tokens(
+    model: TransformerBridge,
+    tokens: Sequence[Sequence[int]] | Int[Tensor, "batch pos"],
+    *,
+    attention_mask: Int[Tensor, "batch pos"] | None = None,
+    offsets: int | Sequence[int] = 0,
+    sink_position: int | None = None,
+    tau: float = TAU,
+    eps: float = SINK_EPS,
+    massive_ratio: float = MASSIVE_RATIO,
+    sun_min_value: float = SUN_MIN_VALUE,
+    sun_min_ratio: float = SUN_MIN_RATIO,
+    rise_mass: float = RISE_MASS,
+    noise_fraction: float = NOISE_FRACTION,
+    primary_fraction: float = PRIMARY_FRACTION,
+    top_dims: int = TOP_DIMS,
+    per_query: bool = False,
+    max_batch_tokens: int = MAX_BATCH_TOKENS,
+    max_batch_size: int = MAX_BATCH_SIZE,
+    progress: bool = True,
+) -> SinkReport:
+    """Measure sinks on token sequences: a list of id lists, or a right-padded [batch, pos]
+    tensor with its 0/1 `attention_mask`.
+
+    `offsets`: leading tokens to exclude as queries and secondary sinks (one int for all texts,
+    or one per text; see the module docstring). `sink_position` fixes the primary sink instead
+    of taking the largest-norm position. `per_query` also keeps A[l, h, i, sink] for every
+    query (more memory: the patterns of one chunk). Every input is checked before the model runs.
+    """
+    rows = _rows(tokens, attention_mask)
+    settings = Settings(
+        tau=tau,
+        eps=eps,
+        massive_ratio=massive_ratio,
+        sun_min_value=sun_min_value,
+        sun_min_ratio=sun_min_ratio,
+        rise_mass=rise_mass,
+        noise_fraction=noise_fraction,
+        primary_fraction=primary_fraction,
+        top_dims=top_dims,
+    )
+    offsets = _check(
+        model, rows, offsets, sink_position, settings, max_batch_tokens, max_batch_size
+    )
+    results: list[TextSinks | None] = [None] * len(rows)
+    chunks = _chunks([len(r) for r in rows], max_batch_tokens, max_batch_size)
+    with tqdm(total=len(rows), desc="sinks", unit="text", disable=not progress) as bar:
+        for chunk in chunks:
+            for index, text in zip(
+                chunk,
+                _measure_chunk(model, [rows[i] for i in chunk], [offsets[i] for i in chunk],
+                               chunk, sink_position, settings, per_query),
+                strict=True,
+            ):  # fmt: skip
+                results[index] = text
+            bar.update(len(chunk))
+    info = getattr(model, "circuits_info", None)
+    return SinkReport(
+        model=info.key if info else model.cfg.model_name,
+        n_layers=model.cfg.n_layers,
+        n_heads=model.cfg.n_heads,
+        texts=results,
+        settings=settings,
+    )
+
+
+def _rows(
+    tokens: Sequence[Sequence[int]] | Tensor, attention_mask: Tensor | None
+) -> list[list[int]]:
+    """The unpadded id list of each row, after checking the padding."""
+    if isinstance(tokens, Tensor):
+        if tokens.ndim != 2:
+            raise ValueError(f"tokens must be [batch, pos], got shape {tuple(tokens.shape)}")
+        if attention_mask is None:
+            return [row.tolist() for row in tokens]
+        if attention_mask.shape != tokens.shape:
+            raise ValueError(
+                f"attention_mask {tuple(attention_mask.shape)} must match tokens "
+                f"{tuple(tokens.shape)}"
+            )
+        rows = []
+        for b, (row, mask) in enumerate(zip(tokens, attention_mask.bool(), strict=True)):
+            n = int(mask.sum())
+            if n == 0:
+                raise ValueError(f"row {b} is padding only (its attention_mask is all 0); drop it")
+            if not mask[:n].all():
+                raise ValueError(
+                    f"row {b} is not right-padded (its mask has a 0 before a 1); pad on the "
+                    "right (tokenizer.padding_side = 'right') or pass unpadded id lists"
+                )
+            rows.append(row[:n].tolist())
+        return rows
+    if attention_mask is not None:
+        raise ValueError("attention_mask only goes with a token tensor; id lists are unpadded")
+    rows = [list(map(int, r)) for r in tokens]
+    for b, row in enumerate(rows):
+        if not row:
+            raise ValueError(f"row {b} has no tokens (padding only); drop it")
+    return rows
+
+
+def _check(
+    model: TransformerBridge,
+    rows: list[list[int]],
+    offsets: int | Sequence[int],
+    sink_position: int | None,
+    settings: Settings,
+    max_batch_tokens: int,
+    max_batch_size: int,
+) -> list[int]:
+    if not rows:
+        raise ValueError("no texts given")
+    check_tau(settings.tau)
+    check_eps(settings.eps)
+    check_fractions(settings.noise_fraction, settings.primary_fraction)
+    for name in ("massive_ratio", "sun_min_value", "sun_min_ratio"):
+        if getattr(settings, name) <= 0:
+            raise ValueError(f"{name} must be > 0, got {getattr(settings, name)}")
+    if not 0 <= settings.rise_mass <= 1:
+        raise ValueError(f"rise_mass must be in [0, 1], got {settings.rise_mass}")
+    if not 1 <= settings.top_dims <= model.cfg.d_model:
+        raise ValueError(f"top_dims must be in 1..{model.cfg.d_model}, got {settings.top_dims}")
+    if max_batch_tokens < 1 or max_batch_size < 1:
+        raise ValueError("max_batch_tokens and max_batch_size must be >= 1")
+    offsets = [offsets] * len(rows) if isinstance(offsets, int) else list(offsets)
+    if len(offsets) != len(rows):
+        raise ValueError(f"{len(offsets)} offsets for {len(rows)} texts; give one per text")
+    n_ctx, vocab = model.cfg.n_ctx, model.cfg.d_vocab
+    for i, (row, offset) in enumerate(zip(rows, offsets, strict=True)):
+        if len(row) > n_ctx:
+            raise ValueError(
+                f"text {i} has {len(row)} tokens, more than the model's context of {n_ctx}; "
+                "split it or truncate it"
+            )
+        if len(row) < 2:
+            raise ValueError(
+                f"text {i} has {len(row)} token(s); at least 2 are needed so that a query "
+                "follows the sink (an empty text with only a BOS token has 1)"
+            )
+        if min(row) < 0 or max(row) >= vocab:
+            raise ValueError(f"text {i} has token ids outside the vocabulary 0..{vocab - 1}")
+        if not 0 <= offset < len(row):
+            raise ValueError(
+                f"offset {offset} of text {i} leaves no query position (text has {len(row)} "
+                "tokens); the offset must be in 0..n_tokens-1"
+            )
+        if sink_position is not None and not 0 <= sink_position < len(row) - 1:
+            raise ValueError(
+                f"sink_position {sink_position} needs a later token, but text {i} has "
+                f"{len(row)} tokens"
+            )
+    return offsets
+
+
+def _chunks(lengths: list[int], max_tokens: int, max_size: int) -> list[list[int]]:
+    """Indices grouped longest first, each group's padded size (count x longest) within
+    `max_tokens` (a text longer than that goes alone)."""
+    order = sorted(range(len(lengths)), key=lambda i: -lengths[i])
+    chunks: list[list[int]] = []
+    for i in order:
+        if (
+            chunks
+            and len(chunks[-1]) < max_size
+            and (len(chunks[-1]) + 1) * lengths[chunks[-1][0]] <= max_tokens
+        ):
+            chunks[-1].append(i)
+        else:
+            chunks.append([i])
+    return chunks
+
+
+@torch.no_grad()
+def _measure_chunk(
+    model: TransformerBridge,
+    rows: list[list[int]],
+    offsets: list[int],
+    indices: list[int],
+    sink_position: int | None,
+    settings: Settings,
+    per_query: bool,
+) -> list[TextSinks]:
+    n_layers = model.cfg.n_layers
+    lengths = torch.tensor([len(r) for r in rows])
+    width = int(lengths.max())
+    device = model.cfg.device
+    tokens = torch.zeros(len(rows), width, dtype=torch.long)
+    for b, row in enumerate(rows):
+        tokens[b, : len(row)] = torch.tensor(row)
+    positions = torch.arange(width)
+    key_valid = positions < lengths[:, None]
+    query_valid = (key_valid & (positions >= torch.tensor(offsets)[:, None])).to(device)
+
+    score, alpha, resid, patterns = {}, {}, {}, {}
+
+    def on_pattern(pattern: Tensor, hook, layer: int) -> None:
+        score[layer] = sink_score(pattern, query_valid)
+        alpha[layer] = gu_alpha(pattern, query_valid)
+        if per_query:
+            patterns[layer] = pattern.detach()
+
+    def on_resid(value: Tensor, hook, layer: int) -> None:
+        resid[layer] = value.detach()
+
+    hooks = [(pattern_hook(layer), partial(on_pattern, layer=layer)) for layer in range(n_layers)]
+    hooks += [(resid_hook(layer), partial(on_resid, layer=layer)) for layer in range(n_layers)]
+    model.run_with_hooks(
+        tokens.to(device),
+        fwd_hooks=hooks,
+        attention_mask=key_valid.long().to(device),
+        return_type=None,
+        logits_to_keep=1,
+    )
+    missing = [layer for layer in range(n_layers) if layer not in score or layer not in resid]
+    if missing:
+        raise RuntimeError(
+            f"hooks did not fire for layers {missing}; this model does not expose "
+            "blocks.{l}.attn.hook_pattern / blocks.{l}.hook_resid_post"
+        )
+    all_score = torch.stack([score[layer] for layer in range(n_layers)], 1).cpu()
+    all_alpha = torch.stack([alpha[layer] for layer in range(n_layers)], 1).cpu()
+    all_resid = torch.stack([resid[layer] for layer in range(n_layers)], 1).cpu()
+    tok = model.tokenizer
+    out = []
+    for b, row in enumerate(rows):
+        n = len(row)
+        sink = TextSinks.from_activations(
+            all_resid[b, :, :n],
+            all_score[b, :, :, :n],
+            all_alpha[b, :, :, :n],
+            tok.batch_decode([[t] for t in row]),
+            index=indices[b],
+            offset=offsets[b],
+            sink_position=sink_position,
+            settings=settings,
+        )
+        if per_query:
+            pattern = torch.stack([patterns[layer][b, :, :n, :n] for layer in range(n_layers)])
+            sink.p0_per_query = p0_mass_per_query(
+                pattern.cpu(), sink.sink.position, query_valid[b, :n].cpu()
+            )
+        out.append(sink)
+    return out
