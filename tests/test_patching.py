@@ -495,8 +495,13 @@ def test_engine_matches_transformer_lens_patching_on_smollm2(smollm2):
     def tl_middle(logits):
         return middle({"blocks.12.attn.hook_pattern": seen["pattern"]})[0]
 
+    diff = int((clean != corrupt).nonzero()[0, 1])  # the name that differs
     cells = pd.DataFrame(
-        {"layer": [0, 3, 7, 12, 12], "pos": [5, 9, 14, 2, 10], "head": [1, 4, 8, 0, 6]}
+        {
+            "layer": [0, 1, 3, 7, 12],
+            "pos": [diff, diff + 1, 3, n_pos - 1, diff],
+            "head": [1, 4, 8, 0, 6],
+        }
     )
     with torch.no_grad(), model.hooks(fwd_hooks=[("blocks.12.attn.hook_pattern", capture)]):
         tl = patching.get_act_patch_attn_head_out_by_pos(
@@ -511,7 +516,7 @@ def test_engine_matches_transformer_lens_patching_on_smollm2(smollm2):
     )
     ours = sweep(model, corrupt, grid, middle, progress=False)
     assert (ours.values - tl).abs().max().item() <= 1e-5
-    assert ours.effects.abs().max().item() > 1e-3
+    assert ours.effects.abs().max().item() > 1e-4  # single heads move P0 attention a little
 
     names = logit_diff(model.to_single_token(" Mary"), model.to_single_token(" John"))
     resid = sweep(
