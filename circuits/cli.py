@@ -87,7 +87,44 @@ def add_generate(sub) -> None:
     p.set_defaults(func=_cmd_generate)
 
 
-COMMANDS = [add_models, add_export, add_generate]
+def _cmd_sinks(args: argparse.Namespace) -> int:
+    from circuits.corpus import read_corpus
+    from circuits.report.sink_plots import plot_sink_report
+    from circuits.sinks.runner import measure_corpus
+
+    corpus = [args.text] if args.text is not None else read_corpus(args.file)[: args.n]
+    given = {"tau": args.tau, "eps": args.eps, "max_batch_tokens": args.batch_tokens}
+    report = measure_corpus(
+        args.model, corpus, exclude_prompt=args.exclude_prompt, offsets=args.offset,
+        sink_position=args.sink_position, **{k: v for k, v in given.items() if v is not None},
+    )  # fmt: skip
+    paths = report.save(args.out) + plot_sink_report(report, args.out, args.rasters)
+    print(report.summary_table())
+    print(f"wrote {len(paths)} files to {args.out}")
+    return 0
+
+
+def add_sinks(sub) -> None:
+    p = sub.add_parser("sinks", help="measure primary and secondary attention sinks")
+    p.add_argument("--model", default="smollm2-135m", help="model key or path")
+    src = p.add_mutually_exclusive_group(required=True)
+    src.add_argument("--text", help="one text to measure")
+    src.add_argument("--file", help="traces or problems (.jsonl) or a text file (one a line)")
+    p.add_argument("--out", required=True, help="folder for sinks.json, CSVs and PNGs")
+    p.add_argument("--n", type=int, help="measure only the first N texts of --file")
+    p.add_argument("--tau", type=float, help="secondary-sink cosine threshold (default 0.95)")
+    p.add_argument("--eps", type=float, help="Gu et al.'s alpha threshold (default 0.3)")
+    p.add_argument("--offset", type=int, default=0, help="leading tokens to exclude")
+    p.add_argument(
+        "--exclude-prompt", action="store_true", help="traces: measure only generated tokens"
+    )
+    p.add_argument("--sink-position", type=int, help="fix the primary sink position")
+    p.add_argument("--batch-tokens", type=int, help="padded tokens per forward (default 4096)")
+    p.add_argument("--rasters", type=int, default=2, help="texts to draw rasters for")
+    p.set_defaults(func=_cmd_sinks)
+
+
+COMMANDS = [add_models, add_export, add_generate, add_sinks]
 
 
 def build_parser() -> argparse.ArgumentParser:

@@ -258,3 +258,28 @@ def generate_file(
     traces = generate_traces(load_model(model), chosen, max_new_tokens, seed, progress=progress)
     write_traces(traces, out)
     return traces
+
+
+def read_corpus(path: str | Path) -> list[str] | list[Trace]:
+    """Texts to measure from a file: a trace JSONL (records with `tokens`) gives `Trace`s; a
+    problem or text JSONL (records with `problem` or `text`) gives strings; any other file
+    gives its non-empty lines."""
+    path = Path(path)
+    if not path.is_file():
+        raise FileNotFoundError(f"no corpus file at {path}")
+    lines = [ln for ln in path.read_text(encoding="utf-8").splitlines() if ln.strip()]
+    if not lines:
+        raise ValueError(f"{path} is empty; it needs at least one text")
+    if path.suffix != ".jsonl":
+        return lines
+    first = json.loads(lines[0])
+    if "tokens" in first:
+        return read_traces(path)
+    key = "problem" if "problem" in first else "text"
+    texts = []
+    for n, line in enumerate(lines, 1):
+        rec = json.loads(line)
+        if not isinstance(rec.get(key), str):
+            raise ValueError(f'{path}:{n}: no "{key}" string; every record needs one')
+        texts.append(rec[key])
+    return texts

@@ -29,7 +29,7 @@ from circuits.sinks.primary import (
     state_profile,
 )
 from circuits.sinks.results import Settings, SinkReport, TextSinks
-from circuits.sinks.runner import measure, measure_tokens
+from circuits.sinks.runner import measure, measure_corpus, measure_tokens
 from circuits.sinks.secondary import (
     LABELS,
     NOISE_FRACTION,
@@ -76,6 +76,7 @@ __all__ = [
     "massive_dims",
     "massive_layer",
     "measure",
+    "measure_corpus",
     "measure_tokens",
     "p0_mass",
     "p0_mass_per_query",

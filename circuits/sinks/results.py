@@ -27,6 +27,7 @@ from circuits.sinks.primary import (
     PrimarySink,
     StateProfile,
     attention_rise_layer,
+    check_eps,
     consecutive_cosine,
     cross_text_cosine,
     find_primary_sink,
@@ -43,6 +44,8 @@ from circuits.sinks.secondary import (
     PRIMARY_FRACTION,
     TAU,
     SinkEvent,
+    check_fractions,
+    check_tau,
     events_frame,
     lifetime_bounds,
     sink_cosine,
@@ -64,6 +67,29 @@ class Settings:
     noise_fraction: float = NOISE_FRACTION
     primary_fraction: float = PRIMARY_FRACTION
     top_dims: int = TOP_DIMS
+
+    def __post_init__(self) -> None:
+        check_tau(self.tau)
+        check_eps(self.eps)
+        check_fractions(self.noise_fraction, self.primary_fraction)
+        for name in ("massive_ratio", "sun_min_value", "sun_min_ratio"):
+            if not getattr(self, name) > 0:
+                raise ValueError(f"{name} must be > 0, got {getattr(self, name)}")
+        if not 0 <= self.rise_mass <= 1:
+            raise ValueError(
+                f"rise_mass must be in [0, 1] (an attention mass), got {self.rise_mass}"
+            )
+        if self.top_dims < 1:
+            raise ValueError(f"top_dims must be >= 1, got {self.top_dims}")
+
+    @classmethod
+    def from_options(cls, options: dict) -> Settings:
+        """Settings from keyword options, naming any option that is not a setting."""
+        unknown = sorted(set(options) - set(cls.__dataclass_fields__))
+        if unknown:
+            known = ", ".join(cls.__dataclass_fields__)
+            raise ValueError(f"unknown sink options {unknown}; the settings are: {known}")
+        return cls(**options)
 
     def to_dict(self) -> dict:
         return dict(self.__dict__)
@@ -359,6 +385,42 @@ class SinkReport:
             "n_levels": len(self.levels()),
             "lifetime_bounds": {"noise_max": lower, "primary_like_min": upper},
         }
+
+    def summary_table(self, n_levels: int = 5) -> str:
+        """The headline numbers as a short plain-text table."""
+        s = self.summary()
+        st = self.settings
+        positions = ", ".join(f"{p} in {n}" for p, n in s["sink_positions"].items())
+        tokens = ", ".join(f"{t!r} x{n}" for t, n in s["sink_tokens"].items())
+        events = s["n_events"]
+        rows = [
+            ("model", f"{s['model']}: {s['n_texts']} texts, {s['n_tokens']} tokens "
+                      f"({s['n_query_tokens']} after offsets)"),
+            ("primary sink", f"position {positions} texts ({tokens}); norm and attention "
+                             f"picks agree in {s['sink_norm_attention_agree']:.0%}"),
+            ("sink rate", f"{s['sink_rate']:.1%} of {s['n_heads_total']} heads "
+                          f"(alpha > eps = {st.eps:g})"),
+            ("sink mass", f"mean {s['p0_mass_mean']:.3f}; head mean > {st.rise_mass:g} "
+                          f"from layer {s['attention_rise_layer']}"),
+            ("massive state", f"norm ratio > {st.massive_ratio:g} from layer "
+                              f"{s['massive_layer']}; Sun et al. entry (> {st.sun_min_value:g}, "
+                              f"> {st.sun_min_ratio:g}x median) from layer "
+                              f"{s['massive_activation_layer']}; last-layer norm ratio "
+                              f"{s['norm_ratio_last']:.1f}"),
+            ("sink events", f"tau {st.tau:g}: {events['secondary']} secondary, "
+                            f"{events['primary-like']} primary-like, {events['noise']} noise; "
+                            f"{s['n_levels']} secondary levels"),
+        ]  # fmt: skip
+        width = max(len(k) for k, _ in rows)
+        lines = [f"{k:<{width}}  {v}" for k, v in rows]
+        levels = self.levels().head(n_levels)
+        if len(levels):
+            lines.append("top secondary levels (l_start, lifetime): events, texts, tokens")
+            lines += [
+                f"  ({r.l_start}, {r.lifetime}): {r.n_events}, {r.n_texts}, {r.tokens}"
+                for r in levels.itertuples()
+            ]
+        return "\n".join(lines)
 
     def to_json(self, indent: int | None = 2) -> str:
         """Summary, settings and every table as one JSON document (NaN written as null)."""

@@ -29,25 +29,12 @@ from torch import Tensor
 from tqdm.auto import tqdm
 from transformer_lens.model_bridge import TransformerBridge
 
+from circuits.corpus import Trace
 from circuits.sinks.attention import gu_alpha, sink_score
 from circuits.sinks.primary import (
-    MASSIVE_RATIO,
-    RISE_MASS,
-    SINK_EPS,
-    SUN_MIN_RATIO,
-    SUN_MIN_VALUE,
-    TOP_DIMS,
-    check_eps,
     p0_mass_per_query,
 )
 from circuits.sinks.results import Settings, SinkReport, TextSinks
-from circuits.sinks.secondary import (
-    NOISE_FRACTION,
-    PRIMARY_FRACTION,
-    TAU,
-    check_fractions,
-    check_tau,
-)
 
 MAX_BATCH_TOKENS = 4096
 """Padded tokens per forward pass: bounds the memory of one chunk's block outputs."""
@@ -92,19 +79,11 @@ def measure_tokens(
     attention_mask: Int[Tensor, "batch pos"] | None = None,
     offsets: int | Sequence[int] = 0,
     sink_position: int | None = None,
-    tau: float = TAU,
-    eps: float = SINK_EPS,
-    massive_ratio: float = MASSIVE_RATIO,
-    sun_min_value: float = SUN_MIN_VALUE,
-    sun_min_ratio: float = SUN_MIN_RATIO,
-    rise_mass: float = RISE_MASS,
-    noise_fraction: float = NOISE_FRACTION,
-    primary_fraction: float = PRIMARY_FRACTION,
-    top_dims: int = TOP_DIMS,
     per_query: bool = False,
     max_batch_tokens: int = MAX_BATCH_TOKENS,
     max_batch_size: int = MAX_BATCH_SIZE,
     progress: bool = True,
+    **thresholds,
 ) -> SinkReport:
     """Measure sinks on token sequences: a list of id lists, or a right-padded [batch, pos]
     tensor with its 0/1 `attention_mask`.
@@ -112,20 +91,12 @@ def measure_tokens(
     `offsets`: leading tokens to exclude as queries and secondary sinks (one int for all texts,
     or one per text; see the module docstring). `sink_position` fixes the primary sink instead
     of taking the largest-norm position. `per_query` also keeps A[l, h, i, sink] for every
-    query (more memory: the patterns of one chunk). Every input is checked before the model runs.
+    query (more memory: the patterns of one chunk). `thresholds` are `Settings` fields (`tau`,
+    `eps`, `massive_ratio`, ...; the papers' defaults). Every input is checked before the
+    model runs.
     """
     rows = _rows(tokens, attention_mask)
-    settings = Settings(
-        tau=tau,
-        eps=eps,
-        massive_ratio=massive_ratio,
-        sun_min_value=sun_min_value,
-        sun_min_ratio=sun_min_ratio,
-        rise_mass=rise_mass,
-        noise_fraction=noise_fraction,
-        primary_fraction=primary_fraction,
-        top_dims=top_dims,
-    )
+    settings = Settings.from_options(thresholds)
     offsets = _check(
         model, rows, offsets, sink_position, settings, max_batch_tokens, max_batch_size
     )
@@ -197,16 +168,8 @@ def _check(
 ) -> list[int]:
     if not rows:
         raise ValueError("no texts given")
-    check_tau(settings.tau)
-    check_eps(settings.eps)
-    check_fractions(settings.noise_fraction, settings.primary_fraction)
-    for name in ("massive_ratio", "sun_min_value", "sun_min_ratio"):
-        if getattr(settings, name) <= 0:
-            raise ValueError(f"{name} must be > 0, got {getattr(settings, name)}")
-    if not 0 <= settings.rise_mass <= 1:
-        raise ValueError(f"rise_mass must be in [0, 1], got {settings.rise_mass}")
-    if not 1 <= settings.top_dims <= model.cfg.d_model:
-        raise ValueError(f"top_dims must be in 1..{model.cfg.d_model}, got {settings.top_dims}")
+    if settings.top_dims > model.cfg.d_model:
+        raise ValueError(f"top_dims must be at most d_model ({model.cfg.d_model})")
     if max_batch_tokens < 1 or max_batch_size < 1:
         raise ValueError("max_batch_tokens and max_batch_size must be >= 1")
     offsets = [offsets] * len(rows) if isinstance(offsets, int) else list(offsets)
@@ -327,3 +290,47 @@ def _measure_chunk(
             )
         out.append(sink)
     return out
+
+
+def measure_corpus(
+    model: TransformerBridge | str,
+    corpus: Sequence[str] | Sequence[Trace],
+    *,
+    exclude_prompt: bool = False,
+    offsets: int | Sequence[int] = 0,
+    **options,
+) -> SinkReport:
+    """Measure a corpus as `circuits.corpus.read_corpus` returns it: strings, or traces (their
+    stored token ids, so nothing is re-tokenised). `exclude_prompt` sets each trace's offset to
+    its prompt length (only the generated reasoning is measured as queries and secondary
+    sinks). `model` may be a registry key, loaded only after the options are checked."""
+    if not corpus:
+        raise ValueError("the corpus is empty")
+    Settings.from_options({k: v for k, v in options.items() if k in Settings.__dataclass_fields__})
+    traces = isinstance(corpus[0], Trace)
+    if exclude_prompt and not traces:
+        raise ValueError("exclude_prompt needs traces (they record their prompt length)")
+    if isinstance(model, str):
+        from circuits.models import load_model
+
+        key = model
+        if traces and {t.model for t in corpus} != {key}:
+            raise ValueError(_mismatch(corpus, key))
+        model = load_model(key)
+    if not traces:
+        return measure(model, list(corpus), offsets=offsets, **options)
+    info = getattr(model, "circuits_info", None)
+    if info is not None and {t.model for t in corpus} != {info.key}:
+        raise ValueError(_mismatch(corpus, info.key))
+    if exclude_prompt:
+        offsets = [t.prompt_len for t in corpus]
+    return measure_tokens(model, [t.tokens for t in corpus], offsets=offsets, **options)
+
+
+def _mismatch(traces: Sequence[Trace], key: str) -> str:
+    made_by = ", ".join(sorted({t.model for t in traces}))
+    return (
+        f"these traces were generated by {made_by}, not {key}: their token ids only mean "
+        f"something to that model; measure them with --model {made_by}, or measure the "
+        "problems file instead"
+    )
