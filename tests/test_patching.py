@@ -116,12 +116,22 @@ def test_patching_clean_into_clean_changes_nothing(sharp, toks, metric):
 
 def test_token_swap_with_itself_is_a_noop(sharp, toks):
     _, corrupt = toks
+    scale = Intervention(Site("mlp_out", 2, pos=4), Value.scale(2.0))
+    want = reference(
+        sharp, corrupt, [("blocks.2.hook_mlp_out", set_at((4,), lambda a: a[:, 4] * 2))], MID
+    )
     for kind, head in [("resid_pre", None), ("attn_out", None), ("mlp_out", None), ("head", 1)]:
         site = Site(kind, 1, head=head, pos=6)
         itself = run_interventions(
             sharp, corrupt, [[Intervention(site, Value.token_swap(6))]], MID, progress=False
         )
-        assert itself.values[0].item() == itself.baseline
+        assert itself.values[0].item() == itself.baseline and itself.stats["n_noop"] == 1
+        # Run alongside a real patch, the self-swap goes through the patched forward unchanged.
+        both = run_interventions(
+            sharp, corrupt, [[Intervention(site, Value.token_swap(6)), scale]], MID, progress=False
+        )
+        assert both.stats["n_noop"] == 0
+        assert both.values[0].item() == pytest.approx(want, abs=1e-6)
         other = run_interventions(
             sharp, corrupt, [[Intervention(site, Value.token_swap(3))]], MID, progress=False
         )
@@ -261,12 +271,18 @@ def test_runs_after_the_metric_are_skipped_and_equal_the_baseline(sharp, toks):
     grid = position_grid(sharp, corrupt, Value.from_run(clean))
     result = sweep(sharp, corrupt, grid, metric, progress=False)
     n_pos = corrupt.shape[1]
-    assert result.stats["n_run"] == 2 * n_pos  # layers 0 and 1 only
+    # Only layers 0 and 1 reach the metric. No-ops: at layer 0 (embeddings) every position where
+    # the prompts agree; at layer 1 only those before the first difference (BOS).
+    same, first = int((clean == corrupt).sum()), int((clean != corrupt).nonzero()[0, 1])
+    assert result.stats["n_run"] + result.stats["n_noop"] == 2 * n_pos
+    assert result.stats["n_noop"] == same + first and same > first > 0
     assert (result.values[2:] == result.baseline).all()
-    assert (result.effects[:2].abs() > 1e-6).any()
-    # Floor: each run from its own layer to block 1; the engine may round batch starts down.
+    assert (result.effects[:2, (clean != corrupt)[0]].abs() > 1e-6).all()
+    # Floor: each run from its own layer to block 1. The engine ran the non-no-op runs in one
+    # batch (64 >= 2 * n_pos) from block 0 to block 1.
     assert result.stats["blocks_floor"] == n_pos * 2 + n_pos * 1
-    assert result.stats["blocks_floor"] <= result.stats["blocks_run"] < result.stats["blocks_full"]
+    assert result.stats["blocks_run"] == result.stats["n_run"] * 2
+    assert result.stats["blocks_full"] == n_pos * sharp.cfg.n_layers * sharp.cfg.n_layers
 
 
 def test_several_prompts_average_paired_runs(sharp):

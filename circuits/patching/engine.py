@@ -336,10 +336,12 @@ def forward_from(
     stop: int,
     block_kwargs: Sequence[dict],
     final: bool,
+    logit_pos: Sequence[int] | None = None,
 ) -> Tensor | None:
     """Run blocks start..stop on `resid` (the residual entering block `start`), calling each
-    block with `block_kwargs[l - start]`; returns the logits when `final`, else None. A hook may
-    raise to stop early (the engine does once the metric has read everything)."""
+    block with `block_kwargs[l - start]`; returns the logits when `final` (at `logit_pos` only,
+    when given), else None. A hook may raise to stop early (the engine does once the metric has
+    read everything)."""
     hidden = resid
     try:
         for layer in range(start, stop + 1):
@@ -347,7 +349,11 @@ def forward_from(
             hidden = out[0] if isinstance(out, tuple) else out
     except _MetricReady:
         return None
-    return model.unembed(model.ln_final(hidden)) if final else None
+    if not final:
+        return None
+    # The final norm is per position, so unembedding a subset of positions changes no value.
+    hidden = hidden if logit_pos is None else hidden[:, list(logit_pos)]
+    return model.unembed(model.ln_final(hidden))
 
 
 def _ref_acts(model, steps: list[_Step]) -> dict[tuple[int, str], Tensor]:
@@ -392,6 +398,12 @@ def _make_op(step: _Step, refs: dict, n_prompts: int) -> _Op:
     return _Op(hook, index, const=const.clone())
 
 
+def _is_noop(op: _Op, act: Tensor) -> bool:
+    """Whether `op` writes exactly what the unpatched run already holds there."""
+    region = act[(slice(None), *op.index)]
+    return torch.equal(torch.broadcast_to(op.value(act), region.shape), region)
+
+
 def _patch_hook(ops: list[tuple[slice, _Op]]):
     def hook(act, hook):
         act = act.clone()
@@ -425,9 +437,13 @@ def run_interventions(
 
     `tokens` [n_prompts, pos] are equal-length prompts without padding; every run is applied to
     each. `batch_size` bounds the sequences in one forward (runs x prompts). Everything is
-    validated before any forward pass. `stats` counts block evaluations (one block on one
-    sequence): `blocks_run` by the engine, `blocks_floor` the minimum (each run from its own
-    earliest patch to the metric's last hook), `blocks_full` one full forward per run.
+    validated before any forward pass. Runs that cannot change the metric are not run and
+    get the unpatched value: their earliest patch lies after the metric's last hook, or every
+    patch writes exactly the activation already there (`n_noop`; e.g. positions where clean and
+    corrupt prompts agree). `stats` counts block evaluations (one block on one sequence):
+    `blocks_run` by the engine, `blocks_floor` the blocks from each run's earliest patch to the
+    metric's last hook (summed over runs that reach the metric), `blocks_full` one full forward
+    per run.
     """
     t0 = time.perf_counter()
     tokens = as_token_batch(tokens)
@@ -439,14 +455,18 @@ def run_interventions(
     stop, final = _metric_span(model, metric)
     steps = [s for run in plan for s in run]
     needs_result = any(s.site.kind == "head" and s.site.output == "result" for s in steps)
+    # The unpatched run also records every site the metric can see, to spot no-op patches.
+    site_hooks = [s.site.hook for s in steps if s.site.layer <= stop]
     with torch.no_grad(), _attn_result(model, needs_result):
-        base = _capture(model, tokens, metric.hooks, stop, final, blocks=True)
+        base = _capture(model, tokens, [*metric.hooks, *site_hooks], stop, final, blocks=True)
         _check_fired(metric, base)
         baseline = float(metric(base.acts, base.logits).mean())
         refs = _ref_acts(model, steps)
         ops = [[_make_op(s, refs, n_prompts) for s in run] for run in plan]
         starts = [min(s.site.layer for s in run) for run in plan]
-        todo = sorted((i for i in range(len(plan)) if starts[i] <= stop), key=starts.__getitem__)
+        reach = [i for i in range(len(plan)) if starts[i] <= stop]
+        todo = [i for i in reach if not all(_is_noop(op, base.acts[op.hook]) for op in ops[i])]
+        todo.sort(key=starts.__getitem__)
         values = torch.full((len(plan),), baseline)
         per_batch = max(1, batch_size // n_prompts)
         blocks_run = 0
@@ -463,9 +483,10 @@ def run_interventions(
     stats = {
         "n_runs": len(plan),
         "n_run": len(todo),
+        "n_noop": len(reach) - len(todo),
         "n_prompts": n_prompts,
         "blocks_run": blocks_run,
-        "blocks_floor": sum(stop - starts[i] + 1 for i in todo) * n_prompts,
+        "blocks_floor": sum(stop - starts[i] + 1 for i in reach) * n_prompts,
         "blocks_full": len(plan) * n_prompts * n_layers,
         "seconds": time.perf_counter() - t0,
     }
@@ -497,14 +518,14 @@ def _run_batch(model, base: _Capture, metric: Metric, ops, start: int, stop: int
     resid = _tile(base.resid[start], n_prompts, reps)
     kwargs = [_tile(kw, n_prompts, reps) for kw in base.block_kwargs[start : stop + 1]]
     with model.hooks(fwd_hooks=fwd):
-        logits = forward_from(model, resid.clone(), start, stop, kwargs, final)
+        logits = forward_from(model, resid.clone(), start, stop, kwargs, final, metric.logit_pos)
     if len(captured) != len(live):
         raise RuntimeError(f"metric hooks {sorted(set(live) - set(captured))} did not fire")
     acts = {h: captured.get(h) for h in metric.hooks}
     for h in metric.hooks:
         if acts[h] is None:  # fired before this batch's first block: unchanged by any patch
             acts[h] = _tile(base.acts[h], n_prompts, reps)
-    return metric(acts, logits).view(reps, n_prompts).mean(1)
+    return metric.read(acts, logits).view(reps, n_prompts).mean(1)
 
 
 # ---------------------------------------------------------------------------------------------

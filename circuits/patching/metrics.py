@@ -22,19 +22,31 @@ Acts = Mapping[str, Tensor]
 @dataclass(frozen=True, eq=False)
 class Metric:
     """`fn(acts, logits) -> [batch]`: `acts` maps each name in `hooks` to its activation
-    [batch, ...]; `logits` [batch, pos, vocab] is given when `logits` is True, else None."""
+    [batch, ...]; `logits` is None unless `logits` is True, and then holds the logits at the
+    positions `logit_pos` only ([batch, len(logit_pos), vocab]; all positions when None), so
+    that the engine unembeds nothing the metric does not read."""
 
     name: str
     hooks: tuple[str, ...]
     fn: Callable[[Acts, Tensor | None], Tensor]
     logits: bool = False
+    logit_pos: tuple[int, ...] | None = None
 
     def __post_init__(self) -> None:
         if not self.hooks and not self.logits:
             raise ValueError(f"metric {self.name!r} reads nothing: give hooks and/or logits=True")
+        if self.logit_pos is not None and not self.logits:
+            raise ValueError(f"metric {self.name!r} has logit_pos but logits=False")
         object.__setattr__(self, "hooks", tuple(dict.fromkeys(self.hooks)))
 
     def __call__(self, acts: Acts, logits: Tensor | None = None) -> Float[Tensor, " batch"]:
+        """The metric from activations and full logits [batch, pos, vocab] (or None)."""
+        if logits is not None and self.logit_pos is not None:
+            logits = logits[:, list(self.logit_pos)]
+        return self.read(acts, logits)
+
+    def read(self, acts: Acts, logits: Tensor | None) -> Float[Tensor, " batch"]:
+        """The metric from activations and logits already cut to `logit_pos`."""
         out = self.fn(acts, logits)
         first = next(iter(acts.values())) if acts else logits
         if not isinstance(out, Tensor) or out.shape != (first.shape[0],):
@@ -147,14 +159,15 @@ def logit_diff(answer: int | Tensor, wrong: int | Tensor, pos: int = -1) -> Metr
     are token ids, one for all prompts or one per prompt."""
 
     def fn(acts: Acts, logits: Tensor | None) -> Tensor:
-        at = logits[:, pos]
+        at = logits[:, 0]
         rows = torch.arange(at.shape[0], device=at.device)
         return at[rows, _per_row(answer, len(rows))] - at[rows, _per_row(wrong, len(rows))]
 
     def show(x):
         return x if isinstance(x, int) else x.tolist()
 
-    return Metric(f"logit_diff({show(answer)} vs {show(wrong)}, pos={pos})", (), fn, logits=True)
+    name = f"logit_diff({show(answer)} vs {show(wrong)}, pos={pos})"
+    return Metric(name, (), fn, logits=True, logit_pos=(pos,))
 
 
 def logits_metric(fn: Callable[[Tensor], Tensor], name: str) -> Metric:
