@@ -68,7 +68,11 @@ def measure(
             raise ValueError(f"text {i} is a {type(text).__name__}, not a string")
         if not text:
             raise ValueError(f"text {i} is empty; drop it or give it some content")
-    tokens = [model.to_tokens(t, prepend_bos=prepend_bos)[0].tolist() for t in texts]
+    # No truncation: a text longer than the context must fail loudly, not lose its tail.
+    tokens = [
+        model.to_tokens(t, prepend_bos=prepend_bos, truncate=False, move_to_device=False)[0]
+        for t in texts
+    ]
     return measure_tokens(model, tokens, **options)
 
 
@@ -150,7 +154,7 @@ def _rows(
         return rows
     if attention_mask is not None:
         raise ValueError("attention_mask only goes with a token tensor; id lists are unpadded")
-    rows = [list(map(int, r)) for r in tokens]
+    rows = [[int(i) for i in r] for r in tokens]
     for b, row in enumerate(rows):
         if not row:
             raise ValueError(f"row {b} has no tokens (padding only); drop it")
