@@ -107,3 +107,116 @@ def planted_p0_model(seed: int = 0, folder=None) -> PlantedP0:
                 k.zero_()
                 k[d_head - 1, lay.sink] = 12.0
     return PlantedP0(model, head, mlp, sink_layers, lay)
+
+
+class SecondaryLayout(Layout):
+    """`Layout` plus a marker dimension that only the planted secondary-sink token carries."""
+
+    marker = 34
+
+
+@dataclass
+class PlantedSecondary:
+    """A model with one planted secondary sink: MLP `l_start` maps `token` onto the P0 sink
+    direction and MLP `l_start + lifetime` takes it off again.
+
+    Mechanism: the BOS embedding carries a large component on the sink direction, so P0 is the
+    primary sink from layer 0 on. Only `token` has the marker dimension set; one neuron of MLP
+    `l_start` reads it (its gate opens only where the marker is set) and writes `sink_write`
+    onto the sink direction, which makes that token's state point along P0's from block
+    `l_start` on (cosine ~0.99). The same neuron in MLP `l_start + lifetime` writes the
+    opposite, so the run lasts `lifetime` layers. Every head in `sink_layers` queries with the constant direction and keys on the sink direction, so it
+    attends to P0 and, while the run lasts, to the planted token.
+    """
+
+    model: TransformerBridge
+    token: str
+    token_id: int
+    l_start: int
+    lifetime: int
+    neuron: int
+    sink_layers: tuple[int, ...]
+    layout: SecondaryLayout
+
+    @property
+    def l_end(self) -> int:
+        """Last layer of the run (block l_start + lifetime's MLP ends it)."""
+        return self.l_start + self.lifetime - 1
+
+
+def planted_secondary_model(
+    token: str = ",",
+    *,
+    n_layers: int = 8,
+    l_start: int = 3,
+    lifetime: int = 3,
+    sink_norm: float = 20.0,
+    sink_write: float = 10.0,
+    seed: int = 0,
+    folder=None,
+) -> PlantedSecondary:
+    """A tiny Llama (`n_layers`, d_model 64) with a secondary sink on the byte `token`, formed by
+    MLP `l_start` and ended by MLP `l_start + lifetime` (which must be a block of the model).
+
+    `sink_norm` is P0's component on the sink direction, `sink_write` what the planted MLP writes
+    there; the MLP weights are calibrated on a probe text so that the token's sink component is
+    `sink_write` during the run and ~0 after it.
+    """
+    if len(token.encode("utf-8")) != 1:
+        raise ValueError(
+            f"token must be one byte (the tiny tokenizer is byte-level), got {token!r}"
+        )
+    if l_start < 1 or lifetime < 1 or l_start + lifetime >= n_layers:
+        raise ValueError(
+            f"need 1 <= l_start and l_start + lifetime < n_layers (the ending MLP must exist): "
+            f"got l_start={l_start}, lifetime={lifetime}, n_layers={n_layers}"
+        )
+    model = tiny_model(n_layers=n_layers, seed=seed, folder=folder)
+    lay = SecondaryLayout()
+    hf = model.original_model
+    d_head = model.cfg.d_model // model.cfg.n_heads
+    token_id = token.encode("utf-8")[0] + 3
+    neuron = 0
+    sink_layers = tuple(range(1, n_layers))
+    with torch.no_grad():
+        emb = hf.model.embed_tokens.weight
+        emb.zero_()
+        emb[:, lay.const] = 1.0
+        emb[:, lay.token] = _token_vectors(seed, lay.token.stop - lay.token.start)
+        emb[1, lay.sink] = sink_norm  # <bos>, always at position 0
+        emb[token_id, lay.marker] = 1.0
+
+        for layer in (l_start, l_start + lifetime):
+            m = hf.model.layers[layer].mlp
+            m.gate_proj.weight[neuron].zero_()
+            m.up_proj.weight[neuron].zero_()
+            m.down_proj.weight[:, neuron] = 0.0
+            # gate = 8 (marker - const / 2): open for the planted token (marker 1), shut for
+            # the rest, whose marker holds only the small drift other layers write there.
+            m.gate_proj.weight[neuron, lay.marker] = 8.0
+            m.gate_proj.weight[neuron, lay.const] = -4.0
+            m.up_proj.weight[neuron, lay.marker] = 1.0
+
+        for layer in sink_layers:
+            a = hf.model.layers[layer].self_attn
+            for hh in range(model.cfg.n_heads):
+                q = a.q_proj.weight[hh * d_head : (hh + 1) * d_head]
+                q.zero_()
+                # The last rotary pair turns slowest: keep q.k there (as in planted_p0_model).
+                q[d_head - 1, lay.const] = 1.0
+            for kk in range(model.cfg.n_key_value_heads):
+                k = a.k_proj.weight[kk * d_head : (kk + 1) * d_head]
+                k.zero_()
+                k[d_head - 1, lay.sink] = 1.0
+
+        # Calibrate the write and the removal on a probe text: the neuron's activation depends
+        # on the RMS norm of the token's residual, which the write itself changes.
+        probe = model.to_tokens("ab" + token + "cd" + token + "e")
+        where = (probe[0] == token_id).nonzero()[:, 0]
+        for layer, target in ((l_start, sink_write), (l_start + lifetime, -sink_write)):
+            _, cache = model.run_with_cache(
+                probe, names_filter=[f"blocks.{layer}.mlp.hook_post"], stop_at_layer=layer + 1
+            )
+            act = float(cache[f"blocks.{layer}.mlp.hook_post"][0, where, neuron].mean())
+            hf.model.layers[layer].mlp.down_proj.weight[lay.sink, neuron] = target / act
+    return PlantedSecondary(model, token, token_id, l_start, lifetime, neuron, sink_layers, lay)
