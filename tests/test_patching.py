@@ -387,6 +387,7 @@ def _bad_cases(tiny):
             Metric("r", ("blocks.1.attn.hook_result",), lambda acts, logits: acts),
             toks,
         ),
+        ("logit position", [Intervention(Site("head", 1), v)], logit_diff(5, 6, pos=12), toks),
         (
             "no 'blocks.0.attn.hook_z'",
             [Intervention(Site("head", 0), Value.from_run({"blocks.0.hook_resid_pre": toks}))],

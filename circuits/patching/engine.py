@@ -189,6 +189,8 @@ def _plan(model, tokens: Tensor, runs, metric: Metric) -> list[list[_Step]]:
                 "logits=True so the engine runs the final norm and unembedding"
             )
     n_prompts, n_pos = tokens.shape
+    if metric.logit_pos is not None:
+        resolve_positions(metric.logit_pos, n_pos, f"metric {metric.name!r}: logit position")
     plan = []
     for r, run in enumerate(runs):
         run = (run,) if isinstance(run, Intervention) else tuple(run)
