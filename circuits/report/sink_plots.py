@@ -144,9 +144,16 @@ def sink_level_histogram(report: SinkReport) -> Figure:
         shown = np.ma.masked_equal(grid, 0)
         im = ax.imshow(shown, aspect="auto", origin="lower", cmap="magma_r")
         for life, start in zip(*grid.nonzero(), strict=True):
-            ax.text(start, life, str(grid[life, start]), ha="center", va="center", fontsize=6)
+            dark = grid[life, start] > grid.max() / 2
+            ax.text(start, life, str(grid[life, start]), ha="center", va="center", fontsize=6,
+                    color="white" if dark else "black")  # fmt: skip
         if grid.any():
             fig.colorbar(im, ax=ax, label="events")
+            lives, starts = grid.nonzero()
+            ax.set_xlim(
+                max(starts.min() - 2, 0) - 0.5, min(starts.max() + 2, report.n_layers - 1) + 0.5
+            )
+            ax.set_ylim(max(lives.min() - 2, 0) - 0.5, min(lives.max() + 2, report.n_layers) + 0.5)
         ax.set_xlabel("l_start")
         ax.set_ylabel("lifetime (layers)")
         ax.set_title(

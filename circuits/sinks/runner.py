@@ -270,17 +270,15 @@ def _measure_chunk(
             f"hooks did not fire for layers {missing}; this model does not expose "
             "blocks.{l}.attn.hook_pattern / blocks.{l}.hook_resid_post"
         )
-    all_score = torch.stack([score[layer] for layer in range(n_layers)], 1).cpu()
-    all_alpha = torch.stack([alpha[layer] for layer in range(n_layers)], 1).cpu()
-    all_resid = torch.stack([resid[layer] for layer in range(n_layers)], 1).cpu()
     tok = model.tokenizer
     out = []
     for b, row in enumerate(rows):
         n = len(row)
+        keys = (b, slice(None), slice(0, n))  # this row's heads x unpadded key positions
         sink = TextSinks.from_activations(
-            all_resid[b, :, :n],
-            all_score[b, :, :, :n],
-            all_alpha[b, :, :, :n],
+            _layer_stack(resid, (b, slice(0, n)), n_layers),
+            _layer_stack(score, keys, n_layers),
+            _layer_stack(alpha, keys, n_layers),
             tok.batch_decode([[t] for t in row]),
             index=indices[b],
             offset=offsets[b],
@@ -294,6 +292,12 @@ def _measure_chunk(
             )
         out.append(sink)
     return out
+
+
+def _layer_stack(acts: dict[int, Tensor], index: tuple, n_layers: int) -> Tensor:
+    """`acts[l][index]` stacked over layers, on the CPU: one text at a time, so a chunk's
+    activations are never copied whole."""
+    return torch.stack([acts[layer][index] for layer in range(n_layers)]).cpu()
 
 
 def measure_corpus(
