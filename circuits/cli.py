@@ -124,7 +124,56 @@ def add_sinks(sub) -> None:
     p.set_defaults(func=_cmd_sinks)
 
 
-COMMANDS = [add_models, add_export, add_generate, add_sinks]
+def _cmd_trigger(args: argparse.Namespace) -> int:
+    from circuits.report.trigger_plots import plot_trigger_experiment
+    from circuits.trigger import TrainConfig, TriggerTask, run_experiment, save_experiment
+
+    if len(args.layers) != len(args.heads):
+        raise ValueError(
+            f"--layers has {len(args.layers)} values and --heads {len(args.heads)}: they pair up "
+            "into model sizes, e.g. --layers 1 4 --heads 1 4 for 1x1 and 4x4"
+        )
+    exp = run_experiment(
+        attentions=args.attention,
+        sizes=list(zip(args.layers, args.heads, strict=True)),
+        seeds=args.seeds,
+        task=TriggerTask(seq_len=args.seq_len, d_content=args.d_content, n_triggers=args.triggers),
+        train_config=TrainConfig(steps=args.steps, lr=args.lr, weight_decay=args.weight_decay),
+        d_model=args.d_model,
+        d_mlp=args.d_mlp,
+        init_scale=args.init_scale,
+    )
+    paths = save_experiment(exp, args.out) + plot_trigger_experiment(exp, args.out)
+    print(exp.summary().to_string(index=False))
+    print(f"wrote {len(paths)} files under {args.out}")
+    return 0
+
+
+def add_trigger(sub) -> None:
+    from circuits.trigger import ATTENTION_KINDS, TrainConfig, TriggerModelConfig, TriggerTask
+
+    task, train, model = TriggerTask(), TrainConfig(), TriggerModelConfig
+    p = sub.add_parser(
+        "trigger", help="train softmax/ReLU models on the trigger-conditional task, measure sinks"
+    )
+    p.add_argument("--attention", nargs="+", choices=ATTENTION_KINDS, default=list(ATTENTION_KINDS))
+    p.add_argument("--layers", nargs="+", type=int, default=[1], help="layers per model size")
+    p.add_argument("--heads", nargs="+", type=int, default=[1], help="heads, paired with --layers")
+    p.add_argument("--out", required=True, help="output folder (tables, plots, graphs, checkpoints)")
+    p.add_argument("--seeds", nargs="+", type=int, default=[0, 1, 2])
+    p.add_argument("--steps", type=int, default=train.steps)
+    p.add_argument("--lr", type=float, default=train.lr)
+    p.add_argument("--weight-decay", type=float, default=train.weight_decay)
+    p.add_argument("--seq-len", type=int, default=task.seq_len)
+    p.add_argument("--d-content", type=int, default=task.d_content)
+    p.add_argument("--triggers", type=int, default=task.n_triggers, help="triggers a sequence")
+    p.add_argument("--d-model", type=int, default=32)
+    p.add_argument("--d-mlp", type=int, default=None, help="MLP width (default: attention-only)")
+    p.add_argument("--init-scale", type=float, default=model.init_scale)
+    p.set_defaults(func=_cmd_trigger)
+
+
+COMMANDS = [add_models, add_export, add_generate, add_sinks, add_trigger]
 
 
 def build_parser() -> argparse.ArgumentParser:

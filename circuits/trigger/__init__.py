@@ -1,0 +1,86 @@
+"""The trigger-conditional task of Ran-Milo 2026: softmax attention needs a sink, ReLU does not.
+
+`data` makes the task, `model` the hookable softmax/ReLU transformers (and the hand-set ReLU
+solution of Theorem 3), `train` trains them on CPU, `measure` gives task error, BOS attention and
+the theorem checks, `circuit` the head roles as a circuit graph, `experiment` the multi-seed
+table. Plots live in `circuits.report.trigger_plots`.
+"""
+
+from circuits.trigger.circuit import (
+    AGGREGATE_THRESHOLD,
+    SINK_THRESHOLD,
+    HeadRole,
+    circuit_graph,
+    head_roles,
+    roles_frame,
+)
+from circuits.trigger.data import TriggerBatch, TriggerTask, make_batch, trigger_targets
+from circuits.trigger.experiment import (
+    TriggerExperiment,
+    TriggerRun,
+    run_experiment,
+    save_experiment,
+)
+from circuits.trigger.measure import (
+    ERROR_BOUND,
+    SINK_BOUND,
+    ZERO_BOUND,
+    HeadBOS,
+    TheoremCheck,
+    TriggerMeasurement,
+    bos_attention,
+    check_theorems,
+    measure,
+)
+from circuits.trigger.model import (
+    ATTENTION_KINDS,
+    TriggerModelConfig,
+    TriggerTransformer,
+    relu_construction,
+)
+from circuits.trigger.train import (
+    Checkpoint,
+    TrainConfig,
+    TrainResult,
+    eval_batch,
+    load_checkpoint,
+    save_checkpoints,
+    train_model,
+)
+
+__all__ = [
+    "AGGREGATE_THRESHOLD",
+    "ATTENTION_KINDS",
+    "ERROR_BOUND",
+    "SINK_BOUND",
+    "SINK_THRESHOLD",
+    "ZERO_BOUND",
+    "Checkpoint",
+    "HeadBOS",
+    "HeadRole",
+    "TheoremCheck",
+    "TrainConfig",
+    "TrainResult",
+    "TriggerBatch",
+    "TriggerExperiment",
+    "TriggerMeasurement",
+    "TriggerModelConfig",
+    "TriggerRun",
+    "TriggerTask",
+    "TriggerTransformer",
+    "bos_attention",
+    "check_theorems",
+    "circuit_graph",
+    "eval_batch",
+    "head_roles",
+    "load_checkpoint",
+    "make_batch",
+    "measure",
+    "relu_construction",
+    "roles_frame",
+    "run_experiment",
+    "save_checkpoints",
+    "save_experiment",
+    "train_model",
+    "trigger_targets",
+]

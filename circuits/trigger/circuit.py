@@ -1,0 +1,174 @@
+"""The circuit of a trained trigger-task model: which heads sink, which aggregate at the trigger.
+
+Per head, on one batch:
+- `bos_attention`: mean BOS attention at non-trigger positions (as in `measure`);
+- `aggregation`: mean attention mass on the preceding non-BOS tokens (keys 1..j-1) at trigger
+  positions j, the mass that computes the average;
+- the effect of mean-ablating the head (its `hook_z` replaced, at every position, by its mean over
+  the batch at that position) on the task MSE at trigger and at non-trigger positions.
+A head *sinks* when `bos_attention >= sink_threshold` and *aggregates* when
+`aggregation >= aggregate_threshold`; role is "sink_aggregator" (both: the dormant/active head of
+the paper), "sink", "aggregator" or "other".
+
+The graph follows `circuits.graph` (validates, exports to GraphML/GEXF/JSON/DOT): one node
+`L{l}.H{h}` a head with the measurements above as attributes, and edges from each head to
+`target:mse_trigger` and `target:mse_nontrigger` carrying the ablation effects.
+"""
+
+from __future__ import annotations
+
+from dataclasses import asdict, dataclass
+
+import networkx as nx
+import pandas as pd
+import torch
+
+from circuits.graph import add_component, add_effect, new_graph, node_id, validate
+from circuits.trigger.data import TriggerBatch
+from circuits.trigger.measure import bos_attention
+from circuits.trigger.model import TriggerTransformer
+
+SINK_THRESHOLD = 0.3
+"""Mean BOS attention at non-trigger positions above which a head sinks (Gu et al.'s eps)."""
+AGGREGATE_THRESHOLD = 0.5
+"""Mean attention mass on preceding non-BOS tokens at triggers above which a head aggregates."""
+ROLES = ("sink_aggregator", "sink", "aggregator", "other")
+INTERVENTION = "mean-ablation (hook_z, mean over the batch at each position)"
+
+
+@dataclass
+class HeadRole:
+    """One head's part in the trigger circuit."""
+
+    layer: int
+    head: int
+    role: str
+    bos_attention: float
+    trigger_bos_attention: float
+    aggregation: float
+    ablation_mse_trigger: float
+    """Trigger MSE with the head mean-ablated minus the model's trigger MSE."""
+    ablation_mse_nontrigger: float
+    """The same at non-trigger positions 1..T-1."""
+
+
+def _mse(pred, batch: TriggerBatch) -> tuple[float, float]:
+    sq = (pred - batch.targets).pow(2).mean(-1)
+    non = ~batch.is_trigger
+    non[:, 0] = False
+    return sq[batch.is_trigger].mean().item(), sq[non].mean().item()
+
+
+@torch.no_grad()
+def head_roles(
+    model: TriggerTransformer,
+    batch: TriggerBatch,
+    sink_threshold: float = SINK_THRESHOLD,
+    aggregate_threshold: float = AGGREGATE_THRESHOLD,
+) -> list[HeadRole]:
+    """Each head's BOS attention, aggregation mass, ablation effects and role on `batch`."""
+    pred, cache = model.run_with_cache(
+        batch.inputs,
+        names_filter=lambda n: n.endswith("attn.hook_pattern") or n.endswith("attn.hook_z"),
+    )
+    base = _mse(pred, batch)
+    T = batch.inputs.shape[1]
+    # keys strictly before the query and after BOS: the tokens whose mean is the target
+    preceding = torch.ones(T, T).tril(-1).bool()
+    preceding[:, 0] = False
+    roles = []
+    for layer in range(model.cfg.n_layers):
+        pattern = cache[f"blocks.{layer}.attn.hook_pattern"]
+        at_non, at_trig = bos_attention(pattern, batch.is_trigger)
+        mass = (pattern * preceding).sum(-1)  # [batch, head, query]
+        z = cache[f"blocks.{layer}.attn.hook_z"]
+        for h in range(model.cfg.n_heads):
+            agg = mass[:, h][batch.is_trigger].mean().item()
+
+            mean = z[:, :, h].mean(0)
+
+            def ablate(value, hook, h=h, mean=mean):
+                value = value.clone()
+                value[:, :, h] = mean
+                return value
+
+            out = model.run_with_hooks(
+                batch.inputs, fwd_hooks=[(f"blocks.{layer}.attn.hook_z", ablate)]
+            )
+            ablated = _mse(out, batch)
+            sinks = at_non[:, h].mean().item() >= sink_threshold
+            aggregates = agg >= aggregate_threshold
+            role = ROLES[[sinks and aggregates, sinks, aggregates, True].index(True)]
+            roles.append(
+                HeadRole(
+                    layer=layer,
+                    head=h,
+                    role=role,
+                    bos_attention=at_non[:, h].mean().item(),
+                    trigger_bos_attention=at_trig[:, h].mean().item(),
+                    aggregation=agg,
+                    ablation_mse_trigger=ablated[0] - base[0],
+                    ablation_mse_nontrigger=ablated[1] - base[1],
+                )
+            )
+    return roles
+
+
+def roles_frame(roles: list[HeadRole]) -> pd.DataFrame:
+    return pd.DataFrame([asdict(r) for r in roles])
+
+
+def circuit_graph(
+    model: TriggerTransformer,
+    batch: TriggerBatch,
+    seed: int | None = None,
+    sink_threshold: float = SINK_THRESHOLD,
+    aggregate_threshold: float = AGGREGATE_THRESHOLD,
+) -> nx.DiGraph:
+    """The trigger circuit of `model` as a `circuits.graph` DiGraph (see the module docstring).
+
+    Node score is the head's mean-ablation effect on the trigger MSE. Graph attributes hold the
+    model config (d_mlp 0 = attention-only), the task shape, the seed and both thresholds.
+    """
+    cfg = model.cfg
+    seed = model.seed if seed is None else seed
+    g = new_graph(
+        f"trigger-{cfg.attention}-{cfg.n_layers}x{cfg.n_heads}",
+        data=f"{len(batch)} trigger-task sequences of {batch.inputs.shape[1]} tokens",
+        metric="task MSE",
+        seed=seed,
+        thresholds={"sink_threshold": sink_threshold, "aggregate_threshold": aggregate_threshold},
+        attention=cfg.attention,
+        n_layers=cfg.n_layers,
+        n_heads=cfg.n_heads,
+        d_model=cfg.d_model,
+        d_head=cfg.d_head,
+        d_mlp=cfg.d_mlp or 0,
+        d_input=cfg.d_input,
+        d_output=cfg.d_output,
+        n_ctx=cfg.n_ctx,
+    )
+    trig = add_component(g, node_id("target", name="mse_trigger"))
+    non = add_component(g, node_id("target", name="mse_nontrigger"))
+    for r in head_roles(model, batch, sink_threshold, aggregate_threshold):
+        nid = add_component(
+            g,
+            node_id("head", r.layer, r.head),
+            score=r.ablation_mse_trigger,
+            role=r.role,
+            bos_attention=r.bos_attention,
+            trigger_bos_attention=r.trigger_bos_attention,
+            aggregation=r.aggregation,
+        )
+        add_effect(
+            g, nid, trig, r.ablation_mse_trigger, intervention=INTERVENTION, metric="mse_trigger"
+        )
+        add_effect(
+            g,
+            nid,
+            non,
+            r.ablation_mse_nontrigger,
+            intervention=INTERVENTION,
+            metric="mse_nontrigger",
+        )
+    return validate(g)

@@ -1,0 +1,239 @@
+"""The paper's experiment: train softmax and ReLU models of several sizes over several seeds,
+measure task error and BOS attention, check each theorem's prediction, tabulate.
+
+    exp = run_experiment(attentions=("softmax", "relu"), sizes=((1, 1), (4, 4)), seeds=(0, 1, 2))
+    exp.summary()          # mean ± sd over seeds per attention kind and size
+    save_experiment(exp, "out/trigger")
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import pandas as pd
+
+from circuits.graph import atomic_write, write
+from circuits.trigger.circuit import AGGREGATE_THRESHOLD, SINK_THRESHOLD, circuit_graph
+from circuits.trigger.data import TriggerTask
+from circuits.trigger.measure import (
+    ERROR_BOUND,
+    SINK_BOUND,
+    ZERO_BOUND,
+    TheoremCheck,
+    TriggerMeasurement,
+    check_theorems,
+    measure,
+)
+from circuits.trigger.model import ATTENTION_KINDS, TriggerModelConfig
+from circuits.trigger.train import (
+    TrainConfig,
+    TrainResult,
+    eval_batch,
+    save_checkpoints,
+    train_model,
+)
+
+
+@dataclass
+class TriggerRun:
+    """One trained model: its measurement on the evaluation batch and the theorem checks."""
+
+    seed: int
+    measurement: TriggerMeasurement
+    checks: list[TheoremCheck]
+    train: TrainResult = field(repr=False)
+
+    @property
+    def name(self) -> str:
+        m = self.measurement
+        return f"{m.attention}_{m.n_layers}x{m.n_heads}_seed{self.seed}"
+
+    def row(self) -> dict:
+        """One table row: errors, BOS attention of the strongest sink head and of all heads,
+        theorem outcomes (True/False, None when not applicable), training time."""
+        m = self.measurement
+        top = m.strongest_sink()
+        row = {
+            "attention": m.attention,
+            "size": f"{m.n_layers}x{m.n_heads}",
+            "seed": self.seed,
+            "mse_trigger": m.mse_trigger,
+            "mse_nontrigger": m.mse_nontrigger,
+            "rel_error_trigger": m.rel_error_trigger,
+            "bos_top_head": f"L{top.layer}.H{top.head}",
+            "bos_nontrigger_mean": top.nontrigger_mean,
+            "bos_nontrigger_sd": top.nontrigger_sd,
+            "bos_nontrigger_min": top.nontrigger_min,
+            "bos_trigger_mean": top.trigger_mean,
+            "bos_nontrigger_all_heads": sum(h.nontrigger_mean for h in m.heads) / len(m.heads),
+            "heads_sinking": sum(h.nontrigger_mean >= SINK_THRESHOLD for h in m.heads),
+            "train_seconds": self.train.seconds,
+            "steps": self.train.train_config.steps,
+        }
+        for c in self.checks:
+            row[c.theorem.replace(" ", "_")] = c.held
+        return row
+
+
+@dataclass
+class TriggerExperiment:
+    """All runs of an experiment with the settings that produced them."""
+
+    task: TriggerTask
+    train_config: TrainConfig
+    """Shared by every run except for the seed."""
+    model_kwargs: dict
+    bounds: dict
+    runs: list[TriggerRun]
+
+    def table(self) -> pd.DataFrame:
+        """One row a run (see `TriggerRun.row`)."""
+        return pd.DataFrame([r.row() for r in self.runs])
+
+    def head_table(self) -> pd.DataFrame:
+        """One row a head a run: BOS attention mean/sd/min at non-trigger and trigger positions."""
+        frames = [r.measurement.to_frame().assign(seed=r.seed) for r in self.runs]
+        return pd.concat(frames, ignore_index=True)
+
+    def summary(self) -> pd.DataFrame:
+        """Per attention kind and size, over seeds: mean and sd of the relative trigger error and
+        of the strongest head's mean BOS attention at non-trigger positions; the seeds where each
+        applicable theorem held ("k/n"); mean training time."""
+        t = self.table()
+        rows = []
+        for (kind, size), grp in t.groupby(["attention", "size"], sort=False):
+            row = {
+                "attention": kind,
+                "size": size,
+                "seeds": len(grp),
+                "rel_error_trigger_mean": grp.rel_error_trigger.mean(),
+                "rel_error_trigger_sd": grp.rel_error_trigger.std(ddof=0),
+                "mse_trigger_mean": grp.mse_trigger.mean(),
+                "mse_nontrigger_mean": grp.mse_nontrigger.mean(),
+                "bos_nontrigger_mean": grp.bos_nontrigger_mean.mean(),
+                "bos_nontrigger_sd_over_seeds": grp.bos_nontrigger_mean.std(ddof=0),
+                "bos_nontrigger_sd_over_examples": grp.bos_nontrigger_sd.mean(),
+                "bos_nontrigger_all_heads": grp.bos_nontrigger_all_heads.mean(),
+                "bos_trigger_mean": grp.bos_trigger_mean.mean(),
+                "train_seconds_mean": grp.train_seconds.mean(),
+            }
+            for col in ("theorem_1", "theorem_2", "theorem_3"):
+                held = [v for v in grp[col] if v is not None and not pd.isna(v)]
+                row[col] = f"{sum(bool(v) for v in held)}/{len(held)}" if held else "n/a"
+            rows.append(row)
+        return pd.DataFrame(rows)
+
+    def to_dict(self) -> dict:
+        return {
+            "task": self.task.to_dict(),
+            "train_config": self.train_config.to_dict(),
+            "model_kwargs": self.model_kwargs,
+            "bounds": self.bounds,
+            "summary": self.summary().to_dict(orient="records"),
+            "runs": [
+                {
+                    "name": r.name,
+                    "seed": r.seed,
+                    "row": r.row(),
+                    "measurement": r.measurement.to_dict(),
+                    "checks": [c.to_dict() for c in r.checks],
+                    "training": r.train.to_dict(),
+                }
+                for r in self.runs
+            ],
+        }
+
+
+def run_experiment(
+    attentions: Sequence[str] = ATTENTION_KINDS,
+    sizes: Sequence[tuple[int, int]] = ((1, 1), (4, 4)),
+    seeds: Sequence[int] = (0, 1, 2),
+    task: TriggerTask | None = None,
+    train_config: TrainConfig | None = None,
+    d_model: int = 32,
+    d_mlp: int | None = None,
+    init_scale: float = TriggerModelConfig.init_scale,
+    sink_bound: float = SINK_BOUND,
+    zero_bound: float = ZERO_BOUND,
+    error_bound: float = ERROR_BOUND,
+    progress: bool = True,
+) -> TriggerExperiment:
+    """Train one model per (attention kind, (layers, heads), seed), measure each on its
+    evaluation batch and check the theorems with the given bounds. `task` and `train_config`
+    default to `TriggerTask()` and `TrainConfig()`; the train config's seed is replaced per run."""
+    task = task or TriggerTask()
+    train_config = train_config or TrainConfig()
+    if not attentions or not sizes or not seeds:
+        raise ValueError("give at least one attention kind, one (layers, heads) size and one seed")
+    for kind in attentions:
+        if kind not in ATTENTION_KINDS:
+            raise ValueError(f"unknown attention kind {kind!r}: use one of {ATTENTION_KINDS}")
+    configs = [
+        TriggerModelConfig.for_task(
+            task,
+            n_layers=L,
+            n_heads=H,
+            d_model=d_model,
+            d_mlp=d_mlp,
+            attention=kind,
+            init_scale=init_scale,
+        )
+        for kind in attentions
+        for L, H in sizes
+    ]  # built first so a bad size fails before any training
+    runs = []
+    for cfg in configs:
+        for seed in seeds:
+            tc = dataclasses.replace(train_config, seed=seed)
+            result = train_model(task, cfg, tc, progress=progress)
+            m = measure(result.model, eval_batch(task, tc))
+            checks = check_theorems(m, sink_bound, zero_bound, error_bound)
+            runs.append(TriggerRun(seed=seed, measurement=m, checks=checks, train=result))
+    return TriggerExperiment(
+        task=task,
+        train_config=train_config,
+        model_kwargs={"d_model": d_model, "d_mlp": d_mlp, "init_scale": init_scale},
+        bounds={"sink_bound": sink_bound, "zero_bound": zero_bound, "error_bound": error_bound},
+        runs=runs,
+    )
+
+
+def save_experiment(
+    exp: TriggerExperiment,
+    out: str | Path,
+    sink_threshold: float = SINK_THRESHOLD,
+    aggregate_threshold: float = AGGREGATE_THRESHOLD,
+) -> list[Path]:
+    """Write under `out`: `runs.csv` (one row a run), `summary.csv`, `heads.csv`,
+    `experiment.json` (everything, loss curves and checkpoint metrics included),
+    `circuit_<run>.graphml` for each run's first seed, and `checkpoints/<run>/step_*.pt`."""
+    out = Path(out)
+    out.mkdir(parents=True, exist_ok=True)
+    paths = []
+    for name, frame in (
+        ("runs.csv", exp.table()),
+        ("summary.csv", exp.summary()),
+        ("heads.csv", exp.head_table()),
+    ):
+        with atomic_write(out / name) as fh:
+            frame.to_csv(fh, index=False)
+        paths.append(out / name)
+    with atomic_write(out / "experiment.json") as fh:
+        json.dump(exp.to_dict(), fh, indent=1)
+    paths.append(out / "experiment.json")
+    first_seed = exp.runs[0].seed
+    for run in exp.runs:
+        if run.seed == first_seed:
+            g = circuit_graph(
+                run.train.model,
+                eval_batch(exp.task, run.train.train_config),
+                sink_threshold=sink_threshold,
+                aggregate_threshold=aggregate_threshold,
+            )
+            paths.append(write(g, out / f"circuit_{run.name}.graphml"))
+        paths += save_checkpoints(run.train, out / "checkpoints" / run.name)
+    return paths
