@@ -78,6 +78,8 @@ TOP_HEADS = 6
 PCA_COMPONENTS = 10
 MIN_PCA_POINTS = 4
 HIST_BINS = 200
+PROJECT_TRACES = Path(__file__).resolve().parents[2] / "data" / "traces"
+"""Where `circuits generate` writes each model's reasoning traces (`{model key}.jsonl`)."""
 
 
 # ---------------------------------------------------------------------------------------------
@@ -125,6 +127,21 @@ def make_corpus(model: TransformerBridge, texts: Sequence, max_tokens: int | Non
     return Corpus(rows, prompts)
 
 
+def project_traces(key: str, n: int | None = None) -> list:
+    """The first `n` (all if None) reasoning traces of model `key` from `PROJECT_TRACES`."""
+    from circuits.corpus import read_traces
+
+    path = PROJECT_TRACES / f"{key}.jsonl"
+    if not path.is_file():
+        raise FileNotFoundError(
+            f"no traces for {key!r} at {path}; make them with "
+            f"`circuits generate --model {key} --out {path}` or pass --traces FILE"
+        )
+    if n is not None and n < 1:
+        raise ValueError(f"n must be >= 1, got {n}")
+    return read_traces(path)[:n]
+
+
 def token_type(token: str, special: frozenset[str] = frozenset()) -> str:
     """'special' (a tokenizer special token), 'space' (whitespace only, newlines included),
     'digits' (digits after stripping spaces), 'punctuation' (no letter or digit), or 'word'."""
@@ -146,7 +163,7 @@ def _special_tokens(model: TransformerBridge) -> frozenset[str]:
     return frozenset(tok.all_special_tokens) | {t.content for t in added.values() if t.special}
 
 
-def _unique_positions(rows: Sequence[Sequence[int]]) -> list[list[bool]]:
+def unique_positions(rows: Sequence[Sequence[int]]) -> list[list[bool]]:
     """For each position: is its prefix (tokens 0..pos) new, i.e. not already seen earlier in
     the corpus? Prefixes are chained hashes, so this is linear in the corpus size."""
     seen: set[int] = set()
@@ -365,7 +382,7 @@ def find_secondary(
         raise ValueError(f"labels must be a non-empty subset of {LABELS}, got {labels}")
     report = measure_tokens(model, corpus.rows, tau=taus[0], progress=progress)
     special = _special_tokens(model)
-    unique = _unique_positions(corpus.rows)
+    unique = unique_positions(corpus.rows)
     s = report.settings
     rows, cosines, counts = [], [], []
     n_layers = report.n_layers
@@ -795,7 +812,8 @@ def token_swaps(
         if not pool:
             continue
         types = [token_type(tok, special) for tok in t.tokens]
-        match = _matched(t.tokens, types, pos, pool)
+        # A matched token needs later queries, or it has no score.
+        match = _matched(t.tokens, types, pos, [p for p in pool if p < length - 1])
         window = list(
             range(start + 1, min(start + min(int(e.lifetime), score_layers), n_layers - 1) + 1)
         )
@@ -1272,6 +1290,7 @@ __all__ = [
     "Fit",
     "FormingMLP",
     "Geometry",
+    "PROJECT_TRACES",
     "NormFit",
     "SecondaryCensus",
     "SecondaryTrace",
@@ -1283,9 +1302,11 @@ __all__ = [
     "make_corpus",
     "mlp_geometry",
     "norm_fit",
+    "project_traces",
     "run_length",
     "secondary_circuit",
     "token_swaps",
     "token_type",
     "trace_secondary",
+    "unique_positions",
 ]
