@@ -87,6 +87,46 @@ def add_generate(sub) -> None:
     p.set_defaults(func=_cmd_generate)
 
 
+def _cmd_p0(args: argparse.Namespace) -> int:
+    from circuits.models import load_model
+    from circuits.tracing.p0 import default_texts, trace_p0
+
+    texts = default_texts(args.texts) if args.file is None else _read_lines(args.file)
+    model = load_model(args.model)
+    trace = trace_p0(model, texts, n_tokens=args.tokens, seed=args.seed, keep_share=args.keep_share)
+    report = trace.save(args.out, model)
+    for key, value in trace.summary().items():
+        print(f"{key:<30} {value}")
+    print(f"report: {report}")
+    return 0
+
+
+def _read_lines(path: str) -> list[str]:
+    from pathlib import Path
+
+    file = Path(path)
+    if not file.is_file():
+        raise FileNotFoundError(f"no text file at {path}; pass a file with one text per line")
+    lines = [line for line in file.read_text(encoding="utf-8").splitlines() if line.strip()]
+    if not lines:
+        raise ValueError(f"{path} has no non-empty lines; put one text per line")
+    return lines
+
+
+def add_p0(sub) -> None:
+    from circuits.tracing.p0 import KEEP_SHARE, N_TEXTS, N_TOKENS
+
+    p = sub.add_parser("p0", help="trace the P0-sink circuit and write a report")
+    p.add_argument("--model", default="smollm2-135m", help="model key, .gguf path or HF folder")
+    p.add_argument("--out", required=True, help="output folder (report.html, graphs, tables)")
+    p.add_argument("--file", help="texts, one per line (default: the corpus math problems)")
+    p.add_argument("--texts", type=int, default=N_TEXTS, help="how many corpus texts")
+    p.add_argument("--tokens", type=int, default=N_TOKENS, help="tokens per text")
+    p.add_argument("--seed", type=int, default=0)
+    p.add_argument("--keep-share", type=float, default=KEEP_SHARE)
+    p.set_defaults(func=_cmd_p0)
+
+
 def _cmd_sinks(args: argparse.Namespace) -> int:
     from circuits.corpus import read_corpus
     from circuits.report.sink_plots import plot_sink_report
@@ -173,7 +213,7 @@ def add_trigger(sub) -> None:
     p.set_defaults(func=_cmd_trigger)
 
 
-COMMANDS = [add_models, add_export, add_generate, add_sinks, add_trigger]
+COMMANDS = [add_models, add_export, add_generate, add_p0, add_sinks, add_trigger]
 
 
 def build_parser() -> argparse.ArgumentParser:

@@ -1,0 +1,121 @@
+"""The P0-sink tracer: exact recovery of a planted circuit, its pieces, and real-model facts."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from circuits.graph import io as graph_io
+from circuits.graph import validate
+from circuits.models.planted import planted_p0_model
+from circuits.tracing.p0 import (
+    find_formation,
+    position_vs_content,
+    text_tokens,
+    trace_p0,
+)
+
+TEXTS = [
+    "Natalia sold clips to friends in May.",
+    "The quick brown fox jumps over dogs.",
+    "Weights: 12 kg, 7 kg and 30 kg total",
+    "Sara reads pages daily; how many now?",
+]
+
+
+@pytest.fixture(scope="module")
+def planted(tmp_path_factory):
+    return planted_p0_model(folder=tmp_path_factory.mktemp("planted"))
+
+
+@pytest.fixture(scope="module")
+def planted_trace(planted):
+    return trace_p0(planted.model, TEXTS, n_tokens=20, progress=False)
+
+
+def test_planted_model_has_the_sink(planted):
+    toks = text_tokens(planted.model, TEXTS, 20)
+    _, cache = planted.model.run_with_cache(toks)
+    for layer in planted.sink_layers:
+        assert cache[f"blocks.{layer}.attn.hook_pattern"][:, :, 1:, 0].mean() > 0.99
+
+
+def test_recovers_exactly_the_planted_components(planted, planted_trace):
+    loc = planted_trace.localisation
+    assert loc.circuit_heads == [planted.head]
+    assert loc.circuit_mlps == [planted.mlp]
+    assert planted_trace.formation.jump_layers == [planted.mlp]
+    assert planted_trace.formation.late_layers == list(planted.sink_layers)
+    # The planted pair carries the whole sink; random components carry none of it.
+    frac = planted_trace.confirmation.set_index("run")["fraction"]
+    assert frac["circuit_ablated"] == pytest.approx(1.0, abs=1e-3)
+    assert frac["all_but_circuit_ablated"] == pytest.approx(1.0, abs=1e-3)
+    assert frac["random_control_ablated"] == pytest.approx(0.0, abs=1e-3)
+    # At the control position the same ablations do nothing to the P0 sink.
+    heads = loc.heads.set_index(["layer", "head"])
+    assert heads.loc[planted.head, "p0_attention@p0"] < -0.9
+    assert abs(heads.loc[planted.head, "p0_attention@control"]) < 1e-3
+
+
+def test_planted_graph_links_head_to_mlp_to_sink_heads(planted, planted_trace):
+    g = validate(planted_trace.graph)
+    assert g.has_edge("L0.H0", "L1.MLP")
+    assert g.edges["L0.H0", "L1.MLP"]["effect"] < -0.5  # the MLP's P0 output needs the head
+    sink_heads = [n for n, d in g.nodes(data=True) if d.get("role") == "sink"]
+    assert sink_heads and all(g.nodes[n]["layer"] in planted.sink_layers for n in sink_heads)
+    assert all(g.has_edge("L1.MLP", n) for n in sink_heads)
+
+
+def test_save_writes_every_file(planted, planted_trace, tmp_path):
+    report = planted_trace.save(tmp_path, planted.model)
+    assert report.name == "report.html" and "circuitsvis" in report.read_text().lower()
+    summary = json.loads((tmp_path / "summary.json").read_text())
+    assert summary["summary"]["circuit_heads"] == ["L0.H0"]
+    for suffix in ("graphml", "gexf", "json", "dot"):
+        back = graph_io.read(tmp_path / f"circuit.{suffix}")
+        assert set(back.edges) == set(planted_trace.graph.edges)
+    for name in ("variants", "heads", "mlps", "position", "circuit"):
+        assert (tmp_path / f"{name}.png").stat().st_size > 1000
+    assert not [p for p in tmp_path.iterdir() if p.name.startswith(".")]
+
+
+def test_find_formation_rules():
+    norms = [100, 300, 800, 790, 150, 25000, 24000]
+    ratio = [2, 4, 11, 10.5, 1.1, 180, 170]
+    f = find_formation(norms, ratio, jump_factor=2.0, massive_ratio=10.0)
+    assert f.jump_layers == [2, 5] and f.last_jump == 5 and f.late_layers == [6]
+    # No massive jump: the largest growth stands in.
+    f = find_formation([1, 1.1, 1.5, 1.6], [1, 1, 1, 1])
+    assert f.jump_layers == [2] and f.late_layers == [3]
+
+
+def test_bad_inputs(planted):
+    model = planted.model
+    with pytest.raises(ValueError, match="at least 4"):
+        text_tokens(model, TEXTS, 3)
+    with pytest.raises(ValueError, match="fewer than n_tokens"):
+        text_tokens(model, ["short"], 20)
+    with pytest.raises(ValueError, match="no texts"):
+        trace_p0(model, [], progress=False)
+    with pytest.raises(ValueError, match="position must be in"):
+        position_vs_content(model, TEXTS, n_tokens=20, position=19)
+
+
+@pytest.mark.slow
+def test_default_model_p0_circuit(smollm2):
+    """SmolLM2-135M (measured 2026-12-02): the P0 norm jumps in block 2 (~800) and again in
+    block 11 (~25,000); the late sink (layers 12-29) rests on a small set of early components."""
+    trace = trace_p0(smollm2, n_tokens=24, progress=False)
+    f = trace.formation
+    assert 11 in f.jump_layers and f.late_layers[0] == f.last_jump + 1
+    assert f.p0_norm[f.last_jump] > 5000
+    frac = trace.confirmation.set_index("run")["fraction"]
+    assert frac["circuit_ablated"] >= 0.5
+    assert frac["random_control_ablated"] < 0.5 * frac["circuit_ablated"]
+    # Removing the BOS token leaves the sink at position 0.
+    stays = trace.variants.summary.set_index("variant")["sink_at_0_by_attention"]
+    assert stays["no_bos"] >= 0.8
+    pos = trace.position
+    k = int(pos.position.iloc[0])
+    assert (pos.norm_at_0.iloc[-5:] > 5 * pos[f"norm_at_{k}"].iloc[-5:]).all()
