@@ -50,7 +50,7 @@ def bos_distributions(exp: TriggerExperiment) -> Figure:
             ax.hist(clipped, bins=bins, color=color, alpha=0.6, label=f"{kind} ({len(runs)} seeds)")
         ax.set_yscale("log")
         ax.set_xlabel("mean A[i, BOS] over non-trigger i >= 1")
-        ax.set_ylabel("examples x heads")
+        ax.set_ylabel("examples x heads x seeds")
         ax.set_title(f"{size} (layers x heads)", fontsize=9)
         ax.legend(fontsize=7)
     return fig

@@ -21,9 +21,9 @@ from circuits.trigger.data import TriggerBatch
 from circuits.trigger.model import TriggerTransformer
 
 SINK_BOUND = 0.9
-"""BOS attention that counts as "≈ 1" (Theorems 1 and 2); the paper states no number."""
+"""BOS attention that counts as "≈ 1" (Theorems 1 and 2): our number for the paper's "≈ 1"."""
 ZERO_BOUND = 0.05
-"""BOS attention that counts as "≈ 0" (Theorem 3's experimental prediction)."""
+"""BOS attention that counts as "≈ 0" (Theorem 3's experimental prediction): our number."""
 ERROR_BOUND = 0.05
 """Relative trigger error (MSE / MSE of predicting zero) that counts as solving the task, the
 premise of Theorems 1-2 and the "comparable error" of Theorem 3."""

@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pandas as pd
 import torch
-from tqdm.auto import tqdm
+from tqdm import tqdm
 
 from circuits.trigger.data import TriggerTask, make_batch
 from circuits.trigger.measure import measure
@@ -33,6 +33,8 @@ class TrainConfig:
     """Seeds the weights, the training batches and (offset) the evaluation batch."""
     n_checkpoints: int = 10
     """Checkpoints at evenly spaced steps, the last at `steps`; step 0 (initial weights) too."""
+    checkpoint_at: tuple[int, ...] = ()
+    """Explicit checkpoint steps (1..steps) instead of evenly spaced ones; step 0 is always kept."""
     eval_examples: int = 256
     num_threads: int = 1
     """Torch CPU threads while training (restored after). The tensors are tiny, so thread
@@ -43,6 +45,11 @@ class TrainConfig:
         for name in ("steps", "batch_size", "n_checkpoints", "eval_examples", "num_threads"):
             if getattr(self, name) < 1:
                 raise ValueError(f"{name}={getattr(self, name)}: must be a positive integer")
+        bad = [s for s in self.checkpoint_at if not 1 <= s <= self.steps]
+        if bad:
+            raise ValueError(
+                f"checkpoint_at has steps {bad} outside 1..steps={self.steps}: pick steps in range"
+            )
         if self.lr <= 0:
             raise ValueError(f"lr={self.lr}: the learning rate must be positive")
         if self.weight_decay < 0:
@@ -50,6 +57,8 @@ class TrainConfig:
 
     @property
     def checkpoint_steps(self) -> list[int]:
+        if self.checkpoint_at:
+            return sorted({0, *self.checkpoint_at})
         n = min(self.n_checkpoints, self.steps)
         return sorted({0, *(round(self.steps * (k + 1) / n) for k in range(n))})
 
