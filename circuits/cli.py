@@ -213,7 +213,52 @@ def add_trigger(sub) -> None:
     p.set_defaults(func=_cmd_trigger)
 
 
-COMMANDS = [add_models, add_export, add_generate, add_p0, add_sinks, add_trigger]
+def _cmd_secondary(args: argparse.Namespace) -> int:
+    from circuits.corpus import read_traces
+    from circuits.models import load_model
+    from circuits.tracing.secondary import project_traces, trace_secondary
+
+    if args.n_texts is not None and args.n_texts < 1:
+        raise ValueError(f"--n-texts must be >= 1, got {args.n_texts}")
+    if args.traces:
+        traces = read_traces(args.traces)[: args.n_texts]
+    else:
+        traces = project_traces(args.model, args.n_texts)
+    trace = trace_secondary(
+        load_model(args.model),
+        traces,
+        taus=args.taus,
+        labels=args.labels,
+        max_tokens=args.max_tokens,
+        n_swap_events=args.swap_events,
+        seed=args.seed,
+    )
+    report = trace.save(args.out)
+    for key, value in trace.summary().items():
+        print(f"{key:<28} {value}")
+    print(f"report: {report}")
+    return 0
+
+
+def add_secondary(sub) -> None:
+    from circuits.tracing.secondary import N_SWAP_EVENTS, TAUS
+
+    p = sub.add_parser("secondary", help="trace the MLPs that make secondary sinks; report")
+    p.add_argument("--model", default="smollm2-135m", help="model key")
+    p.add_argument("--out", required=True, help="output folder (report.html, tables, graph)")
+    p.add_argument("--traces", help="trace JSONL (default: data/traces/MODEL.jsonl)")
+    p.add_argument("--n-texts", type=int, help="use the first N traces (default: all)")
+    p.add_argument("--max-tokens", type=int, help="cut every trace to this many tokens")
+    p.add_argument("--taus", nargs="+", type=float, default=list(TAUS), help="first = main")
+    p.add_argument(
+        "--labels", nargs="+", default=["secondary"], help="event labels to trace (see sinks)"
+    )
+    p.add_argument("--swap-events", type=int, default=N_SWAP_EVENTS)
+    p.add_argument("--seed", type=int, default=0)
+    p.set_defaults(func=_cmd_secondary)
+
+
+COMMANDS = [add_models, add_export, add_generate, add_p0, add_sinks, add_trigger, add_secondary]
 
 
 def build_parser() -> argparse.ArgumentParser:
