@@ -216,7 +216,7 @@ def add_trigger(sub) -> None:
 def _cmd_secondary(args: argparse.Namespace) -> int:
     from circuits.corpus import read_traces
     from circuits.models import load_model
-    from circuits.tracing.secondary import project_traces, trace_secondary
+    from circuits.tracing.secondary import plain_texts, project_traces, trace_secondary
 
     if args.n_texts is not None and args.n_texts < 1:
         raise ValueError(f"--n-texts must be >= 1, got {args.n_texts}")
@@ -226,7 +226,7 @@ def _cmd_secondary(args: argparse.Namespace) -> int:
         traces = project_traces(args.model, args.n_texts)
     trace = trace_secondary(
         load_model(args.model),
-        traces,
+        plain_texts(traces) if args.plain else traces,
         taus=args.taus,
         labels=args.labels,
         max_tokens=args.max_tokens,
@@ -254,6 +254,9 @@ def add_secondary(sub) -> None:
         "--labels", nargs="+", default=["secondary"], help="event labels to trace (see sinks)"
     )
     p.add_argument("--swap-events", type=int, default=N_SWAP_EVENTS)
+    p.add_argument(
+        "--plain", action="store_true", help="problem + completion as plain text (no template)"
+    )
     p.add_argument("--seed", type=int, default=0)
     p.set_defaults(func=_cmd_secondary)
 

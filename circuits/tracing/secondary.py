@@ -142,6 +142,12 @@ def project_traces(key: str, n: int | None = None) -> list:
     return read_traces(path)[:n]
 
 
+def plain_texts(traces: Sequence) -> list[str]:
+    """Each trace's problem and completion as one plain string (no chat template, no system
+    prompt): the same reasoning with position 0 a real text token."""
+    return [f"{t.problem}\n{t.completion}" for t in traces]
+
+
 def token_type(token: str, special: frozenset[str] = frozenset()) -> str:
     """'special' (a tokenizer special token), 'space' (whitespace only, newlines included),
     'digits' (digits after stripping spaces), 'punctuation' (no letter or digit), or 'word'."""
@@ -1302,6 +1308,7 @@ __all__ = [
     "make_corpus",
     "mlp_geometry",
     "norm_fit",
+    "plain_texts",
     "project_traces",
     "run_length",
     "secondary_circuit",
