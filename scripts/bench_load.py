@@ -44,9 +44,13 @@ def run(key: str, cache: str) -> dict:
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("keys", nargs="*", default=[k for k, s in MODELS.items() if weights_installed(s)])
+    parser.add_argument(
+        "keys", nargs="*", default=[k for k, s in MODELS.items() if weights_installed(s)]
+    )
     args = parser.parse_args()
-    print(f"{'model':<14} {'cold s':>8} {'cold GB':>8} {'warm s':>8} {'warm GB':>8}  (load + one forward)")
+    print(
+        f"{'model':<14} {'cold s':>8} {'cold GB':>8} {'warm s':>8} {'warm GB':>8}  (load + one forward)"
+    )
     for key in args.keys:
         with tempfile.TemporaryDirectory(prefix="circuits-bench-") as cache:
             cold = run(key, cache)
