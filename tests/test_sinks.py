@@ -554,3 +554,45 @@ def test_smollm2_padding_equivalence(smollm2):
         measure(smollm2, texts, progress=False, max_batch_size=1),
         atol=1e-4,
     )
+
+
+# -- measured on Qwen2.5-Coder-0.5B (no BOS token) ----------------------------------------
+QWEN_TEXTS = [
+    "Tom has 3 apples and buys 5 more. How many apples does he have now? He counts them again.",
+    "A box holds 6 eggs. How many eggs are in 7 boxes? The answer is simple.",
+]
+
+
+@pytest.fixture(scope="module")
+def qwen():
+    from circuits.models import load_model
+
+    return load_model("qwen2.5-0.5b")
+
+
+@pytest.mark.slow
+@pytest.mark.qwen
+def test_qwen_first_text_token_is_the_sink(qwen):
+    """Measured: position 0 is a text token ('Tom', 'A') and still becomes the sink; its norm
+    jumps to ~60x the median at block 2 (~630 vs ~11) with a ~3,700x-median entry."""
+    r = measure(qwen, QWEN_TEXTS, progress=False)
+    assert [(t.sink.position, t.tokens[0]) for t in r.texts] == [(0, "Tom"), (0, "A")]
+    assert all(t.sink.agree for t in r.texts)
+    assert r.massive_layer == 2 and r.massive_activation_layer == 2
+    assert r.state.norm_ratio[2] == pytest.approx(58.8, rel=0.1)
+    assert r.sink_rate == pytest.approx(0.702, abs=0.03)
+
+
+@pytest.mark.slow
+@pytest.mark.qwen
+def test_qwen_endoftext_hands_the_sink_to_the_first_period(qwen):
+    """With the tokenizer's nominal BOS <|endoftext|> first, the massive state and the attention
+    both go to the first '.' (the field guide's observation), and the tools find it."""
+    eot = qwen.tokenizer.convert_tokens_to_ids("<|endoftext|>")
+    rows = [[eot, *qwen.to_tokens(t)[0].tolist()] for t in QWEN_TEXTS]
+    found = measure_tokens(qwen, rows, progress=False)
+    for t in found.texts:
+        assert t.sink.position == t.sink.by_attention == t.tokens.index(".") != 0
+    at_zero = measure_tokens(qwen, rows, sink_position=0, progress=False)
+    for t0, t in zip(at_zero.texts, found.texts, strict=True):
+        assert float(t0.p0_mass.nanmean()) < 0.15 < 0.2 < float(t.p0_mass.nanmean())

@@ -388,7 +388,7 @@ class SinkReport:
 
     def summary_table(self, n_levels: int = 5) -> str:
         """The headline numbers as a short plain-text table."""
-        s = self.summary()
+        s = {k: "never" if v is None else v for k, v in self.summary().items()}
         st = self.settings
         positions = ", ".join(f"{p} in {n}" for p, n in s["sink_positions"].items())
         tokens = ", ".join(f"{t!r} x{n}" for t, n in s["sink_tokens"].items())
