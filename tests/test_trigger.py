@@ -14,6 +14,7 @@ from circuits.trigger import (
     check_theorems,
     circuit_graph,
     eval_batch,
+    head_roles,
     make_batch,
     measure,
     relu_construction,
@@ -248,6 +249,7 @@ def test_circuit_graph_roles_and_export(trained_1x1, tmp_path):
     assert head["kind"] == "head" and (head["layer"], head["head"]) == (0, 0)
     assert head["role"] == "sink_aggregator"  # sinks off-trigger, averages at the trigger
     assert head["bos_attention"] > 0.9 and head["aggregation"] > 0.9
+    assert head["trigger_selectivity"] > 0.9
     assert g.edges["L0.H0", "target:mse_trigger"]["effect"] > 0.1  # the head does the task
     assert g.graph["attention"] == "softmax" and g.graph["seed"] == 0
     assert cg.thresholds(g)["sink_threshold"] == 0.3
@@ -257,6 +259,12 @@ def test_circuit_graph_roles_and_export(trained_1x1, tmp_path):
     assert circuit_graph(relu, make_batch(TriggerTask(), 64, seed=0)).nodes["L0.H0"]["role"] == (
         "aggregator"
     )
+    # An untrained head attends about uniformly: much mass on content at the trigger, but no
+    # more than elsewhere, so it does not count as aggregating.
+    fresh = TriggerTransformer(r.model_config, seed=0)
+    (role,) = head_roles(fresh, make_batch(r.task, 64, seed=0))
+    assert role.aggregation > 0.5 and abs(role.trigger_selectivity) < 0.2
+    assert role.role == "other"
 
 
 def test_cli_writes_table_plots_graph_checkpoints(tmp_path):

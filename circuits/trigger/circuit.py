@@ -3,11 +3,14 @@
 Per head, on one batch:
 - `bos_attention`: mean BOS attention at non-trigger positions (as in `measure`);
 - `aggregation`: mean attention mass on the preceding non-BOS tokens (keys 1..j-1) at trigger
-  positions j, the mass that computes the average;
+  positions j, the mass that computes the average, and `nontrigger_content`: the same mass
+  (keys 1..i-1) at non-trigger positions i >= 1. Their difference, `trigger_selectivity`, says
+  whether the head turns to the content *because of* the trigger: a head that attends about
+  uniformly everywhere has a large `aggregation` too, but a selectivity near 0;
 - the effect of mean-ablating the head (its `hook_z` replaced, at every position, by its mean over
   the batch at that position) on the task MSE at trigger and at non-trigger positions.
 A head *sinks* when `bos_attention >= sink_threshold` and *aggregates* when
-`aggregation >= aggregate_threshold`; role is "sink_aggregator" (both: the dormant/active head of
+`trigger_selectivity >= aggregate_threshold`; role is "sink_aggregator" (both: the dormant/active head of
 the paper), "sink", "aggregator" or "other".
 
 The graph follows `circuits.graph` (validates, exports to GraphML/GEXF/JSON/DOT): one node
@@ -31,7 +34,8 @@ from circuits.trigger.model import TriggerTransformer
 SINK_THRESHOLD = 0.3
 """Mean BOS attention at non-trigger positions above which a head sinks (Gu et al.'s eps)."""
 AGGREGATE_THRESHOLD = 0.5
-"""Mean attention mass on preceding non-BOS tokens at triggers above which a head aggregates."""
+"""Trigger selectivity (content mass at triggers minus at non-triggers) from which a head
+aggregates: our choice, halfway between a uniform head (~0) and the paper's solution (1)."""
 ROLES = ("sink_aggregator", "sink", "aggregator", "other")
 INTERVENTION = "mean-ablation (hook_z, mean over the batch at each position)"
 
@@ -46,6 +50,8 @@ class HeadRole:
     bos_attention: float
     trigger_bos_attention: float
     aggregation: float
+    nontrigger_content: float
+    trigger_selectivity: float
     ablation_mse_trigger: float
     """Trigger MSE with the head mean-ablated minus the model's trigger MSE."""
     ablation_mse_nontrigger: float
@@ -76,6 +82,8 @@ def head_roles(
     # keys strictly before the query and after BOS: the tokens whose mean is the target
     preceding = torch.ones(T, T).tril(-1).bool()
     preceding[:, 0] = False
+    non = ~batch.is_trigger
+    non[:, 0] = False
     roles = []
     for layer in range(model.cfg.n_layers):
         pattern = cache[f"blocks.{layer}.attn.hook_pattern"]
@@ -84,7 +92,7 @@ def head_roles(
         z = cache[f"blocks.{layer}.attn.hook_z"]
         for h in range(model.cfg.n_heads):
             agg = mass[:, h][batch.is_trigger].mean().item()
-
+            content = mass[:, h][non].mean().item()
             mean = z[:, :, h].mean(0)
 
             def ablate(value, hook, h=h, mean=mean):
@@ -97,7 +105,7 @@ def head_roles(
             )
             ablated = _mse(out, batch)
             sinks = at_non[:, h].mean().item() >= sink_threshold
-            aggregates = agg >= aggregate_threshold
+            aggregates = agg - content >= aggregate_threshold
             role = ROLES[[sinks and aggregates, sinks, aggregates, True].index(True)]
             roles.append(
                 HeadRole(
@@ -107,6 +115,8 @@ def head_roles(
                     bos_attention=at_non[:, h].mean().item(),
                     trigger_bos_attention=at_trig[:, h].mean().item(),
                     aggregation=agg,
+                    nontrigger_content=content,
+                    trigger_selectivity=agg - content,
                     ablation_mse_trigger=ablated[0] - base[0],
                     ablation_mse_nontrigger=ablated[1] - base[1],
                 )
@@ -159,6 +169,8 @@ def circuit_graph(
             bos_attention=r.bos_attention,
             trigger_bos_attention=r.trigger_bos_attention,
             aggregation=r.aggregation,
+            nontrigger_content=r.nontrigger_content,
+            trigger_selectivity=r.trigger_selectivity,
         )
         add_effect(
             g, nid, trig, r.ablation_mse_trigger, intervention=INTERVENTION, metric="mse_trigger"
