@@ -179,6 +179,8 @@ def bench_model(key, args):
                 )
             st = ours.stats
             diff = (ours.values.flatten()[cells] - tl_values).abs().max().item()
+            # The compared cells must move the metric, or equal values would prove little.
+            subset_effect = (tl_values - ours.baseline).abs().max().item()
             tl_cell, our_cell = tl_s / len(cells), st["seconds"] / n
             row = {
                 "model": key,
@@ -192,6 +194,7 @@ def bench_model(key, args):
                 "engine_s": st["seconds"],
                 "speedup": tl_cell / our_cell,
                 "max_abs_diff": diff,
+                "tl_subset_max_abs_effect": subset_effect,
                 "tl_peak_mb": tl_mb,
                 "engine_peak_mb": mem.mb,
                 "floor": st["blocks_floor"] / st["blocks_full"],
@@ -205,7 +208,8 @@ def bench_model(key, args):
             print(
                 f"[{where:6}] {name:15} {n:5} cells | TL {len(cells)} cells {tl_cell:.3f} s/cell | "
                 f"engine {our_cell * 1e3:.1f} ms/cell ({st['seconds']:.1f} s) | "
-                f"speedup {row['speedup']:.1f}x | max|diff| {diff:.1e} | "
+                f"speedup {row['speedup']:.1f}x | max|diff| {diff:.1e} (max |effect| "
+                f"{subset_effect:.1e} on those cells) | "
                 f"peak MB TL {tl_mb:.0f} engine {mem.mb:.0f} "
                 f"(x{mem.mb / max(tl_mb, 1):.1f}) | FLOP floor {row['floor']:.3f} of full forwards, "
                 f"engine ran {row['engine_blocks']:.3f} (skipped {row['skipped_noop']} no-op and "

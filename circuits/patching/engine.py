@@ -425,6 +425,13 @@ class PatchedRuns:
     baseline: float
     stats: dict
 
+    def to_dict(self) -> dict:
+        return {
+            "values": self.values.tolist(),
+            "baseline": self.baseline,
+            "stats": dict(self.stats),
+        }
+
 
 def run_interventions(
     model,
@@ -569,7 +576,7 @@ class SweepResult:
             pos = site.pos[0] % self.n_pos if site.pos is not None and len(site.pos) == 1 else -1
             rows.append(
                 {
-                    "site": site.label,
+                    "site": site.kind,
                     "layer": site.layer,
                     "head": -1 if site.head is None else site.head,
                     "pos": pos,

@@ -109,11 +109,6 @@ class Site:
             return f"blocks.{self.layer}.attn.hook_{self.output}"
         return f"blocks.{self.layer}.{_HOOKS[self.kind]}"
 
-    @property
-    def label(self) -> str:
-        """The site kind as score tables and graphs name it."""
-        return self.kind
-
     def __str__(self) -> str:
         parts = [f"{self.kind}{'/' + self.output if self.output == 'result' else ''} L{self.layer}"]
         if self.head is not None:
