@@ -300,3 +300,40 @@ def test_smollm2_secondary_sinks(smollm2):
     assert (sinks.crossed == "mlp").mean() > 0.9
     fit = norm_fit(forming).fits[0]
     assert fit.slope > 0.5 and fit.r2 > 0.5
+
+
+def test_cli_rejects_bad_arguments_before_loading(tmp_path, capsys):
+    from circuits.cli import main
+
+    assert main(["secondary", "--out", str(tmp_path), "--n-texts", "0"]) == 2
+    assert "--n-texts must be >= 1" in capsys.readouterr().err
+    missing = tmp_path / "none.jsonl"
+    assert main(["secondary", "--out", str(tmp_path), "--traces", str(missing)]) == 2
+    assert "circuits generate" in capsys.readouterr().err
+    assert not (tmp_path / "report.html").exists()
+
+
+@pytest.mark.slow
+@pytest.mark.qwen
+def test_qwen_sinks_are_the_system_prompt_tokens():
+    """Qwen2.5-Coder-0.5B-Instruct on its first reasoning trace (measured on all 12: the same
+    7 system-prompt tokens and nothing else). No event is labelled secondary at tau 0.95: the
+    sink-like tokens run from layer 5 for 15-17 of 24 layers (primary-like by lifetime), and
+    MLP 5 writes them onto the sink direction (cosine ~0.98, norm ~290 vs ~5 for controls)."""
+    from circuits.models import load_model
+    from circuits.tracing.secondary import project_traces
+
+    qwen = load_model("qwen2.5-0.5b")
+    corpus = make_corpus(qwen, project_traces("qwen2.5-0.5b", 1))
+    census = find_secondary(qwen, corpus, labels=("secondary", "primary-like"), progress=False)
+    ev = census.events[census.events.tau == 0.95]
+    assert not (ev.label == "secondary").any()
+    assert ev.position.tolist() == [2, 3, 7, 12, 18, 20, 23]
+    assert ev.token.tolist() == ["\n", "You", ",", ".", ".", "\n", "\n"]
+    assert (ev.l_start == 5).all() and ev.lifetime.between(15, 17).all()
+    assert (ev.position < corpus.prompt_lens[0]).all()  # all in the prompt, none generated
+    forming = forming_mlp(qwen, corpus, census, progress=False).frame
+    sinks, controls = forming[forming.group == "sink"], forming[forming.group == "control"]
+    assert (sinks.mlp_cos > 0.95).all() and (sinks.crossed == "mlp").all()
+    assert sinks.mlp_norm.min() > 100 > 10 > controls.mlp_norm.max()
+    assert controls.mlp_cos.abs().max() < 0.5

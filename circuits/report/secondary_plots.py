@@ -196,6 +196,16 @@ def _summary_text(trace) -> str:
             f"{s['candidate_cos_above'].get(f'{c.tau:g}', 0)} exceed tau (see the histogram). "
             "The threshold was not lowered; experiments 2-6 have nothing to trace."
         )
+        others = [
+            f"{s[f'n_{label}_unique@{c.tau:g}']} {label}"
+            for label in ("secondary", "primary-like", "noise")
+            if label not in c.labels and s[f"n_{label}_unique@{c.tau:g}"]
+        ]
+        if others:
+            lines.append(
+                f"Events with other labels at tau {c.tau:g}: {', '.join(others)} (unique); "
+                "trace them explicitly with `labels` (CLI: `--labels secondary primary-like`)."
+            )
     return "\n\n".join(lines)
 
 

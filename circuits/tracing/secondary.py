@@ -723,7 +723,9 @@ class TokenSwaps:
     `score_layers` reading blocks) and their unpatched baselines at that position.
     `scale`: one row per (event, factor): the forming MLP's output at the token multiplied by
     factor; cos, formed, score, lifetime (consecutive layers above tau from l_start).
-    `events`: the events used, with the matched position and baselines."""
+    `events`: the events used, with the matched position and baselines. When the matched token
+    is the same string as the sink (`matched_same_token`), its layer-0 hidden state is the same
+    embedding, so that one swap changes nothing by construction."""
 
     swaps: pd.DataFrame
     scale: pd.DataFrame
@@ -909,6 +911,8 @@ def token_swaps(
                 "n_controls": len(pool),
                 "matched": -1 if match is None else match,
                 "matched_token": None if match is None else t.tokens[match],
+                # Same token string: a resid_pre swap at layer 0 writes the same embedding.
+                "matched_same_token": match is not None and t.tokens[match] == t.tokens[pos],
                 "score_layers": ",".join(map(str, window)),
                 "base_cos": base["into"][0],
                 "base_score": base["into"][1],
