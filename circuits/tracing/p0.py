@@ -114,17 +114,24 @@ def variant_first_tokens(model: TransformerBridge, n_texts: int, seed: int) -> d
     tok = model.tokenizer
     gen = torch.Generator().manual_seed(seed)
     vocab = len(tok)
-    special = set(tok.all_special_ids)
+    special = set(tok.all_special_ids) | set(tok.added_tokens_decoder)
 
     def one(text: str) -> int:
         ids = tok(text, add_special_tokens=False)["input_ids"]
         return ids[0]
 
     def plain(i: int) -> bool:
-        return i not in special and tok.decode([i]).strip() != ""
+        # A real vocabulary entry: not special, visible, and it tokenizes back to itself
+        # (GGUF vocabularies carry placeholder slots such as "[PAD151935]" that do not).
+        text = tok.decode([i])
+        return (
+            i not in special
+            and text.strip() != ""
+            and tok(text, add_special_tokens=False)["input_ids"] == [i]
+        )
 
-    # BPE vocabularies are ordered by merge frequency: the last tenth holds rare tokens.
-    rare = next(i for i in range(vocab - 1, 0, -1) if plain(i) and i < tok.vocab_size)
+    # BPE vocabularies are ordered by merge frequency: the highest ids are the rarest merges.
+    rare = next(i for i in range(vocab - 1, 0, -1) if plain(i))
     randoms = []
     while len(randoms) < n_texts:
         i = int(torch.randint(0, tok.vocab_size, (1,), generator=gen))
