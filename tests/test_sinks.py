@@ -491,6 +491,8 @@ def test_thresholds_are_checked_before_the_model_is_touched():
         measure_tokens(object(), [[1, 2, 3]], tau=0.0)
     with pytest.raises(ValueError, match="eps must be in"):
         measure_corpus("no-such-model", ["abc"], eps=2.0)
+    with pytest.raises(ValueError, match="text 1 is empty"):
+        measure_corpus("no-such-model", ["abc", ""])
 
 
 def trace(model: str, tokens: list[int], prompt_len: int) -> Trace:

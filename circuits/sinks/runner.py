@@ -61,6 +61,16 @@ def measure(
     `prepend_bos` says otherwise)."""
     if isinstance(texts, str):
         texts = [texts]
+    _check_texts(texts)
+    # No truncation: a text longer than the context must fail loudly, not lose its tail.
+    tokens = [
+        model.to_tokens(t, prepend_bos=prepend_bos, truncate=False, move_to_device=False)[0]
+        for t in texts
+    ]
+    return measure_tokens(model, tokens, **options)
+
+
+def _check_texts(texts: Sequence[str]) -> None:
     if not texts:
         raise ValueError("no texts given; pass a string or a list of strings")
     for i, text in enumerate(texts):
@@ -68,12 +78,6 @@ def measure(
             raise ValueError(f"text {i} is a {type(text).__name__}, not a string")
         if not text:
             raise ValueError(f"text {i} is empty; drop it or give it some content")
-    # No truncation: a text longer than the context must fail loudly, not lose its tail.
-    tokens = [
-        model.to_tokens(t, prepend_bos=prepend_bos, truncate=False, move_to_device=False)[0]
-        for t in texts
-    ]
-    return measure_tokens(model, tokens, **options)
 
 
 def measure_tokens(
@@ -318,6 +322,8 @@ def measure_corpus(
     traces = isinstance(corpus[0], Trace)
     if exclude_prompt and not traces:
         raise ValueError("exclude_prompt needs traces (they record their prompt length)")
+    if not traces:
+        _check_texts(corpus)
     if isinstance(model, str):
         from circuits.models import load_model
 
