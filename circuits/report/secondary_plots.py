@@ -8,7 +8,7 @@ report into a folder.
 from __future__ import annotations
 
 import math
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from pathlib import Path
 
 import matplotlib
@@ -69,17 +69,16 @@ def plot_token_types(types: pd.DataFrame) -> Figure:
     return fig
 
 
-def plot_cosine_hist(hist: pd.DataFrame, taus: Sequence[float]) -> Figure:
+def plot_cosine_hist(hist: pd.DataFrame, above: Mapping[float, int]) -> Figure:
     """The cosine of every candidate token (all layers) with the primary sink's state, log
-    counts, with the thresholds marked."""
+    counts, with each threshold and the number of cosines above it (`above`: tau -> count)."""
     fig = Figure(figsize=(7.5, 3.2), layout="constrained")
     ax = fig.add_subplot()
     ax.bar(hist.left, hist["count"], width=hist.right - hist.left, align="edge", color="#7f7f7f")
     ax.set_yscale("log")
-    for tau in taus:
-        above = int(hist[hist.left >= tau - 1e-9]["count"].sum())
+    for tau, n in above.items():
         ax.axvline(tau, color="#d62728", ls="--", lw=1)
-        ax.annotate(f"tau {tau:g}: {above} above", (tau, ax.get_ylim()[1]), fontsize=7,
+        ax.annotate(f"tau {tau:g}: {n} above", (tau, ax.get_ylim()[1]), fontsize=7,
                     ha="right", va="top", rotation=90)  # fmt: skip
     ax.set_xlabel("cos(h_t, h_sink), candidate tokens x layers")
     ax.set_ylabel("count")
@@ -241,7 +240,7 @@ def write_secondary_report(trace, folder: str | Path) -> Path:
     figures = {
         "primary_dip": plot_primary_dip(c.layers_frame(), c.taus),
         "token_types": plot_token_types(c.types),
-        "cosine_hist": plot_cosine_hist(c.cosine_hist, c.taus),
+        "cosine_hist": plot_cosine_hist(c.cosine_hist, c.n_above),
     }
     forming = trace.forming.frame
     if not forming.empty:

@@ -25,6 +25,7 @@ from __future__ import annotations
 import json
 import math
 import time
+from collections import Counter
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from functools import partial
@@ -221,6 +222,8 @@ class SecondaryCensus:
     types: pd.DataFrame
     cosine_hist: pd.DataFrame
     layer_cosine: pd.DataFrame
+    n_above: dict[float, int]
+    """(unique candidate token, layer) cosines above each tau."""
     unique: list[list[bool]] = field(repr=False)
 
     @property
@@ -282,7 +285,7 @@ class SecondaryCensus:
         quantiles (the mid-layer dip of the primary sink, if any, shows here)."""
         base = self.report.layers_frame()[
             ["layer", "p0_mass", "p0_mass_max_head", "sink_norm", "other_median_norm"]
-        ]
+        ].copy()
         for tau in self.taus:
             ev = self.events[
                 (self.events.tau == tau) & self.events.label.isin(self.labels) & self.events.unique
@@ -331,11 +334,8 @@ class SecondaryCensus:
             out["lifetime_median"] = float(sel.lifetime.median())
             out["token_types"] = sel.token_type.value_counts().to_dict()
         out["sink_tokens"] = self.report.summary()["sink_tokens"]
-        hist = self.cosine_hist
-        out["candidate_cos_above"] = {
-            f"{tau:g}": int(hist[hist.left >= tau - 1e-9]["count"].sum()) for tau in self.taus
-        }
-        out["candidate_cos_total"] = int(hist["count"].sum())
+        out["candidate_cos_above"] = {f"{tau:g}": n for tau, n in self.n_above.items()}
+        out["candidate_cos_total"] = int(self.cosine_hist["count"].sum())
         return out
 
     def to_frame(self, table: str = "events") -> pd.DataFrame:
@@ -390,7 +390,7 @@ def find_secondary(
     special = _special_tokens(model)
     unique = unique_positions(corpus.rows)
     s = report.settings
-    rows, cosines, counts = [], [], []
+    rows, cosines, counts = [], [], Counter()
     n_layers = report.n_layers
     for t, uniq, prompt in zip(report.texts, unique, corpus.prompt_lens, strict=True):
         candidates = torch.ones(t.n_tokens, dtype=torch.bool)
@@ -413,7 +413,7 @@ def find_secondary(
                 )
         keep = candidates & torch.tensor(uniq)
         cosines.append(t.cosine[:, keep])
-        counts += [(types[p], 1) for p in keep.nonzero()[:, 0].tolist()]
+        counts.update(types[p] for p in keep.nonzero()[:, 0].tolist())
     columns = ["tau", "text", "position", "token", "token_type", "l_start", "lifetime", "l_end",
                "label", "peak_cos", "mean_cos", "peak_score", "mean_score", "unique",
                "generated"]  # fmt: skip
@@ -433,16 +433,16 @@ def find_secondary(
             else [math.nan] * n_layers,
         }
     )
-    types = _type_counts(events, pd.DataFrame(counts, columns=["token_type", "n"]), taus)
+    n_above = {tau: int((all_cos > tau).sum()) for tau in taus}
     return SecondaryCensus(
-        report, taus, labels, events, types, cosine_hist, layer_cosine, unique=unique
-    )
+        report, taus, labels, events, _type_counts(events, counts, taus), cosine_hist,
+        layer_cosine, n_above, unique=unique,
+    )  # fmt: skip
 
 
-def _type_counts(events: pd.DataFrame, tokens: pd.DataFrame, taus) -> pd.DataFrame:
+def _type_counts(events: pd.DataFrame, n_tok: Counter, taus) -> pd.DataFrame:
     """Per tau and token type: unique candidate tokens, unique events per label, and the event
     rate (events per token of that type)."""
-    n_tok = tokens.groupby("token_type").n.sum()
     rows = []
     for tau in taus:
         ev = events[(events.tau == tau) & events.unique]
