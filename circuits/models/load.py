@@ -58,6 +58,25 @@ def model_info(model: TransformerBridge) -> ModelInfo:
     return info
 
 
+def attach_info(model: TransformerBridge, **fields) -> ModelInfo:
+    """Record a ModelInfo on `model`: the given provenance fields plus what its config says
+    (layers, heads, widths, dtype, whether a BOS token is prepended)."""
+    cfg = model.cfg
+    info = ModelInfo(
+        **fields,
+        prepend_bos=bool(getattr(cfg, "default_prepend_bos", True))
+        and model.tokenizer.bos_token_id is not None,
+        n_layers=cfg.n_layers,
+        n_heads=cfg.n_heads,
+        n_kv_heads=getattr(cfg, "n_key_value_heads", None) or cfg.n_heads,
+        d_model=cfg.d_model,
+        d_mlp=cfg.d_mlp,
+        dtype=str(cfg.dtype).removeprefix("torch."),
+    )
+    setattr(model, INFO_ATTR, info)
+    return info
+
+
 def _log(msg: str) -> None:
     print(f"[circuits] {msg}", file=sys.stderr, flush=True)
 
@@ -201,25 +220,16 @@ def load_model(
     else:
         get_spec(text)  # raises the error that lists the known keys
         raise AssertionError("unreachable")
-    cfg = model.cfg
-    info = ModelInfo(
+    attach_info(
+        model,
         key=text,
         source=source,
         hub_name=hub_name,
         gguf_sha256=gguf_sha,
         cache_dir=cache_dir,
         from_cache=from_cache,
-        prepend_bos=bool(getattr(cfg, "default_prepend_bos", True))
-        and model.tokenizer.bos_token_id is not None,
-        n_layers=cfg.n_layers,
-        n_heads=cfg.n_heads,
-        n_kv_heads=getattr(cfg, "n_key_value_heads", None) or cfg.n_heads,
-        d_model=cfg.d_model,
-        d_mlp=cfg.d_mlp,
-        dtype=str(dtype).removeprefix("torch."),
         load_seconds=time.perf_counter() - t0,
         quantised_source=quantised,
     )
-    setattr(model, INFO_ATTR, info)
     model.eval()
     return model

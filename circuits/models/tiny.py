@@ -13,7 +13,7 @@ from pathlib import Path
 import torch
 from transformer_lens.model_bridge import TransformerBridge
 
-from circuits.models.load import INFO_ATTR, ModelInfo
+from circuits.models.load import attach_info
 
 N_SPECIAL = 3
 VOCAB = N_SPECIAL + 256
@@ -88,26 +88,16 @@ def tiny_model(
     model = TransformerBridge.boot_transformers(
         "circuits/tiny-llama", hf_model=hf, tokenizer=tok, device="cpu", dtype=torch.float32
     )
-    setattr(
+    attach_info(
         model,
-        INFO_ATTR,
-        ModelInfo(
-            key="tiny",
-            source=f"random:seed={seed}",
-            hub_name="circuits/tiny-llama",
-            gguf_sha256=None,
-            cache_dir=str(folder),
-            from_cache=False,
-            prepend_bos=True,
-            n_layers=n_layers,
-            n_heads=n_heads,
-            n_kv_heads=n_kv_heads,
-            d_model=d_model,
-            d_mlp=d_mlp,
-            dtype="float32",
-            load_seconds=0.0,
-            quantised_source=False,
-        ),
+        key="tiny",
+        source=f"random:seed={seed}",
+        hub_name="circuits/tiny-llama",
+        gguf_sha256=None,
+        cache_dir=str(folder),
+        from_cache=False,
+        load_seconds=0.0,
+        quantised_source=False,
     )
     model.eval()
     return model
