@@ -337,3 +337,15 @@ def test_qwen_sinks_are_the_system_prompt_tokens():
     assert (sinks.mlp_cos > 0.95).all() and (sinks.crossed == "mlp").all()
     assert sinks.mlp_norm.min() > 100 > 10 > controls.mlp_norm.max()
     assert controls.mlp_cos.abs().max() < 0.5
+
+
+def test_events_without_controls_are_skipped_with_a_reason(planted):
+    corpus = make_corpus(planted.model, [",,,,"])  # every token but <bos> becomes a sink
+    census = find_secondary(planted.model, corpus, progress=False)
+    assert len(census.selected()) == 4 and census.controls(0) == []
+    swaps = token_swaps(planted.model, corpus, census, n_events=2, progress=False)
+    assert swaps.events.empty and swaps.swaps.empty
+    assert swaps.skipped == [
+        {"text": 0, "position": p, "reason": "no control token"} for p in (1, 2)
+    ]
+    assert secondary_circuit(planted.model, corpus, census, swaps) is None

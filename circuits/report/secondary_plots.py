@@ -208,6 +208,16 @@ def _summary_text(trace) -> str:
     return "\n\n".join(lines)
 
 
+def _skipped_text(skipped: list[dict]) -> list[str]:
+    if not skipped:
+        return []
+    where = ", ".join(f"text {d['text']} pos {d['position']}" for d in skipped[:8])
+    return [
+        f"{len(skipped)} chosen events were not swapped ({where}): every token of their run "
+        "exceeds tau at some layer, so there is no never-sink-like token to average."
+    ]
+
+
 def write_secondary_report(trace, folder: str | Path) -> Path:
     """Write `trace` (a `SecondaryTrace`) into `folder`: secondary.json, one CSV per table,
     circuit.graphml/.json/.dot, PNG plots and report.html. Returns the report's path."""
@@ -291,6 +301,7 @@ def write_secondary_report(trace, folder: str | Path) -> Path:
         Section(
             "4. Token swaps and rescaling",
             [
+                *_skipped_text(trace.swaps.skipped),
                 Table(trace.swaps.events, "events swapped"),
                 Table(trace.swaps.verdicts(), "which swaps flip formation (>= half the events)"),
                 Table(causal, "every swap, mean over events", max_rows=400),
@@ -314,7 +325,9 @@ def write_secondary_report(trace, folder: str | Path) -> Path:
             Section("6. Circuit", [GraphView(trace.graph, "upstream -> forming MLP -> heads")])
         )
     else:
-        sections.append(Section("6. Circuit", ["No event was swapped: no circuit to draw."]))
+        sections.append(
+            Section("6. Circuit", ["No event was swapped (see 4): no circuit to draw."])
+        )
     return write_report(
         folder / "report.html",
         f"Secondary sinks: {trace.model}",

@@ -725,12 +725,14 @@ class TokenSwaps:
     factor; cos, formed, score, lifetime (consecutive layers above tau from l_start).
     `events`: the events used, with the matched position and baselines. When the matched token
     is the same string as the sink (`matched_same_token`), its layer-0 hidden state is the same
-    embedding, so that one swap changes nothing by construction."""
+    embedding, so that one swap changes nothing by construction. `skipped`: chosen events that
+    could not be swapped (no never-sink-like token in their run to take an average from)."""
 
     swaps: pd.DataFrame
     scale: pd.DataFrame
     events: pd.DataFrame
     tau: float = TAU
+    skipped: list[dict] = field(default_factory=list)
 
     def causal(self) -> pd.DataFrame:
         """Per (direction, source, site, layer): events, share where the sink forms, mean cos
@@ -785,6 +787,7 @@ class TokenSwaps:
             "causal": _records(self.causal()),
             "verdicts": _records(self.verdicts()),
             "scale": _records(self.scale),
+            "skipped": self.skipped,
         }
 
 
@@ -808,7 +811,7 @@ def token_swaps(
     special = _special_tokens(model)
     n_layers = model.cfg.n_layers
     chosen = census.selected().head(n_events)
-    swap_rows, scale_rows, event_rows = [], [], []
+    swap_rows, scale_rows, event_rows, skipped = [], [], [], []
     for k, e in enumerate(
         tqdm(list(chosen.itertuples()), desc="swaps", unit="event", disable=not progress)
     ):
@@ -818,6 +821,7 @@ def token_swaps(
         tokens = torch.tensor([corpus.rows[e.text][:length]])
         pool = [p for p in census.controls(e.text, upto=length) if p != pos]
         if not pool:
+            skipped.append({"text": int(e.text), "position": pos, "reason": "no control token"})
             continue
         types = [token_type(tok, special) for tok in t.tokens]
         # A matched token needs later queries, or it has no score.
@@ -920,8 +924,9 @@ def token_swaps(
             }
         )
     return TokenSwaps(
-        pd.DataFrame(swap_rows), pd.DataFrame(scale_rows), pd.DataFrame(event_rows), census.tau
-    )
+        pd.DataFrame(swap_rows), pd.DataFrame(scale_rows), pd.DataFrame(event_rows), census.tau,
+        skipped,
+    )  # fmt: skip
 
 
 def _score_runs(model, tokens, ivs, window: list[int], at: int, batch_size: int):
@@ -1165,6 +1170,8 @@ class SecondaryTrace:
                 f"{r.direction}/{r.source}/{r.site}": f"{r.effect} at layers {r.flips_at_layers}"
                 for r in verdicts.itertuples()
             }
+        if self.swaps.skipped:
+            out["swaps_skipped"] = len(self.swaps.skipped)
         if not self.swaps.scale.empty:
             sc = self.swaps.scale.groupby("factor")[["cos", "score", "lifetime"]].mean()
             out["rescale"] = {f"{f:g}": row.round(4).to_dict() for f, row in sc.iterrows()}
