@@ -132,6 +132,10 @@ def test_bad_inputs_raise_before_work(planted, planted_corpus):
         find_secondary(planted.model, planted_corpus, labels=("sinkish",), progress=False)
     with pytest.raises(ValueError, match="tau"):
         find_secondary(planted.model, planted_corpus, taus=(1.5,), progress=False)
+    with pytest.raises(ValueError, match="n_queries=0"):
+        trace_secondary(planted.model, PLANTED_TEXTS, n_queries=0, progress=False)
+    with pytest.raises(ValueError, match="scales"):
+        trace_secondary(planted.model, PLANTED_TEXTS, scales=(), progress=False)
     with pytest.raises(ValueError, match="one byte"):
         planted_secondary_model("ab")
     with pytest.raises(ValueError, match="ending MLP"):

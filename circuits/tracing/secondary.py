@@ -1237,8 +1237,15 @@ def trace_secondary(
     in the census. `labels` choose which events count as the sinks to trace (default the
     secondary ones; pass ("secondary", "primary-like") to include long runs explicitly)."""
     torch.manual_seed(seed)
-    if min_effect < 0 or top_heads < 0:
-        raise ValueError("min_effect and top_heads must be >= 0")
+    counts = {"max_events": max_events, "n_controls": n_controls, "n_queries": n_queries,
+              "score_layers": score_layers}  # fmt: skip
+    bad = [f"{k}={v}" for k, v in counts.items() if not isinstance(v, int) or v < 1]
+    if bad:
+        raise ValueError(f"{', '.join(bad)}: these must be integers >= 1")
+    if n_swap_events < 0 or min_effect < 0 or top_heads < 0:
+        raise ValueError("n_swap_events, min_effect and top_heads must be >= 0")
+    if not scales or not all(math.isfinite(f) for f in scales):
+        raise ValueError(f"scales must be a non-empty list of finite factors, got {scales!r}")
     corpus = make_corpus(model, texts, max_tokens)
     seconds = {}
 
