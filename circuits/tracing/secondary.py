@@ -566,7 +566,6 @@ def forming_mlp(
                         "text": text,
                         "position": pos,
                         "token": t.tokens[pos],
-                        "token_type": item.token_type if group == "sink" else None,
                         "layer": layer,
                         "lifetime": item.lifetime if group == "sink" else None,
                         "mean_score": item.mean_score if group == "sink" else None,
@@ -577,7 +576,7 @@ def forming_mlp(
     special = _special_tokens(model)
     frame = pd.DataFrame(rows)
     if not frame.empty:
-        frame["token_type"] = [token_type(tok, special) for tok in frame.token]
+        frame.insert(4, "token_type", [token_type(tok, special) for tok in frame.token])
         first = ["group", "text", "position", "token", "token_type", "layer"]
         frame = frame[first + [c for c in frame.columns if c not in first]]
     stacked = torch.stack(inputs) if inputs else torch.zeros(0, d_model)
