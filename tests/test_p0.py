@@ -114,8 +114,10 @@ def test_default_model_p0_circuit(smollm2):
     assert frac["circuit_ablated"] >= 0.5
     assert frac["random_control_ablated"] < 0.5 * frac["circuit_ablated"]
     # Removing the BOS token leaves the sink at position 0.
-    stays = trace.variants.summary.set_index("variant")["sink_at_0_by_attention"]
-    assert stays["no_bos"] >= 0.8
+    stays = trace.summary()["sink_stays_at_0"]
+    assert stays["no_bos"]["by_attention"] >= 0.8 and stays["no_bos"]["by_norm"] >= 0.8
+    # One token repeated: P0 is no longer special and no sink forms (measured mass ~0.12).
+    assert stays["repeated"]["p0_mass"] < 0.5 * stays["no_bos"]["p0_mass"]
     pos = trace.position
     k = int(pos.position.iloc[0])
     assert (pos.norm_at_0.iloc[-5:] > 5 * pos[f"norm_at_{k}"].iloc[-5:]).all()

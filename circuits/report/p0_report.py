@@ -138,10 +138,14 @@ def _summary_text(trace: P0Trace) -> str:
         f"{conf.loc['all_formation_ablated', 'p0_attention']:.3f}); patching only the circuit "
         f"back restores {s['fraction_restored_by_circuit']:.0%}; ablating as many random "
         f"components removes {s['fraction_removed_by_random']:.0%}.",
-        "**Position, not content.** Share of texts whose most-attended token stays at position "
-        "0, per first-token variant: "
-        + ", ".join(f"{k} {v:.0%}" for k, v in s["sink_stays_at_0"].items())
-        + ".",
+        "**Position, not content.** Per first-token variant: share of texts whose "
+        "most-attended / largest-norm token is position 0, and the P0 attention mass: "
+        + "; ".join(
+            f"{k} {v['by_attention']:.0%} / {v['by_norm']:.0%}, mass {v['p0_mass']:.2f}"
+            for k, v in s["sink_stays_at_0"].items()
+        )
+        + ". (`repeated`: every position holds the same token, so every position sees what P0 "
+        "sees; a low mass there means no single sink forms.)",
         "Weights are dequantised GGUF (Q4) approximations of the originals: absolute numbers "
         "differ slightly from full-precision models.",
     ]

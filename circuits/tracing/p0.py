@@ -680,8 +680,15 @@ class P0Trace:
             "fraction_removed_by_circuit": float(frac.get("circuit_ablated", math.nan)),
             "fraction_restored_by_circuit": float(frac.get("all_but_circuit_ablated", math.nan)),
             "fraction_removed_by_random": float(frac.get("random_control_ablated", math.nan)),
+            # Per variant: share of texts whose most-attended / largest-norm token is P0, and
+            # the P0 mass itself (uniform attention also makes P0 the most-attended token).
             "sink_stays_at_0": {
-                r.variant: r.sink_at_0_by_attention for r in self.variants.summary.itertuples()
+                r.variant: {
+                    "by_attention": r.sink_at_0_by_attention,
+                    "by_norm": r.sink_at_0_by_norm,
+                    "p0_mass": round(r.p0_mass_mean, 3),
+                }
+                for r in self.variants.summary.itertuples()
             },
         }
 
