@@ -11,6 +11,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
+import numpy as np
 import pandas as pd
 import torch
 from jaxtyping import Float, Int
@@ -213,8 +214,8 @@ class TextSinks:
         }
 
 
-def _records(frame: pd.DataFrame) -> list[dict]:
-    # NaN is not JSON; write null.
+def json_records(frame: pd.DataFrame) -> list[dict]:
+    """A DataFrame as JSON-ready records (NaN as None: JSON has no NaN)."""
     return json.loads(frame.to_json(orient="records"))
 
 
@@ -425,13 +426,13 @@ class SinkReport:
     def to_json(self, indent: int | None = 2) -> str:
         """Summary, settings and every table as one JSON document (NaN written as null)."""
         doc = {
-            "summary": _finite(self.summary()),
+            "summary": json_finite(self.summary()),
             "settings": self.settings.to_dict(),
             "layer_convention": "layer l = block l: attention from blocks.{l}.attn.hook_pattern,"
             " hidden state = blocks.{l}.hook_resid_post (output of block l)",
-            **{name: _records(self.to_frame(name)) for name in ("layers", "heads", "texts")},
-            "events": _records(self.events_frame()),
-            "levels": _records(self.levels()),
+            **{name: json_records(self.to_frame(name)) for name in ("layers", "heads", "texts")},
+            "events": json_records(self.events_frame()),
+            "levels": json_records(self.levels()),
         }
         return json.dumps(doc, indent=indent, allow_nan=False)
 
@@ -451,12 +452,15 @@ class SinkReport:
         return paths
 
 
-def _finite(value):
-    """`value` with every non-finite float replaced by None (JSON has no NaN)."""
+def json_finite(value):
+    """`value` made JSON-ready: non-finite floats become None (JSON has no NaN), numpy scalars
+    become Python numbers, dicts / lists / tuples are converted recursively."""
     if isinstance(value, dict):
-        return {k: _finite(v) for k, v in value.items()}
+        return {k: json_finite(v) for k, v in value.items()}
     if isinstance(value, list | tuple):
-        return [_finite(v) for v in value]
+        return [json_finite(v) for v in value]
+    if isinstance(value, np.integer | np.floating):
+        value = value.item()
     if isinstance(value, float) and not math.isfinite(value):
         return None
     return value

@@ -51,6 +51,7 @@ from circuits.patching import (
     run_interventions,
 )
 from circuits.sinks import LABELS, SinkReport, measure_tokens, sink_events
+from circuits.sinks.results import json_finite, json_records
 from circuits.sinks.secondary import TAU, check_tau
 
 AUTHORS_TAU = 0.9
@@ -183,22 +184,6 @@ def unique_positions(rows: Sequence[Sequence[int]]) -> list[list[bool]]:
             seen.add(h)
         out.append(flags)
     return out
-
-
-def _records(frame: pd.DataFrame) -> list[dict]:
-    return json.loads(frame.to_json(orient="records"))  # NaN -> null
-
-
-def _finite(value):
-    if isinstance(value, dict):
-        return {k: _finite(v) for k, v in value.items()}
-    if isinstance(value, list | tuple):
-        return [_finite(v) for v in value]
-    if isinstance(value, float) and not math.isfinite(value):
-        return None
-    if isinstance(value, np.integer | np.floating):
-        return _finite(value.item())
-    return value
 
 
 # ---------------------------------------------------------------------------------------------
@@ -356,10 +341,10 @@ class SecondaryCensus:
 
     def to_json(self) -> dict:
         return {
-            "summary": _finite(self.summary()),
+            "summary": json_finite(self.summary()),
             "settings": self.report.settings.to_dict(),
             **{
-                name: _records(self.to_frame(name))
+                name: json_records(self.to_frame(name))
                 for name in ("types", "levels", "layers", "cosine", "selected")
             },
         }
@@ -515,8 +500,8 @@ class FormingMLP:
 
     def to_json(self) -> dict:
         return {
-            "summary": _records(self.summary_frame()),
-            "rows": _records(self.frame),
+            "summary": json_records(self.summary_frame()),
+            "rows": json_records(self.frame),
         }
 
 
@@ -655,7 +640,7 @@ class NormFit:
         return pd.DataFrame([f.to_dict() for f in self.fits])
 
     def to_json(self) -> dict:
-        return {"fits": _records(self.to_frame()), "points": _records(self.points)}
+        return {"fits": json_records(self.to_frame()), "points": json_records(self.points)}
 
 
 def norm_fit(forming: FormingMLP) -> NormFit:
@@ -782,10 +767,10 @@ class TokenSwaps:
 
     def to_json(self) -> dict:
         return {
-            "events": _records(self.events),
-            "causal": _records(self.causal()),
-            "verdicts": _records(self.verdicts()),
-            "scale": _records(self.scale),
+            "events": json_records(self.events),
+            "causal": json_records(self.causal()),
+            "verdicts": json_records(self.verdicts()),
+            "scale": json_records(self.scale),
             "skipped": self.skipped,
         }
 
@@ -954,7 +939,7 @@ class Geometry:
     spectrum: pd.DataFrame
 
     def to_json(self) -> dict:
-        return {"summary": _records(self.summary), "spectrum": _records(self.spectrum)}
+        return {"summary": json_records(self.summary), "spectrum": json_records(self.spectrum)}
 
 
 def _pca(x: Tensor, k: int) -> tuple[np.ndarray, dict]:
@@ -1191,19 +1176,19 @@ class SecondaryTrace:
                 ),
             }
         out["seconds"] = {k: round(v, 1) for k, v in self.seconds.items()}
-        return _finite(out)
+        return json_finite(out)
 
     def to_json(self) -> str:
         doc = {
             "summary": self.summary(),
-            "settings": _finite(self.settings),
+            "settings": json_finite(self.settings),
             "census": self.census.to_json(),
             "forming": self.forming.to_json(),
             "fit": self.fit.to_json(),
             "swaps": self.swaps.to_json(),
             "geometry": self.geometry.to_json(),
         }
-        return json.dumps(_finite(doc), indent=2, allow_nan=False)
+        return json.dumps(json_finite(doc), indent=2, allow_nan=False)
 
     def save(self, folder: str | Path) -> Path:
         """Write secondary.json, CSV tables, the circuit graph (GraphML, JSON, DOT), PNG plots
