@@ -199,7 +199,9 @@ def add_trigger(sub) -> None:
     p.add_argument("--attention", nargs="+", choices=ATTENTION_KINDS, default=list(ATTENTION_KINDS))
     p.add_argument("--layers", nargs="+", type=int, default=[1], help="layers per model size")
     p.add_argument("--heads", nargs="+", type=int, default=[1], help="heads, paired with --layers")
-    p.add_argument("--out", required=True, help="output folder (tables, plots, graphs, checkpoints)")
+    p.add_argument(
+        "--out", required=True, help="output folder (tables, plots, graphs, checkpoints)"
+    )
     p.add_argument("--seeds", nargs="+", type=int, default=[0, 1, 2])
     p.add_argument("--steps", type=int, default=train.steps)
     p.add_argument("--lr", type=float, default=train.lr)
