@@ -51,6 +51,25 @@ def _token_vectors(seed: int, dim: int) -> torch.Tensor:
     return vecs / vecs.norm(dim=-1, keepdim=True)
 
 
+def _plant_sink_heads(model: TransformerBridge, layers, lay, gain: float) -> None:
+    """Every head of `layers` queries with the constant direction and keys on the sink
+    direction, so it attends to whichever position carries the largest sink component."""
+    hf = model.original_model
+    d_head = model.cfg.d_model // model.cfg.n_heads
+    with torch.no_grad():
+        for layer in layers:
+            a = hf.model.layers[layer].self_attn
+            for hh in range(model.cfg.n_heads):
+                q = a.q_proj.weight[hh * d_head : (hh + 1) * d_head]
+                q.zero_()
+                # The last rotary pair turns slowest (~3e-4 rad per position): keep q.k there.
+                q[d_head - 1, lay.const] = gain
+            for kk in range(model.cfg.n_key_value_heads):
+                k = a.k_proj.weight[kk * d_head : (kk + 1) * d_head]
+                k.zero_()
+                k[d_head - 1, lay.sink] = gain
+
+
 def planted_p0_model(seed: int = 0, folder=None) -> PlantedP0:
     """The 4-layer tiny model with a P0 circuit planted at head L0.H0 and MLP L1.
 
@@ -95,17 +114,7 @@ def planted_p0_model(seed: int = 0, folder=None) -> PlantedP0:
                 m.down_proj.weight[:, k] = 0.0
                 m.down_proj.weight[lay.sink, k] = out
 
-        for layer in sink_layers:
-            a = hf.model.layers[layer].self_attn
-            for hh in range(model.cfg.n_heads):
-                q = a.q_proj.weight[hh * d_head : (hh + 1) * d_head]
-                q.zero_()
-                # The last rotary pair turns slowest (~3e-4 rad per position): keep q.k there.
-                q[d_head - 1, lay.const] = 12.0
-            for kk in range(model.cfg.n_key_value_heads):
-                k = a.k_proj.weight[kk * d_head : (kk + 1) * d_head]
-                k.zero_()
-                k[d_head - 1, lay.sink] = 12.0
+        _plant_sink_heads(model, sink_layers, lay, gain=12.0)
     return PlantedP0(model, head, mlp, sink_layers, lay)
 
 
@@ -174,7 +183,6 @@ def planted_secondary_model(
     model = tiny_model(n_layers=n_layers, seed=seed, folder=folder)
     lay = SecondaryLayout()
     hf = model.original_model
-    d_head = model.cfg.d_model // model.cfg.n_heads
     token_id = token.encode("utf-8")[0] + 3
     neuron = 0
     sink_layers = tuple(range(1, n_layers))
@@ -197,17 +205,7 @@ def planted_secondary_model(
             m.gate_proj.weight[neuron, lay.const] = -4.0
             m.up_proj.weight[neuron, lay.marker] = 1.0
 
-        for layer in sink_layers:
-            a = hf.model.layers[layer].self_attn
-            for hh in range(model.cfg.n_heads):
-                q = a.q_proj.weight[hh * d_head : (hh + 1) * d_head]
-                q.zero_()
-                # The last rotary pair turns slowest: keep q.k there (as in planted_p0_model).
-                q[d_head - 1, lay.const] = 1.0
-            for kk in range(model.cfg.n_key_value_heads):
-                k = a.k_proj.weight[kk * d_head : (kk + 1) * d_head]
-                k.zero_()
-                k[d_head - 1, lay.sink] = 1.0
+        _plant_sink_heads(model, sink_layers, lay, gain=1.0)
 
         # Calibrate the write and the removal on a probe text: the neuron's activation depends
         # on the RMS norm of the token's residual, which the write itself changes.
