@@ -96,8 +96,26 @@ class Settings:
         return dict(self.__dict__)
 
 
+class _FormationLayers:
+    """Where the sink forms, from `state`, `p0_mass` and `settings` (one text or a corpus)."""
+
+    @property
+    def massive_layer(self) -> int | None:
+        return massive_layer(self.state.norm_ratio, self.settings.massive_ratio)
+
+    @property
+    def massive_activation_layer(self) -> int | None:
+        return massive_activation_layer(
+            self.state, self.settings.sun_min_value, self.settings.sun_min_ratio
+        )
+
+    @property
+    def attention_rise_layer(self) -> int | None:
+        return attention_rise_layer(self.p0_mass, self.settings.rise_mass)
+
+
 @dataclass
-class TextSinks:
+class TextSinks(_FormationLayers):
     """Sink metrics of one text. Layer l = block l (attention: its pattern; hidden states: its
     output). Positions before `offset` are not queries and cannot be secondary sinks."""
 
@@ -179,20 +197,6 @@ class TextSinks:
     def n_tokens(self) -> int:
         return len(self.tokens)
 
-    @property
-    def massive_layer(self) -> int | None:
-        return massive_layer(self.state.norm_ratio, self.settings.massive_ratio)
-
-    @property
-    def massive_activation_layer(self) -> int | None:
-        return massive_activation_layer(
-            self.state, self.settings.sun_min_value, self.settings.sun_min_ratio
-        )
-
-    @property
-    def attention_rise_layer(self) -> int | None:
-        return attention_rise_layer(self.p0_mass, self.settings.rise_mass)
-
     def summary(self) -> dict:
         labels = Counter(e.label for e in self.events)
         return {
@@ -220,7 +224,7 @@ def json_records(frame: pd.DataFrame) -> list[dict]:
 
 
 @dataclass
-class SinkReport:
+class SinkReport(_FormationLayers):
     """Sink metrics over a corpus: per-text results plus their aggregates. Corpus aggregates
     weight every text equally (as Gu et al. average alpha over sequences)."""
 
@@ -263,20 +267,6 @@ class SinkReport:
                 for name in StateProfile.__dataclass_fields__
             }
         )
-
-    @property
-    def massive_layer(self) -> int | None:
-        return massive_layer(self.state.norm_ratio, self.settings.massive_ratio)
-
-    @property
-    def massive_activation_layer(self) -> int | None:
-        return massive_activation_layer(
-            self.state, self.settings.sun_min_value, self.settings.sun_min_ratio
-        )
-
-    @property
-    def attention_rise_layer(self) -> int | None:
-        return attention_rise_layer(self.p0_mass, self.settings.rise_mass)
 
     @property
     def events(self) -> list[SinkEvent]:
