@@ -52,6 +52,11 @@ def test_recovers_exactly_the_planted_components(planted, planted_trace):
     assert frac["circuit_ablated"] == pytest.approx(1.0, abs=1e-3)
     assert frac["all_but_circuit_ablated"] == pytest.approx(1.0, abs=1e-3)
     assert frac["random_control_ablated"] == pytest.approx(0.0, abs=1e-3)
+    # ... and so on every text alone.
+    by_text = planted_trace.confirmation_by_text
+    assert sorted(by_text.text.unique()) == list(range(len(TEXTS)))
+    alone = by_text[by_text.run == "circuit_ablated"].fraction
+    assert alone.to_numpy() == pytest.approx([1.0] * len(TEXTS), abs=1e-3)
     # At the control position the same ablations do nothing to the P0 sink.
     heads = loc.heads.set_index(["layer", "head"])
     assert heads.loc[planted.head, "p0_attention@p0"] < -0.9

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import math
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -137,7 +138,13 @@ def _summary_text(trace: P0Trace) -> str:
         f"output of blocks 0-{f.last_jump} at P0 causes (P0 attention "
         f"{conf.loc['all_formation_ablated', 'p0_attention']:.3f}); patching only the circuit "
         f"back restores {s['fraction_restored_by_circuit']:.0%}; ablating as many random "
-        f"components removes {s['fraction_removed_by_random']:.0%}.",
+        f"components removes {s['fraction_removed_by_random']:.0%}. Run on each text alone, "
+        "the three fractions vary by (sd over texts) "
+        + " / ".join(
+            f"{s.get('sd_over_texts_' + run, math.nan):.2f}"
+            for run in ("circuit_ablated", "all_but_circuit_ablated", "random_control_ablated")
+        )
+        + ".",
         "**Position, not content.** Per first-token variant: share of texts whose "
         "most-attended / largest-norm token is position 0, and the P0 attention mass: "
         + "; ".join(
@@ -166,6 +173,7 @@ def write_p0_report(trace: P0Trace, folder: str | Path, model=None) -> Path:
         "mlps": trace.localisation.mlps,
         "neurons": trace.localisation.neurons,
         "confirmation": trace.confirmation,
+        "confirmation_by_text": trace.confirmation_by_text,
     }
     for name, frame in tables.items():
         _save_csv(frame, out / f"{name}.csv")
@@ -189,7 +197,17 @@ def write_p0_report(trace: P0Trace, folder: str | Path, model=None) -> Path:
         views = attention_views(model, trace.texts[:2], list(dict.fromkeys(ids)))
     sections = [
         Section(
-            "Summary", [_summary_text(trace), Table(trace.confirmation, "causal confirmation")]
+            "Summary",
+            [
+                _summary_text(trace),
+                Table(trace.confirmation, "causal confirmation (metrics averaged over texts)"),
+                Table(
+                    trace.confirmation_by_text.pivot(
+                        index="text", columns="run", values="fraction"
+                    ),
+                    "the same, each text alone: fraction per text",
+                ),
+            ],
         ),
         Section(
             "First-token variants",

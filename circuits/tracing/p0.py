@@ -661,6 +661,9 @@ class P0Trace:
     formation: Formation
     localisation: Localisation
     confirmation: pd.DataFrame
+    """Experiment 5 on all texts together (metrics averaged over texts)."""
+    confirmation_by_text: pd.DataFrame
+    """Experiment 5 run on each text alone (column `text`), for the spread across texts."""
     sink_heads: list[tuple[int, int, float]]
     graph: nx.DiGraph
     texts: list[str]
@@ -680,6 +683,12 @@ class P0Trace:
             "fraction_removed_by_circuit": float(frac.get("circuit_ablated", math.nan)),
             "fraction_restored_by_circuit": float(frac.get("all_but_circuit_ablated", math.nan)),
             "fraction_removed_by_random": float(frac.get("random_control_ablated", math.nan)),
+            # Spread over texts, each confirmed on its own (standard deviation of the fractions).
+            **{
+                f"sd_over_texts_{run}": float(sd)
+                for run, sd in self.confirmation_by_text.groupby("run")["fraction"].std().items()
+                if run not in ("clean", "all_formation_ablated")  # its fraction is 1 by definition
+            },
             # Per variant: share of texts whose most-attended / largest-norm token is P0, and
             # the P0 mass itself (uniform attention also makes P0 the most-attended token).
             "sink_stays_at_0": {
@@ -740,7 +749,7 @@ def trace_p0(
     first = model.tokenizer.bos_token_id if bos else None
     tokens = text_tokens(model, texts, n_tokens, first=first)
     seconds = {}
-    steps = tqdm(total=5, desc="p0 circuit", disable=not progress)
+    steps = tqdm(total=6, desc="p0 circuit", disable=not progress)
 
     def step(name, fn):
         t = time.perf_counter()
@@ -768,9 +777,17 @@ def trace_p0(
             progress=progress,
         ),
     )  # fmt: skip
-    confirmation = step(
-        "confirm",
-        lambda: confirm(model, tokens, formation, loc.circuit_heads, loc.circuit_mlps, seed=seed),
+
+    def confirm_on(rows: Tensor) -> pd.DataFrame:
+        return confirm(model, rows, formation, loc.circuit_heads, loc.circuit_mlps, seed=seed)
+
+    confirmation = step("confirm", lambda: confirm_on(tokens))
+    by_text = step(
+        "confirm_by_text",
+        lambda: pd.concat(
+            [confirm_on(tokens[i : i + 1]).assign(text=i) for i in range(len(tokens))],
+            ignore_index=True,
+        ),
     )
     rep = measure_tokens(model, tokens, sink_position=0, eps=eps, progress=False)
     late = set(formation.late_layers)
@@ -799,6 +816,6 @@ def trace_p0(
         "n_sink_heads": n_sink_heads,
     }
     return P0Trace(
-        key, settings, variants, position, formation, loc, confirmation, sink_heads, graph,
-        texts, seconds,
+        key, settings, variants, position, formation, loc, confirmation, by_text, sink_heads,
+        graph, texts, seconds,
     )  # fmt: skip
