@@ -42,6 +42,7 @@ from circuits.patching import (
     Site,
     Value,
     head_grid,
+    neuron_grid,
     p0_attention,
     position_grid,
     resid_norm,
@@ -317,7 +318,7 @@ def find_formation(
 
 def p0_ablation(n_pos: int, at: int = 0) -> Value:
     """Replace the activation at `at` by its mean over the other positions of the same text."""
-    return Value.token_swap([p for p in range(1, n_pos) if p != at] if at else range(1, n_pos))
+    return Value.token_swap([p for p in range(1, n_pos) if p != at])
 
 
 @dataclass
@@ -333,8 +334,9 @@ class Localisation:
     baselines: dict[str, float]
 
 
-def _relative(res) -> Tensor:
-    return res.effects / res.baseline if res.baseline else res.effects
+def _relative(values: Tensor, baseline: float) -> Tensor:
+    """(patched - clean) / clean; the plain difference when the clean value is 0."""
+    return (values - baseline) / baseline if baseline else values - baseline
 
 
 def _sweeps(model, tokens, grid_for, metrics, progress) -> dict[str, Tensor]:
@@ -344,7 +346,7 @@ def _sweeps(model, tokens, grid_for, metrics, progress) -> dict[str, Tensor]:
             if at and mname == "p0_norm":
                 continue  # under causal attention, nothing at a later position reaches P0
             res = sweep(model, tokens, grid, metric, progress=progress)
-            out[f"{mname}@{where}"] = _relative(res)
+            out[f"{mname}@{where}"] = _relative(res.values, res.baseline)
             out[f"baseline:{mname}"] = res.baseline
     return out
 
@@ -455,8 +457,6 @@ def top_neurons(
         contrib = (post * (_mlp_weights_out(model, m) @ u)).mean(0)  # d_mlp
         total = float(contrib.sum())
         top = contrib.argsort(descending=True)[:n_neurons].tolist()
-        from circuits.patching import neuron_grid
-
         res = sweep(
             model,
             tokens,
@@ -464,7 +464,7 @@ def top_neurons(
             resid_norm(m, 0),
             progress=progress,
         )
-        rel = _relative(res)[0]
+        rel = _relative(res.values, res.baseline)[0]
         cum = 0.0
         for k, n in enumerate(top):
             cum += float(contrib[n])
@@ -484,7 +484,7 @@ def top_neurons(
 # 5. Causal confirmation
 
 
-def _formation_sites(model, formation: Formation) -> list[Site]:
+def _formation_sites(formation: Formation) -> list[Site]:
     return [
         Site(kind, layer, pos=0)
         for layer in range(formation.last_jump + 1)
@@ -515,7 +515,7 @@ def confirm(
     heads = [Site("head", layer, head=h, pos=0) for layer, h in circuit_heads]
     mlps = [Site("mlp_out", m, pos=0) for m in circuit_mlps]
     circuit = heads + mlps
-    everything = _formation_sites(model, formation)
+    everything = _formation_sites(formation)
     head_layers = {layer for layer, _ in circuit_heads}
     restore = [
         Intervention(s, ablate)
@@ -578,8 +578,7 @@ def _effects_on(model, tokens, sites: Sequence[Site], metric: Metric) -> list[fl
     res = run_interventions(
         model, tokens, [[Intervention(s, ablate)] for s in sites], metric, progress=False
     )
-    base = res.baseline
-    return [(v - base) / base if base else v - base for v in res.values.tolist()]
+    return _relative(res.values, res.baseline).tolist()
 
 
 def circuit_graph(
