@@ -1,0 +1,315 @@
+"""An interactive, offline view of a circuit graph for HTML pages: pan, zoom, click a node or an
+edge to read its attributes (scores, effects, interventions).
+
+Drawn by cytoscape.js (vendored in `circuits/report/vendor/`, inlined like circuitsvis's
+bundle: no network needed). Nodes sit where the static picture puts them (`draw.circuit_layout`:
+one column per layer) and edges carry the same meaning and colours as in `draw.draw_circuit`:
+blue supports the sink, orange opposes it, dashed grey is an observed value. Edges outside the
+circuit (see `draw.circuit_edges`) are hidden behind a "show all edges" switch.
+
+A page inlines the library once, then any number of views:
+
+    html = cytoscape_script() + graph_view_html(g, "circuit-0") + graph_view_html(h, "circuit-1")
+"""
+
+from __future__ import annotations
+
+import hashlib
+import html
+import json
+import re
+from functools import cache
+from pathlib import Path
+
+import networkx as nx
+
+from circuits.graph.circuit import KIND_COLORS, validate
+from circuits.report.draw import (
+    ROLE_COLORS,
+    circuit_edges,
+    circuit_layout,
+    edge_label,
+    edge_roles,
+    effect_meaning,
+    node_text,
+    role_legend,
+    support_sign,
+)
+
+CYTOSCAPE_VERSION = "3.35.0"
+CYTOSCAPE_SHA256 = "71fa9ebec21a7ca2c40cff6aacc30d1f6464e363662ad4b2c197e1adc770cd94"
+VENDOR = Path(__file__).parent / "vendor"
+PX_PER_INCH = 96.0
+
+
+@cache
+def cytoscape_bundle() -> str:
+    """cytoscape.js (defines the global `cytoscape`), checked against its pinned sha256 and
+    safe to inline in a <script> element."""
+    path = VENDOR / "cytoscape.min.js"
+    if not path.is_file():
+        raise RuntimeError(
+            f"{path} is missing: reinstall circuits (the file ships with the package; see "
+            f"{VENDOR / 'README.md'})"
+        )
+    data = path.read_bytes()
+    digest = hashlib.sha256(data).hexdigest()
+    if digest != CYTOSCAPE_SHA256:
+        raise RuntimeError(
+            f"{path} is not cytoscape {CYTOSCAPE_VERSION} (sha256 {digest}, expected "
+            f"{CYTOSCAPE_SHA256}); restore it as {VENDOR / 'README.md'} says"
+        )
+    return data.decode("utf-8").replace("</script", "<\\/script")
+
+
+def cytoscape_script() -> str:
+    """The inline <script> element that defines `cytoscape` (about 440 kB); once per page,
+    before the first `graph_view_html`."""
+    return f"<script>{cytoscape_bundle()}</script>"
+
+
+def _json(value) -> str:
+    # JSON that cannot end the <script> element it sits in, nor open a comment.
+    text = json.dumps(value, allow_nan=False, sort_keys=True)
+    return text.replace("<", "\\u003c").replace(">", "\\u003e").replace("&", "\\u0026")
+
+
+def _plain(value):
+    if isinstance(value, float):
+        return round(value, 6)
+    return value
+
+
+def graph_elements(
+    g: nx.DiGraph,
+    *,
+    min_abs_effect: float | None = None,
+    min_share: float | None = None,
+    max_edge_labels: int = 12,
+    layout: str = "auto",
+) -> dict:
+    """The data a view draws: cytoscape `elements` (nodes with preset positions in px, edges
+    with their role, width, label and `in_circuit` flag) and the legend, as plain JSON values."""
+    validate(g)
+    if g.number_of_nodes() == 0:
+        raise ValueError("the graph has no nodes: nothing to show")
+    sign = support_sign(g)
+    roles = edge_roles(g, sign=sign)
+    sel = circuit_edges(g, min_abs_effect=min_abs_effect, min_share=min_share, roles=roles)
+    # Every node gets a place (hidden edges can be shown), the circuit's edges shape the layout.
+    lay = circuit_layout(g, sel.edges, list(g.nodes), method=layout)
+    kept = set(sel.edges)
+    in_nodes = set(sel.nodes)
+    effects = [e for e in g.edges if roles[e] != "observed"]
+    top = max((g.edges[e]["abs_effect"] for e in effects), default=0.0) or 1.0
+    labelled = set(sorted(effects, key=lambda e: -g.edges[e]["abs_effect"])[:max_edge_labels])
+    elements = []
+    for n, d in g.nodes(data=True):
+        x, y = lay.pos[n]
+        w, h = lay.size[n]
+        elements.append(
+            {
+                "group": "nodes",
+                "data": {
+                    "id": n,
+                    "text": node_text(g, n),
+                    "color": KIND_COLORS[d["kind"]],
+                    "w": round(w * PX_PER_INCH, 1),
+                    "h": round(h * PX_PER_INCH, 1),
+                    "in_circuit": n in in_nodes,
+                    "attrs": {k: _plain(v) for k, v in d.items()},
+                },
+                "position": {"x": round(x * PX_PER_INCH, 1), "y": round(-y * PX_PER_INCH, 1)},
+                "classes": " ".join(
+                    c for c in (d["kind"], "" if n in in_nodes else "outside") if c
+                ),
+            }
+        )
+    for i, (u, v, d) in enumerate(g.edges(data=True)):
+        role = roles[u, v]
+        strength = d["abs_effect"] / top if role != "observed" else 0.3
+        show_label = role == "observed" or (u, v) in labelled
+        elements.append(
+            {
+                "group": "edges",
+                "data": {
+                    "id": f"e{i}",
+                    "source": u,
+                    "target": v,
+                    "role": role,
+                    "color": ROLE_COLORS[role],
+                    "width": round(0.8 + 5.2 * strength, 2),
+                    "label": edge_label(g, u, v) if show_label else "",
+                    "value": edge_label(g, u, v),
+                    "in_circuit": (u, v) in kept,
+                    "attrs": {k: _plain(v) for k, v in d.items()},
+                },
+                "classes": " ".join(c for c in (role, "" if (u, v) in kept else "outside") if c),
+            }
+        )
+    legend = role_legend(g, sign=sign)
+    present = [r for r in ("supports", "opposes", "neutral", "observed") if r in roles.values()]
+    return {
+        "elements": elements,
+        "legend": [{"role": r, "color": ROLE_COLORS[r], "text": legend[r]} for r in present],
+        "meaning": effect_meaning(g),
+        "rule": sel.rule,
+        "n_edges": g.number_of_edges(),
+        "n_circuit_edges": len(sel.edges),
+    }
+
+
+_STYLE = """
+.circuits-graph { border: 1px solid #ddd; border-radius: 4px; margin: 1em 0; font-size: 13px; }
+.circuits-graph .cg-bar { display: flex; gap: 1em; align-items: center; flex-wrap: wrap;
+  padding: .4em .6em; border-bottom: 1px solid #eee; background: #fafafa; }
+.circuits-graph .cg-main { display: flex; }
+.circuits-graph .cg-canvas { flex: 1 1 auto; position: relative; min-width: 0; }
+.circuits-graph .cg-info { flex: 0 0 260px; border-left: 1px solid #eee; padding: .5em .7em;
+  overflow: auto; color: #333; }
+.circuits-graph .cg-info table { font-size: 12px; margin: .3em 0; }
+.circuits-graph .cg-info td { text-align: left; padding: 1px 6px; border: none; }
+.circuits-graph .cg-legend span.sw { display: inline-block; width: 22px; height: 0;
+  border-top: 3px solid; vertical-align: middle; margin-right: 4px; }
+.circuits-graph .cg-legend span.sw.observed { border-top-style: dashed; }
+.circuits-graph button { font-size: 12px; }
+"""
+
+_SCRIPT = r"""
+(function () {
+  var spec = __SPEC__;
+  var root = document.getElementById(spec.id);
+  var box = root.querySelector(".cg-canvas"), info = root.querySelector(".cg-info");
+  function esc(s) { var d = document.createElement("div"); d.textContent = String(s);
+    return d.innerHTML; }
+  function table(attrs) {
+    return "<table>" + Object.keys(attrs).sort().map(function (k) {
+      return "<tr><td>" + esc(k) + "</td><td>" + esc(attrs[k]) + "</td></tr>"; }).join("") +
+      "</table>"; }
+  if (typeof cytoscape === "undefined") {
+    box.textContent = "cytoscape.js is not loaded: put cytoscape_script() before this view.";
+    root.setAttribute("data-rendered", "error"); return; }
+  var cy = cytoscape({
+    container: box, elements: spec.elements, layout: { name: "preset", fit: true, padding: 24 },
+    wheelSensitivity: 0.3, minZoom: 0.2, maxZoom: 4,
+    style: [
+      { selector: "node", style: { shape: "round-rectangle", width: "data(w)",
+        height: "data(h)", "background-color": "data(color)", "border-width": 1,
+        "border-color": "#666", label: "data(text)", "text-wrap": "wrap", "font-size": 11,
+        "text-valign": "center", "text-halign": "center", "font-family": "sans-serif" } },
+      { selector: "node.target", style: { "border-width": 2,
+        "border-color": "#333" } },
+      { selector: "edge", style: { width: "data(width)", "line-color": "data(color)",
+        "target-arrow-color": "data(color)", "target-arrow-shape": "triangle",
+        "curve-style": "bezier", "arrow-scale": 0.8, opacity: 0.8, label: "data(label)",
+        "font-size": 10, color: "data(color)", "text-background-color": "#fff",
+        "text-background-opacity": 0.85, "text-background-padding": 1,
+        "text-rotation": "none" } },
+      { selector: "edge.observed", style: { "line-style": "dashed", color: "#555" } },
+      { selector: ".outside", style: { display: "none" } },
+      { selector: ".faded", style: { opacity: 0.12 } },
+      { selector: ":selected", style: { "border-width": 3, "border-color": "#000",
+        "line-color": "#000", "target-arrow-color": "#000", opacity: 1 } }
+    ]
+  });
+  function show(ele) {
+    cy.elements().removeClass("faded");
+    if (ele.isNode()) {
+      var near = ele.closedNeighborhood();
+      cy.elements().not(near).addClass("faded");
+      var rows = ele.connectedEdges(":visible").map(function (e) {
+        var other = e.source().id() === ele.id() ? "→ " + e.target().id() : "← " + e.source().id();
+        return "<tr><td>" + esc(other) + "</td><td style='color:" + e.data("color") + "'>" +
+          esc(e.data("value")) + "</td></tr>"; }).join("");
+      info.innerHTML = "<b>" + esc(ele.id()) + "</b>" + table(ele.data("attrs")) +
+        (rows ? "<b>edges</b><table>" + rows + "</table>" : "");
+    } else {
+      info.innerHTML = "<b>" + esc(ele.source().id() + " → " + ele.target().id()) + "</b>" +
+        "<p style='color:" + ele.data("color") + "'>" + esc(ele.data("role")) + ": " +
+        esc(ele.data("value")) + "</p>" + table(ele.data("attrs"));
+    }
+    root.setAttribute("data-selected", ele.id());
+  }
+  cy.on("tap", "node, edge", function (evt) { show(evt.target); });
+  cy.on("tap", function (evt) { if (evt.target === cy) { cy.elements().removeClass("faded");
+    info.innerHTML = spec.hint; root.removeAttribute("data-selected"); } });
+  root.querySelector(".cg-fit").addEventListener("click", function () { cy.fit(null, 24); });
+  function count() {
+    // What is shown: elements not hidden as outside the circuit (nor ending at such a node).
+    var shown = cy.elements().filter(function (e) { return !e.hasClass("outside") &&
+      (e.isNode() || !(e.source().hasClass("outside") || e.target().hasClass("outside"))); });
+    root.setAttribute("data-nodes", shown.nodes().length);
+    root.setAttribute("data-visible-edges", shown.edges().length);
+  }
+  root.querySelector(".cg-all").addEventListener("change", function (evt) {
+    cy.batch(function () { cy.elements("[!in_circuit]").toggleClass("outside",
+      !evt.target.checked); });
+    count(); });
+  cy.ready(function () {
+    count();
+    root.setAttribute("data-rendered", cy.nodes().length > 0 ? "true" : "empty");
+  });
+  window.circuitsGraphs = window.circuitsGraphs || {};
+  window.circuitsGraphs[spec.id] = cy;
+})();
+"""
+
+
+def graph_view_html(
+    g: nx.DiGraph,
+    element_id: str = "circuits-graph-0",
+    *,
+    height: int = 520,
+    caption: str = "",
+    include_library: bool = False,
+    **selection,
+) -> str:
+    """An HTML fragment (a <div> and its <script>) showing `g` interactively: drag to pan,
+    scroll to zoom, click a node or edge for its attributes, "fit" to reset, a switch to show
+    the edges outside the circuit. The page must load `cytoscape_script()` once before the
+    first view (or pass `include_library=True` to this one). `element_id` must be unique on the
+    page. `selection`: `min_abs_effect`, `min_share`, `max_edge_labels`, `layout` as in
+    `graph_elements`."""
+    if not re.fullmatch(r"[A-Za-z][\w-]*", element_id):
+        raise ValueError(f"element_id must be a plain HTML id (letters, digits, -, _), got "
+                         f"{element_id!r}")  # fmt: skip
+    spec = graph_elements(g, **selection)
+    hint = "Click a node or an edge to see its attributes; drag to pan, scroll to zoom."
+    spec.update(id=element_id, hint=html.escape(hint))
+    legend = " ".join(
+        f'<span><span class="sw {item["role"]}" style="border-color:{item["color"]}"></span>'
+        f"{html.escape(item['text'])}</span>"
+        for item in spec["legend"]
+    )
+    hidden = spec["n_edges"] - spec["n_circuit_edges"]
+    toggle = (
+        f'<label><input type="checkbox" class="cg-all"> show all {spec["n_edges"]} edges '
+        f"({hidden} outside the circuit)</label>"
+        if hidden
+        else '<input type="checkbox" class="cg-all" hidden>'
+    )
+    note = f"{spec['n_circuit_edges']} edges: {spec['rule']}. Edge value: {spec['meaning']}."
+    cap = f"<figcaption>{html.escape(caption)}</figcaption>" if caption else ""
+    parts = [
+        cytoscape_script() if include_library else "",
+        f"<style>{_STYLE}</style>",
+        f'<figure class="circuits-graph" id="{element_id}" data-rendered="false">{cap}',
+        f'<div class="cg-bar"><button type="button" class="cg-fit">fit</button>{toggle}'
+        f'<span class="cg-legend">{legend}</span></div>',
+        f'<div class="cg-main"><div class="cg-canvas" style="height:{int(height)}px"></div>'
+        f'<div class="cg-info" style="max-height:{int(height)}px">{spec["hint"]}</div></div>',
+        f'<div class="cg-bar" style="border:none;color:#555">{html.escape(note)}</div>',
+        "</figure>",
+        f"<script>{_SCRIPT.replace('__SPEC__', _json(spec))}</script>",
+    ]
+    return "\n".join(p for p in parts if p)
+
+
+def graph_view_page(g: nx.DiGraph, title: str = "circuit", **kwargs) -> str:
+    """A complete, self-contained HTML page with one view of `g` (for a quick look or a test)."""
+    return (
+        "<!DOCTYPE html>\n<html><head><meta charset='utf-8'>"
+        f"<title>{html.escape(title)}</title></head><body style='font-family:sans-serif'>"
+        f"<h1>{html.escape(title)}</h1>\n{cytoscape_script()}\n{graph_view_html(g, **kwargs)}"
+        "\n</body></html>\n"
+    )

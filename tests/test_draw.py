@@ -1,0 +1,187 @@
+"""Circuit pictures: which edges are drawn, what their colours say, labels, layouts, files."""
+
+from __future__ import annotations
+
+import shutil
+import xml.etree.ElementTree as ET
+from pathlib import Path
+
+import pytest
+from matplotlib.colors import to_hex
+from matplotlib.figure import Figure
+from matplotlib.patches import FancyArrowPatch
+
+from circuits.graph.circuit import add_component, add_effect, new_graph, record_threshold
+from circuits.graph.io import read
+from circuits.report.draw import (
+    ROLE_COLORS,
+    circuit_edges,
+    circuit_layout,
+    draw_circuit,
+    edge_label,
+    edge_roles,
+    format_value,
+    save_circuit,
+    save_figure,
+    support_sign,
+)
+
+P0_GRAPH = Path(__file__).parents[1] / "docs" / "p0" / "smollm2-135m" / "circuit.graphml"
+needs_dot = pytest.mark.skipif(shutil.which("dot") is None, reason="Graphviz dot not installed")
+LAYOUTS = ["multipartite", pytest.param("dot", marks=needs_dot)]
+
+
+def ablation_graph():
+    """L0.H0 supports the sink (ablating it lowers the target: -0.5), L1.MLP opposes it (+0.2),
+    L2.H1 is observed (its P0 mass), L0.H0 -> L1.MLP a weak support (-0.01)."""
+    g = new_graph("tiny", data="d", metric="relative change under zero-ablation", seed=0)
+    add_component(g, "target:p0_mass", score=0.8)
+    add_effect(g, "L0.H0", "target:p0_mass", -0.5, intervention="zero-ablation")
+    add_effect(g, "L1.MLP", "target:p0_mass", 0.2, intervention="zero-ablation")
+    add_effect(g, "L2.H1", "target:p0_mass", 0.9, intervention="none (observed P0 mass)")
+    add_effect(g, "L0.H0", "L1.MLP", -0.01, intervention="zero-ablation")
+    return g
+
+
+def test_a_negative_effect_under_ablation_means_the_source_supports_its_target():
+    g = ablation_graph()
+    assert support_sign(g) == -1
+    assert edge_roles(g) == {
+        ("L0.H0", "target:p0_mass"): "supports",
+        ("L0.H0", "L1.MLP"): "supports",
+        ("L1.MLP", "target:p0_mass"): "opposes",
+        ("L2.H1", "target:p0_mass"): "observed",
+    }
+    g.graph["effect_meaning"] = "attribution score: positive = the source supports the target"
+    assert support_sign(g) == 1
+    assert edge_roles(g)["L1.MLP", "target:p0_mass"] == "supports"
+    assert edge_roles(g)["L2.H1", "target:p0_mass"] == "observed"
+
+
+@pytest.mark.parametrize(
+    ("meaning", "sign"),
+    [
+        ("relative change of the target under mean-ablation of the source", -1),
+        ("negative = supports (the target drops without the source)", -1),
+        ("change when the source is removed; a value < 0 means it supports the target", -1),
+        ("positive values support the sink", 1),
+        ("direct-effect attribution (EAP-IG)", 1),
+        ("something else entirely", -1),
+    ],
+)
+def test_effect_meaning_sets_which_sign_supports(meaning, sign):
+    g = ablation_graph()
+    g.graph["effect_meaning"] = meaning
+    assert support_sign(g) == sign
+
+
+def test_circuit_edges_follow_in_graph_then_thresholds_then_all():
+    g = ablation_graph()
+    assert circuit_edges(g).rule == "all edges" and len(circuit_edges(g).edges) == 4
+    sel = circuit_edges(g, min_abs_effect=0.1)  # observed values stay
+    assert set(sel.edges) == {
+        ("L0.H0", "target:p0_mass"),
+        ("L1.MLP", "target:p0_mass"),
+        ("L2.H1", "target:p0_mass"),
+    }
+    assert sel.hidden == 1 and "0.1" in sel.rule
+    record_threshold(g, "keep_share", 0.5)  # the share rule: per target and role
+    sel = circuit_edges(g)
+    assert ("L0.H0", "L1.MLP") in sel.edges  # the only support into L1.MLP: 100% of itself
+    assert len(sel.edges) == 4 and "keep_share" in sel.rule
+    add_effect(g, "L1.H2", "target:p0_mass", -0.1, intervention="zero-ablation")
+    assert ("L1.H2", "target:p0_mass") not in circuit_edges(g).edges  # 0.1 < 0.5 * 0.5
+    assert "L1.H2" not in circuit_edges(g).nodes
+    record_threshold(g, "min_abs_effect", 0.3)
+    assert len(circuit_edges(g).edges) == 2  # min_abs_effect wins over keep_share
+    for u, v in g.edges:
+        g.edges[u, v]["in_graph"] = (u, v) == ("L1.MLP", "target:p0_mass")
+    sel = circuit_edges(g)
+    assert sel.edges == [("L1.MLP", "target:p0_mass")] and sel.rule == "those marked in_graph"
+    assert set(sel.nodes) == {"L1.MLP", "target:p0_mass"}
+
+
+def test_labels_are_compact():
+    assert format_value(-0.9288, percent=True) == "-93%"
+    assert format_value(0.0432, percent=True) == "+4.3%"
+    assert format_value(1.9258, percent=True) == "+193%"
+    assert format_value(0.99) == "0.99"
+    assert format_value(-0.0123) == "-0.012"
+    assert format_value(25101.9) == "2.5e+04"
+    g = ablation_graph()
+    assert edge_label(g, "L0.H0", "target:p0_mass") == "-50%"  # a relative change
+    assert edge_label(g, "L2.H1", "target:p0_mass") == "0.90"  # an observed value
+
+
+@pytest.mark.parametrize("layout", LAYOUTS)
+def test_the_picture_colours_edges_by_what_they_do(layout, tmp_path):
+    g = ablation_graph()
+    fig = draw_circuit(g, layout=layout, max_edge_labels=1)
+    assert isinstance(fig, Figure)
+    ax = fig.axes[0]
+    arrows = [p for p in ax.patches if isinstance(p, FancyArrowPatch)]
+    assert len(arrows) == 4
+    colours = sorted(to_hex(a.get_edgecolor()) for a in arrows)
+    expected = ["supports", "supports", "opposes", "observed"]
+    assert colours == sorted(ROLE_COLORS[r] for r in expected)
+    dashed = [a for a in arrows if a.get_linestyle() not in ("-", "solid")]
+    assert [to_hex(a.get_edgecolor()) for a in dashed] == [ROLE_COLORS["observed"]]
+    # Width: linear in |effect| over the effects (observed values have their own scale).
+    widths = {to_hex(a.get_edgecolor()): a.get_linewidth() for a in arrows}
+    assert widths[ROLE_COLORS["opposes"]] == pytest.approx(0.4 + 5.6 * 0.2 / 0.5)
+    texts = [t.get_text() for t in ax.texts]
+    assert "-50%" in texts and "0.90" in texts  # the strongest effect and the observed value
+    assert "+20%" not in texts and "-1.0%" not in texts  # over max_edge_labels
+    assert {"L0.H0", "L1.MLP", "L2.H1", "p0_mass"} <= set(texts)
+    assert "labelled on the 1 strongest of 3 effects" in ax.get_xlabel().replace("\n", " ")
+    legend = [t.get_text() for t in fig.legends[0].get_texts()]
+    assert any(t.startswith("supports the sink: removing the source lowers") for t in legend)
+    assert any(t.startswith("opposes it") for t in legend)
+    assert any(t.startswith("observed value") for t in legend)
+    png = save_figure(fig, tmp_path / "c.png")
+    assert png.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+    svg = save_circuit(g, tmp_path / "c.svg", layout=layout)
+    assert ET.parse(svg).getroot().tag == "{http://www.w3.org/2000/svg}svg"
+
+
+def test_the_old_keywords_still_work():
+    fig = draw_circuit(
+        ablation_graph(), title="t", min_edge_width=1.0, max_edge_width=3.0, show_labels=False
+    )
+    ax = fig.axes[0]
+    assert ax.get_title() == "t"
+    assert max(p.get_linewidth() for p in ax.patches if isinstance(p, FancyArrowPatch)) == 3.0
+    assert "L0.H0" not in [t.get_text() for t in ax.texts]
+
+
+def test_a_graph_without_edges_is_drawn_and_an_empty_one_refused():
+    g = new_graph("tiny", data="d", metric="m", seed=0)
+    with pytest.raises(ValueError, match="no nodes"):
+        draw_circuit(g)
+    add_component(g, "L0.H1")
+    add_component(g, "target:x")
+    assert len(draw_circuit(g, layout="multipartite").axes[0].patches) == 2  # two boxes
+
+
+@pytest.mark.parametrize("layout", LAYOUTS)
+def test_columns_are_layers_left_to_right(layout):
+    g = ablation_graph()
+    lay = circuit_layout(g, method=layout)
+    x = {n: p[0] for n, p in lay.pos.items()}
+    assert x["L0.H0"] < x["L1.MLP"] < x["L2.H1"] < x["target:p0_mass"]
+    assert list(lay.columns) == sorted(lay.columns, key=lay.columns.get)
+    assert set(lay.columns) == {"L0", "L1", "L2", "targets"}
+
+
+@pytest.mark.skipif(not P0_GRAPH.is_file(), reason="docs/p0 graph not present")
+@pytest.mark.parametrize("layout", LAYOUTS)
+def test_the_smollm2_p0_circuit_fits_a_report_column(layout):
+    g = read(P0_GRAPH)
+    fig = draw_circuit(g, layout=layout)
+    assert fig.get_figwidth() <= 11.5
+    arrows = [p for p in fig.axes[0].patches if isinstance(p, FancyArrowPatch)]
+    assert len(arrows) == len(circuit_edges(g).edges) < g.number_of_edges()
+    roles = edge_roles(g)
+    assert sum(r == "observed" for r in roles.values()) == 4
+    assert roles["L11.MLP", "target:p0_attention[L12-29]"] == "supports"  # effect -0.70
+    assert roles["L9.MLP", "L10.MLP"] == "opposes"  # effect +1.93
