@@ -121,3 +121,13 @@ def test_headless_chromium_draws_the_view_and_shows_a_node_on_click(tmp_path):
     info = dom[dom.index('class="cg-info"') :]
     info = info[: info.index("</div>")]
     assert "<b>L0.H0</b>" in info and "-0.5" in info and "-50%" in info and "-30%" in info
+
+
+def test_a_notebook_shows_the_view_with_its_library():
+    from circuits.report.graph_view import show_graph
+
+    view = show_graph(small_graph(), height=300)
+    html = view._repr_html_()
+    assert html.count("<script>") == 2 and f'id="{view.element_id}"' in html
+    assert "5 edges" in repr(view)
+    assert show_graph(small_graph()).element_id != view.element_id

@@ -526,7 +526,7 @@ def drawing_caption(
     total = len(sel.edges) + sel.hidden
     drawn = f"Drawn: {len(sel.edges)} of {total} edges" if sel.hidden else f"All {total} edges"
     parts = [drawn + ("" if sel.rule == "all edges" else f", {sel.rule}")]
-    parts.append(f"Edge value: {effect_meaning(g)}")
+    parts.append(f"edge value: {effect_meaning(g)}")
     if labelled < n_effects:
         parts.append(f"labelled on the {labelled} strongest of {n_effects} effects")
     word = "negative" if sign == -1 else "positive"
@@ -704,20 +704,24 @@ def draw_circuit(
             for r in ("supports", "opposes", "neutral", "observed")
             if r in set(roles[e] for e in sel.edges)
         ]
-        handles = [
+        lines = [
             Line2D([], [], color=ROLE_COLORS[r], lw=2.5,
                    linestyle=(0, (4, 2.5)) if r == "observed" else "-", label=words[r])
             for r in present
         ]  # fmt: skip
         kinds = [k for k in KIND_COLORS if any(g.nodes[n]["kind"] == k for n in sel.nodes)]
-        handles += [
+        boxes = [
             Line2D([], [], marker="s", ls="", ms=8, mfc=KIND_COLORS[k], mec="#666666",
                    label={"mlp": "MLP", "attn": "attention", "target": "target (sink)"}.get(k, k))
             for k in kinds
         ]  # fmt: skip
+        # Two columns: what the edges mean, then what the boxes are.
+        rows = max(len(lines), len(boxes))
+        blank = [Line2D([], [], alpha=0, label=" ")]
+        handles = (lines + blank * (rows - len(lines))) + (boxes + blank * (rows - len(boxes)))
         fig.legend(
-            handles=handles, loc="outside lower center", ncols=2 if len(handles) > 4 else 1,
-            fontsize=fontsize, frameon=False, handlelength=2.6, columnspacing=1.5,
+            handles=handles, loc="outside lower center", ncols=2, fontsize=fontsize,
+            frameon=False, handlelength=2.6, columnspacing=2.0,
         )  # fmt: skip
     if caption:
         text = drawing_caption(g, sel, labelled, n_effects, sign=sign)

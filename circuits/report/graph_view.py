@@ -313,3 +313,34 @@ def graph_view_page(g: nx.DiGraph, title: str = "circuit", **kwargs) -> str:
         f"<h1>{html.escape(title)}</h1>\n{cytoscape_script()}\n{graph_view_html(g, **kwargs)}"
         "\n</body></html>\n"
     )
+
+
+class InteractiveGraph:
+    """A circuit graph that shows itself as the interactive view in Jupyter (`_repr_html_`,
+    library included: every output cell is its own page in JupyterLab). GitHub's notebook
+    preview runs no JavaScript: show `draw_circuit(g)` too for a static picture."""
+
+    _count = 0
+
+    def __init__(self, g: nx.DiGraph, **kwargs):
+        validate(g)
+        InteractiveGraph._count += 1
+        self.graph = g
+        self.kwargs = kwargs
+        self.element_id = kwargs.pop("element_id", f"circuits-graph-nb{InteractiveGraph._count}")
+
+    def _repr_html_(self) -> str:
+        return graph_view_html(self.graph, self.element_id, include_library=True, **self.kwargs)
+
+    def __repr__(self) -> str:
+        g = self.graph
+        return (
+            f"InteractiveGraph({g.graph.get('model', '?')}: {g.number_of_nodes()} nodes, "
+            f"{g.number_of_edges()} edges)"
+        )
+
+
+def show_graph(g: nx.DiGraph, **kwargs) -> InteractiveGraph:
+    """The interactive view of `g` for a notebook cell (keyword arguments as
+    `graph_view_html`)."""
+    return InteractiveGraph(g, **kwargs)
