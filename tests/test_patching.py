@@ -4,6 +4,8 @@ exact patching where the metric is linear, bad input fails before any forward pa
 
 from __future__ import annotations
 
+import itertools
+
 import pandas as pd
 import pytest
 import torch
@@ -22,12 +24,13 @@ from circuits.patching import (
     logit_diff,
     neuron_grid,
     p0_attention,
+    patch,
+    plan,
     position_grid,
     resid_norm,
     run_interventions,
     sweep,
 )
-from circuits.patching.engine import _capture
 
 CLEAN = "hello world, this!"
 CORRUPT = "jello world, that!"
@@ -125,17 +128,17 @@ def test_token_swap_with_itself_is_a_noop(sharp, toks):
         itself = run_interventions(
             sharp, corrupt, [[Intervention(site, Value.token_swap(6))]], MID, progress=False
         )
-        assert itself.values[0].item() == itself.baseline and itself.stats["n_noop"] == 1
+        assert itself.mean[0].item() == itself.baseline and itself.stats["n_noop"] == 1
         # Run alongside a real patch, the self-swap goes through the patched forward unchanged.
         both = run_interventions(
             sharp, corrupt, [[Intervention(site, Value.token_swap(6)), scale]], MID, progress=False
         )
         assert both.stats["n_noop"] == 0
-        assert both.values[0].item() == pytest.approx(want, abs=1e-6)
+        assert both.mean[0].item() == pytest.approx(want, abs=1e-6)
         other = run_interventions(
             sharp, corrupt, [[Intervention(site, Value.token_swap(3))]], MID, progress=False
         )
-        assert abs(other.values[0].item() - other.baseline) > 1e-4
+        assert abs(other.mean[0].item() - other.baseline) > 1e-4
 
 
 # --- every value source equals a hand-written hook on a full forward -------------------------
@@ -190,7 +193,7 @@ def test_value_sources_match_hand_written_hooks(sharp, toks, tmp_path):
     for site, value, hook, index, want in cases:
         got = run_interventions(sharp, corrupt, [[Intervention(site, value)]], MID, progress=False)
         ref = reference(sharp, corrupt, [(hook, set_at(index, want))], MID)
-        assert got.values[0].item() == pytest.approx(ref, abs=1e-6), f"{site} <- {value}"
+        assert got.mean[0].item() == pytest.approx(ref, abs=1e-6), f"{site} <- {value}"
         assert abs(ref - got.baseline) > 1e-5, f"{site} <- {value} should move the metric"
 
 
@@ -203,7 +206,7 @@ def test_several_interventions_at_once_match_one_forward_with_both_hooks(sharp, 
         Intervention(Site("v", 1, head=1), Value.zero()),
         Intervention(Site("mlp_out", 1, pos=(5, 6)), Value.scale(2.0)),
     ]
-    got = run_interventions(sharp, corrupt, [run], MID, progress=False).values[0].item()
+    got = run_interventions(sharp, corrupt, [run], MID, progress=False).mean[0].item()
     want = reference(
         sharp,
         corrupt,
@@ -215,6 +218,113 @@ def test_several_interventions_at_once_match_one_forward_with_both_hooks(sharp, 
         MID,
     )
     assert got == pytest.approx(want, abs=1e-6)
+
+
+def _mixed_run(clean):
+    """Five interventions of one run, at blocks 0, 1 (three: resid_pre twice, one reading what
+    the other overwrites) and 3 (after a block-2 metric)."""
+    return [
+        Intervention(Site("resid_pre", 3, pos=2), Value.zero()),
+        Intervention(Site("resid_pre", 1, pos=3), Value.zero()),
+        Intervention(Site("resid_pre", 1, pos=5), Value.token_swap(3)),
+        Intervention(Site("head", 1, head=2, pos=4), Value.from_run(clean)),
+        Intervention(Site("mlp_out", 0, pos=(1, 6)), Value.scale(2.0)),
+    ]
+
+
+def _mixed_reference_hooks(cc):
+    """The mixed run as hand-written hooks; the token swap reads position 3 before it is zeroed."""
+
+    def resid_pre_1(act):
+        before = act[:, 3].clone()
+        act[:, 3] = 0.0
+        act[:, 5] = before
+        return act
+
+    z = "blocks.1.attn.hook_z"
+    return [
+        ("blocks.0.hook_mlp_out", set_at(([1, 6],), lambda a: a[:, [1, 6]] * 2)),
+        ("blocks.1.hook_resid_pre", resid_pre_1),
+        (z, set_at((4, 2), cc[z][:, 4, 2])),
+        ("blocks.3.hook_resid_pre", set_at((2,), 0.0)),
+    ]
+
+
+def test_interventions_of_a_run_are_order_free(sharp, toks):
+    clean, corrupt = toks
+    metric = resid_norm(2, 6)  # internal: stops after block 2, before the block-3 patch
+    run = _mixed_run(clean)
+    orders = list(itertools.permutations(run))
+    got = run_interventions(sharp, corrupt, orders, metric, progress=False)
+    with torch.no_grad():
+        _, cc = sharp.run_with_cache(clean)
+    want = reference(sharp, corrupt, _mixed_reference_hooks(cc), metric)
+    assert abs(want - got.baseline) > 1e-3  # the run moves the metric
+    torch.testing.assert_close(got.mean, torch.full((len(orders),), want), atol=1e-5, rtol=0)
+    assert (got.values == got.values[0]).all()  # bit-identical in every order
+    # The bug this replaces: a site after the metric listed before a no-op raised KeyError.
+    noop = Intervention(Site("resid_pre", 1, pos=6), Value.token_swap(6))
+    skipped = run_interventions(sharp, corrupt, [[run[0], noop], [noop, run[0]]], metric)
+    assert (skipped.values == skipped.baseline).all() and skipped.stats["n_noop"] == 2
+    # The plan holds each run in the order its hooks fire, whatever order it was given in.
+    for order in orders[:: len(orders) // 7]:
+        steps = plan(sharp, corrupt, [order], metric).runs[0]
+        assert [s.site for s in steps] == [run[i].site for i in (4, 1, 2, 3, 0)]
+
+
+def test_patch_returns_the_patched_logits_and_activations(sharp, toks):
+    clean, corrupt = toks
+    run = _mixed_run(clean)
+    with torch.no_grad():
+        _, cc = sharp.run_with_cache(clean)
+        plain = sharp(corrupt)
+        acts = {}
+        fwd = [(h, lambda a, hook, fn=fn: fn(a.clone())) for h, fn in _mixed_reference_hooks(cc)]
+        fwd.append(("blocks.2.hook_resid_post", lambda a, hook: acts.update(post=a)))
+        want = sharp.run_with_hooks(corrupt, fwd_hooks=fwd)
+    assert (want - plain).abs().max() > 1e-3
+    names = ["blocks.2.hook_resid_post", "blocks.1.hook_resid_pre"]
+    for order in itertools.permutations(run):
+        out = patch(sharp, corrupt, list(order), names=names)
+        torch.testing.assert_close(out.logits, want, atol=1e-5, rtol=0)
+        torch.testing.assert_close(out.cache[names[0]], acts["post"], atol=1e-5, rtol=0)
+        # The cache holds the patched values: position 5 of block 1's input is position 3's.
+        patched = out.cache[names[1]]
+        assert (patched[:, 3] == 0).all() and (patched[:, 5] != 0).any()
+    # The metric read from patch()'s cache equals the engine's value for the same run.
+    engine = run_interventions(sharp, corrupt, [run], resid_norm(2, 6), progress=False)
+    mine = out.cache[names[0]][:, 6].norm(dim=-1)
+    assert mine.item() == pytest.approx(engine.values[0, 0].item(), abs=1e-5)
+    # No interventions: the unpatched logits. logits=False stops after the last named hook.
+    torch.testing.assert_close(patch(sharp, corrupt, []).logits, plain, atol=1e-6, rtol=0)
+    calls = []
+    handle = sharp.blocks[3].register_forward_pre_hook(lambda m, a: calls.append(1))
+    try:
+        early = patch(sharp, corrupt, run[4], names=["blocks.1.hook_resid_post"], logits=False)
+    finally:
+        handle.remove()
+    assert early.logits is None and list(early.cache) == ["blocks.1.hook_resid_post"]
+    assert not calls
+
+
+def test_patch_refuses_bad_input_before_any_forward(tiny, forwards):
+    toks = tiny.to_tokens("abcdefgh")
+    iv = Intervention(Site("resid_pre", 1, pos=2), Value.zero())
+    cases = [
+        ("flat list", dict(interventions=[[iv]])),
+        ("no hook 'blocks.9.hook_resid_post'", dict(names=["blocks.9.hook_resid_post"])),
+        ("would return nothing", dict(logits=False)),
+        (
+            "write the same elements",
+            dict(interventions=[iv, Intervention(iv.site, Value.scale(2.0))]),
+        ),
+        ("hook_mlp_in", dict(names=["blocks.0.hook_mlp_in"])),
+    ]
+    for match, kwargs in cases:
+        kwargs = {"interventions": [iv], **kwargs}
+        with pytest.raises(ValueError, match=match):
+            patch(tiny, toks, **kwargs)
+        assert not forwards, f"{match}: a forward ran before the error"
 
 
 # --- batching and truncation change no value --------------------------------------------------
@@ -240,7 +350,7 @@ def test_truncated_forward_equals_full_forward(sharp, toks):
     n_layers = sharp.cfg.n_layers
     with torch.no_grad():
         logits, cache = sharp.run_with_cache(corrupt)
-        base = _capture(sharp, corrupt, [], n_layers - 1, True, blocks=True)
+        base = plan(sharp, corrupt, []).capture(blocks=True)
         for start in range(n_layers):
             resid = base.resid[start]
             torch.testing.assert_close(
@@ -262,7 +372,7 @@ def test_truncated_forward_equals_full_forward(sharp, toks):
             progress=False,
         )
         assert runs.baseline == pytest.approx(full, abs=1e-5)
-        assert runs.values[0].item() == pytest.approx(full, abs=1e-5)
+        assert runs.mean[0].item() == pytest.approx(full, abs=1e-5)
 
 
 def test_runs_after_the_metric_are_skipped_and_equal_the_baseline(sharp, toks):
@@ -302,6 +412,15 @@ def test_several_prompts_average_paired_runs(sharp):
         for i in range(2)
     ]
     torch.testing.assert_close(both.values, (one[0].values + one[1].values) / 2, atol=1e-6, rtol=0)
+    # Each prompt's own value is kept: equal to the sweep of that prompt alone.
+    for i in range(2):
+        torch.testing.assert_close(both.per_prompt[..., i], one[i].values, atol=1e-6, rtol=0)
+    runs = run_interventions(sharp, base, grid.cells, MID, progress=False)
+    assert runs.values.shape == (len(grid.cells), 2) and runs.baselines.shape == (2,)
+    torch.testing.assert_close(runs.mean, both.values.flatten(), atol=0, rtol=0)
+    assert runs.baseline == both.baseline
+    moved = (runs.values - runs.baselines).abs()
+    assert (moved[:, 0] != moved[:, 1]).any()  # the prompts differ: no copy of one mean
 
 
 # --- attribution patching ---------------------------------------------------------------------
@@ -388,6 +507,15 @@ def _bad_cases(tiny):
             toks,
         ),
         ("logit position", [Intervention(Site("head", 1), v)], logit_diff(5, 6, pos=12), toks),
+        (
+            "write the same elements",
+            [
+                Intervention(Site("head", 1, head=1, pos=(2, 3)), Value.zero()),
+                Intervention(Site("head", 1, pos=3), v),
+            ],
+            MID,
+            toks,
+        ),
         (
             "no 'blocks.0.attn.hook_z'",
             [Intervention(Site("head", 0), Value.from_run({"blocks.0.hook_resid_pre": toks}))],

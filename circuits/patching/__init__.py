@@ -1,12 +1,18 @@
 """Intervene: what to change is data (`interventions`), how to run many changes fast is the
-`engine` (batched, truncated forwards), metrics are read inside the model (`metrics`), and
-attribution patching estimates whole maps from one backward pass (`attribution`)."""
+`engine` (`plan` checks runs before any work, `run_interventions` / `sweep` read a metric per
+run and prompt, `patch` returns one patched run's logits and activations), metrics are read
+inside the model (`metrics`), and attribution patching estimates whole maps from one backward
+pass (`attribution`)."""
 
 from circuits.patching.attribution import AttributionCheck, attribute, check_attribution
 from circuits.patching.engine import (
+    Patched,
     PatchedRuns,
+    Plan,
     SweepResult,
     forward_from,
+    patch,
+    plan,
     run_interventions,
     sweep,
 )
@@ -33,7 +39,9 @@ __all__ = [
     "Grid",
     "Intervention",
     "Metric",
+    "Patched",
     "PatchedRuns",
+    "Plan",
     "Site",
     "SweepResult",
     "Value",
@@ -46,6 +54,8 @@ __all__ = [
     "logits_metric",
     "neuron_grid",
     "p0_attention",
+    "patch",
+    "plan",
     "position_grid",
     "resid_norm",
     "run_interventions",

@@ -18,18 +18,7 @@ import torch
 from jaxtyping import Int
 from torch import Tensor
 
-from circuits.patching.engine import (
-    SweepResult,
-    _attn_result,
-    _capture,
-    _check_fired,
-    _make_op,
-    _metric_span,
-    _plan,
-    _ref_acts,
-    as_token_batch,
-    sweep,
-)
+from circuits.patching.engine import SweepResult, plan, sweep
 from circuits.patching.interventions import Grid
 from circuits.patching.metrics import Metric
 
@@ -40,26 +29,18 @@ def attribute(model, tokens: Int[Tensor, "batch pos"], grid: Grid, metric: Metri
     t0 = time.perf_counter()
     if not isinstance(grid, Grid):
         raise ValueError(f"grid must be a Grid (e.g. from head_grid), got {type(grid).__name__}")
-    tokens = as_token_batch(tokens)
-    plan = _plan(model, tokens, grid.cells, metric)
-    n_prompts = tokens.shape[0]
-    n_layers = model.cfg.n_layers
-    stop, final = _metric_span(model, metric)
-    steps = [s for run in plan for s in run]
+    if metric is None:
+        raise ValueError("attribute() needs a metric (e.g. p0_attention(layers))")
+    p = plan(model, tokens, grid.cells, metric)
     # Sites after the metric's last block cannot move it: no need to run up to them.
-    site_hooks = sorted({s.site.hook for s in steps if s.site.layer <= stop})
-    first = min((s.site.layer for s in steps), default=0)
-    needs_result = any(s.site.kind == "head" and s.site.output == "result" for s in steps)
-    with _attn_result(model, needs_result):
+    site_hooks = p.site_hooks
+    first = min(s.site.layer for s in p.steps)
+    with p.active():
         with torch.no_grad():
-            refs = _ref_acts(model, steps)
-            ops = [[_make_op(s, refs, n_prompts) for s in run] for run in plan]
+            ops = p.ops()
         with torch.enable_grad():
-            run = _capture(
-                model, tokens, list(metric.hooks) + site_hooks, stop, final, cut_at=min(first, stop)
-            )
-            _check_fired(metric, run)
-            total = metric({h: run.acts[h] for h in metric.hooks}, run.logits).mean()
+            run = p.capture(site_hooks, cut_at=min(first, p.stop))
+            total = p.metric_of(run).mean()
             baseline = float(total.detach())
             grads = {}
             if total.requires_grad and site_hooks:
@@ -67,7 +48,7 @@ def attribute(model, tokens: Int[Tensor, "batch pos"], grid: Grid, metric: Metri
                     total, [run.acts[h] for h in site_hooks], allow_unused=True
                 )
                 grads = {h: g for h, g in zip(site_hooks, got, strict=True) if g is not None}
-    estimates = torch.zeros(len(plan))
+    estimates = torch.zeros(len(ops))
     with torch.no_grad():
         for i, run_ops in enumerate(ops):
             for op in run_ops:
@@ -82,11 +63,11 @@ def attribute(model, tokens: Int[Tensor, "batch pos"], grid: Grid, metric: Metri
         grid=grid,
         metric=metric.name,
         method="attribution",
-        n_pos=tokens.shape[1],
+        n_pos=p.tokens.shape[1],
         stats={
-            "n_runs": len(plan),
-            "n_prompts": n_prompts,
-            "blocks_full": len(plan) * n_prompts * n_layers,
+            "n_runs": len(ops),
+            "n_prompts": p.n_prompts,
+            "blocks_full": len(ops) * p.n_prompts * model.cfg.n_layers,
             "seconds": time.perf_counter() - t0,
         },
     )

@@ -6,6 +6,11 @@ the earliest block any of its patches touches, from the residual stream the unpa
 there (the blocks are called one by one with the attention mask and rotary embeddings the model
 passed them in that run), and it stops as soon as every hook the metric reads has fired. Runs
 whose earliest patch lies after the metric's last hook cannot change it and are not run at all.
+
+The interventions of one run are a set: `plan` sorts them into the order their hooks fire, every
+value is computed from the activation as it reaches its hook (before any patch there), and two
+interventions of one run may not write the same element, so listing them in any order gives the
+same run. `patch` runs one such set and hands back the patched logits and activations.
 """
 
 from __future__ import annotations
@@ -66,9 +71,25 @@ def as_token_batch(tokens: Tensor) -> Int[Tensor, "batch pos"]:
 # ---------------------------------------------------------------------------------------------
 # Planning: validate everything, before any work
 
+# The order in which a block's hooks fire; a run's interventions are sorted by (block, this).
+_FIRING = (
+    "hook_resid_pre",
+    "attn.hook_q",
+    "attn.hook_k",
+    "attn.hook_v",
+    "attn.hook_pattern",
+    "attn.hook_z",
+    "attn.hook_result",
+    "hook_attn_out",
+    "hook_resid_mid",
+    "mlp.hook_post",
+    "hook_mlp_out",
+    "hook_resid_post",
+)
+
 
 @dataclass
-class _Step:
+class Step:
     """One validated intervention: where (hook, index into act[rows]) and what to write."""
 
     site: Site
@@ -76,12 +97,19 @@ class _Step:
     index: tuple
     src: list[int] | None  # resolved source positions (copy with src_pos)
 
+    @property
+    def order(self) -> tuple[int, int, str]:
+        """The order hooks fire in (block, rank in the block), then the site's label, so that a
+        run's steps have one order whatever order they were listed in."""
+        return self.site.layer, _FIRING.index(self.site.hook.split(".", 2)[2]), str(self.site)
+
 
 @dataclass
-class _Op:
-    """One resolved patch: act[rows][(:, *index)] = value(act[rows])."""
+class Op:
+    """One resolved patch at block `layer`: act[rows][(:, *index)] = value(act[rows])."""
 
     hook: str
+    layer: int
     index: tuple
     const: Tensor | None = None  # [1 or n_prompts, *region]
     factor: float | None = None
@@ -130,7 +158,7 @@ def _site_index(site: Site, n_pos: int) -> tuple:
     return (pos, slice(None) if other is None else other)
 
 
-def _plan_step(model, iv: Intervention, n_prompts: int, n_pos: int) -> _Step:
+def _plan_step(model, iv: Intervention, n_prompts: int, n_pos: int) -> Step:
     if not isinstance(iv, Intervention):
         raise ValueError(f"expected an Intervention, got {iv!r}")
     site, value = iv.site, iv.value
@@ -164,11 +192,39 @@ def _plan_step(model, iv: Intervention, n_prompts: int, n_pos: int) -> _Step:
     src = None
     if value.src_pos is not None:
         src = resolve_positions(value.src_pos, ref_pos, f"{site} <- {value}: source position")
-    return _Step(site, value, index, src)
+    return Step(site, value, index, src)
 
 
-def _plan(model, tokens: Tensor, runs, metric: Metric) -> list[list[_Step]]:
-    """Validate the metric and every intervention against the model and the tokens."""
+def _overlap(a: tuple, b: tuple) -> bool:
+    """Whether two indices into the same activation (ints, lists of ints, `:`) share an element."""
+
+    def meet(x, y) -> bool:
+        if isinstance(x, slice) or isinstance(y, slice):
+            return True
+        xs = {x} if isinstance(x, int) else set(x)
+        return not xs.isdisjoint({y} if isinstance(y, int) else y)
+
+    return all(meet(x, y) for x, y in zip(a, b, strict=True))
+
+
+def _plan_run(model, run, n_prompts: int, n_pos: int) -> list[Step]:
+    """One run's steps in the order their hooks fire; refuses two writes of one element."""
+    steps = sorted((_plan_step(model, iv, n_prompts, n_pos) for iv in run), key=lambda s: s.order)
+    by_hook: dict[str, list[Step]] = {}
+    for step in steps:
+        for other in by_hook.setdefault(step.site.hook, []):
+            if _overlap(other.index, step.index):
+                raise ValueError(
+                    f"{other.site} and {step.site} write the same elements of {step.site.hook!r}; "
+                    "the interventions of one run are applied together, in no order, so each "
+                    "element can be written once: give them disjoint positions / heads / neurons, "
+                    "or put them in separate runs"
+                )
+        by_hook[step.site.hook].append(step)
+    return steps
+
+
+def _check_metric(model, metric: Metric) -> None:
     if not isinstance(metric, Metric):
         raise ValueError(f"metric must be a circuits.patching.Metric, got {type(metric).__name__}")
     known = model.hook_dict
@@ -188,31 +244,10 @@ def _plan(model, tokens: Tensor, runs, metric: Metric) -> list[list[_Step]]:
                 f"metric {metric.name!r} reads {name!r} after the blocks; build it with "
                 "logits=True so the engine runs the final norm and unembedding"
             )
-    n_prompts, n_pos = tokens.shape
-    if metric.logit_pos is not None:
-        resolve_positions(metric.logit_pos, n_pos, f"metric {metric.name!r}: logit position")
-    plan = []
-    for r, run in enumerate(runs):
-        run = (run,) if isinstance(run, Intervention) else tuple(run)
-        if not run:
-            raise ValueError(f"run {r} has no interventions")
-        try:
-            plan.append([_plan_step(model, iv, n_prompts, n_pos) for iv in run])
-        except ValueError as err:
-            raise ValueError(f"run {r}: {err}") from None
-    return plan
 
 
 def _no_op(act, hook):
     return None
-
-
-def _metric_span(model, metric: Metric) -> tuple[int, bool]:
-    """(last block the metric needs, whether it needs the final norm / unembedding)."""
-    n_layers = model.cfg.n_layers
-    if metric.logits:
-        return n_layers - 1, True
-    return max(hook_layer(h, n_layers) for h in metric.hooks), False
 
 
 @contextmanager
@@ -235,12 +270,114 @@ def _attn_result(model, needed: bool) -> Iterator[None]:
         model.set_use_attn_result(False)
 
 
+@dataclass(eq=False)
+class Plan:
+    """Patched runs checked against a model and its tokens, nothing run yet (build with `plan`).
+
+    `runs` holds each run's steps sorted into the order their hooks fire. `stop` is the last
+    block the metric reads and `final` whether it reads the logits; without a metric, every
+    block and the logits. Use `active()` around any forward, `ops()` for the values to write,
+    `capture()` for the unpatched run and `metric_of()` to read the metric from it.
+    """
+
+    model: object
+    tokens: Int[Tensor, "batch pos"]
+    metric: Metric | None
+    runs: list[list[Step]]
+    stop: int
+    final: bool
+
+    @property
+    def n_prompts(self) -> int:
+        return int(self.tokens.shape[0])
+
+    @property
+    def steps(self) -> list[Step]:
+        return [s for run in self.runs for s in run]
+
+    @property
+    def starts(self) -> list[int]:
+        """The earliest block each run patches."""
+        return [run[0].site.layer for run in self.runs]
+
+    @property
+    def site_hooks(self) -> list[str]:
+        """The hooks the runs patch up to block `stop` (later ones cannot move the metric)."""
+        return sorted({s.site.hook for s in self.steps if s.site.layer <= self.stop})
+
+    def active(self, result: bool = False):
+        """Context for forwards of this plan: per-head results on when a site (or `result`)
+        needs attn.hook_result."""
+        needed = result or any(
+            s.site.kind == "head" and s.site.output == "result" for s in self.steps
+        )
+        return _attn_result(self.model, needed)
+
+    def ops(self) -> list[list[Op]]:
+        """The patch each step makes, per run (runs every value's reference run once)."""
+        refs = _ref_acts(self.model, self.steps)
+        return [[_make_op(s, refs, self.n_prompts) for s in run] for run in self.runs]
+
+    def capture(
+        self, hooks: Sequence[str] = (), *, blocks: bool = False, cut_at: int | None = None
+    ) -> Capture:
+        """The unpatched forward up to block `stop` (and the logits when `final`), recording the
+        metric's hooks and `hooks`; `blocks` and `cut_at` as in the engine's block-by-block
+        runs (each block's input and kwargs; a fresh gradient leaf entering block `cut_at`)."""
+        names = [*(self.metric.hooks if self.metric else ()), *hooks]
+        run = _capture(
+            self.model, self.tokens, names, self.stop, self.final, blocks=blocks, cut_at=cut_at
+        )
+        if self.metric is not None:
+            _check_fired(self.metric, run)
+        return run
+
+    def metric_of(self, run: Capture) -> Float[Tensor, " prompt"]:
+        """The metric of a captured run, one value per prompt."""
+        return self.metric({h: run.acts[h] for h in self.metric.hooks}, run.logits)
+
+
+def plan(
+    model,
+    tokens: Int[Tensor, "batch pos"],
+    runs: Sequence[Sequence[Intervention] | Intervention],
+    metric: Metric | None = None,
+) -> Plan:
+    """Check `metric` (optional) and every run's interventions against `model` and `tokens`
+    before any work. A run is an Intervention or a sequence of them, applied together: they
+    are sorted into the order their hooks fire, so the order they are listed in is irrelevant."""
+    tokens = as_token_batch(tokens)
+    if metric is not None:
+        _check_metric(model, metric)
+    n_prompts, n_pos = tokens.shape
+    if metric is not None and metric.logit_pos is not None:
+        resolve_positions(metric.logit_pos, n_pos, f"metric {metric.name!r}: logit position")
+    steps = []
+    for r, run in enumerate(runs):
+        run = (run,) if isinstance(run, Intervention) else tuple(run)
+        if not run:
+            raise ValueError(f"run {r} has no interventions")
+        try:
+            steps.append(_plan_run(model, run, n_prompts, n_pos))
+        except ValueError as err:
+            raise ValueError(f"run {r}: {err}") from None
+    n_layers = model.cfg.n_layers
+    if metric is None or metric.logits:
+        stop, final = n_layers - 1, True
+    else:
+        stop, final = max(hook_layer(h, n_layers) for h in metric.hooks), False
+    return Plan(model, tokens, metric, steps, stop, final)
+
+
 # ---------------------------------------------------------------------------------------------
 # Running: one capture run, then truncated block-by-block forwards
 
 
 @dataclass
-class _Capture:
+class Capture:
+    """A forward's recorded activations (hook -> tensor), logits (or None), and when recorded
+    block by block, each block's input residual and the keyword arguments the model passed it."""
+
     acts: dict[str, Tensor]
     logits: Tensor | None
     resid: list[Tensor] = field(default_factory=list)  # input of block l
@@ -256,7 +393,7 @@ def _capture(
     *,
     blocks: bool = False,
     cut_at: int | None = None,
-) -> _Capture:
+) -> Capture:
     """One forward of `tokens` up to block `stop` (and the logits when `final`), recording
     `hooks`; with `blocks`, also each block's input and keyword arguments. `cut_at` detaches the
     residual entering that block into a fresh leaf, so gradients start there."""
@@ -299,14 +436,14 @@ def _capture(
     finally:
         for handle in handles:
             handle.remove()
-    run = _Capture(acts, out if final else None)
+    run = Capture(acts, out if final else None)
     if blocks:
         run.resid = [inputs[layer][0] for layer in range(stop + 1)]
         run.block_kwargs = [inputs[layer][1] for layer in range(stop + 1)]
     return run
 
 
-def _check_fired(metric: Metric, run: _Capture) -> None:
+def _check_fired(metric: Metric, run: Capture) -> None:
     missing = [h for h in metric.hooks if h not in run.acts]
     if missing:
         raise ValueError(
@@ -358,7 +495,7 @@ def forward_from(
     return model.unembed(model.ln_final(hidden))
 
 
-def _ref_acts(model, steps: list[_Step]) -> dict[tuple[int, str], Tensor]:
+def _ref_acts(model, steps: list[Step]) -> dict[tuple[int, str], Tensor]:
     """Activations every value with a `ref` reads: each ref run once, up to its last hook."""
     wanted: dict[int, tuple[object, set[str]]] = {}
     for step in steps:
@@ -376,14 +513,15 @@ def _ref_acts(model, steps: list[_Step]) -> dict[tuple[int, str], Tensor]:
     return out
 
 
-def _make_op(step: _Step, refs: dict, n_prompts: int) -> _Op:
+def _make_op(step: Step, refs: dict, n_prompts: int) -> Op:
     value, index, hook = step.value, step.index, step.site.hook
+    layer = step.site.layer
     if value.kind == "scale":
-        return _Op(hook, index, factor=value.factor)
+        return Op(hook, layer, index, factor=value.factor)
     if value.kind == "zero":
-        return _Op(hook, index, const=torch.zeros(()))
+        return Op(hook, layer, index, const=torch.zeros(()))
     if value.ref is None:  # same-run token swap
-        return _Op(hook, index, src=(step.src, *index[1:]))
+        return Op(hook, layer, index, src=(step.src, *index[1:]))
     act = refs[(id(value.ref), hook)]
     if value.kind == "copy" and step.src is not None:
         const = act[(slice(None), step.src, *index[1:])].mean(dim=1, keepdim=True)
@@ -397,40 +535,61 @@ def _make_op(step: _Step, refs: dict, n_prompts: int) -> _Op:
         gen = torch.Generator().manual_seed(value.seed)
         rows = torch.randint(act.shape[0], (n_prompts,), generator=gen)
         const = act[rows.to(act.device)][(slice(None), *index)]
-    return _Op(hook, index, const=const.clone())
+    return Op(hook, layer, index, const=const.clone())
 
 
-def _is_noop(op: _Op, act: Tensor) -> bool:
+def _is_noop(op: Op, act: Tensor) -> bool:
     """Whether `op` writes exactly what the unpatched run already holds there."""
     region = act[(slice(None), *op.index)]
     return torch.equal(torch.broadcast_to(op.value(act), region.shape), region)
 
 
-def _patch_hook(ops: list[tuple[slice, _Op]]):
+def _patch_hook(ops: list[tuple[slice, Op]]):
+    """A hook writing each (rows, op): every value is computed from the activation as it
+    arrives, so the ops' order does not matter (they never write the same element)."""
+
     def hook(act, hook):
-        act = act.clone()
+        out = act.clone()
         for rows, op in ops:
-            run = act[rows]
-            run[(slice(None), *op.index)] = op.value(run)
-        return act
+            out[rows][(slice(None), *op.index)] = op.value(act[rows])
+        return out
 
     return hook
 
 
 @dataclass
 class PatchedRuns:
-    """Metric per patched run (mean over prompts) and the unpatched run's metric."""
+    """The metric per patched run and prompt (`values` [run, prompt]) and in the unpatched run
+    (`baselines` [prompt]); `mean` [run] and `baseline` average them over the prompts."""
 
-    values: Float[Tensor, " run"]
-    baseline: float
+    values: Float[Tensor, "run prompt"]
+    baselines: Float[Tensor, " prompt"]
     stats: dict
+
+    @property
+    def mean(self) -> Float[Tensor, " run"]:
+        return self.values.mean(dim=1)
+
+    @property
+    def baseline(self) -> float:
+        return float(self.baselines.mean())
 
     def to_dict(self) -> dict:
         return {
             "values": self.values.tolist(),
+            "baselines": self.baselines.tolist(),
+            "mean": self.mean.tolist(),
             "baseline": self.baseline,
             "stats": dict(self.stats),
         }
+
+
+def _need_metric(metric) -> None:
+    if metric is None:
+        raise ValueError(
+            "a metric is needed (e.g. p0_attention(layers)); for the patched logits or "
+            "activations themselves use patch(model, tokens, interventions, names=[...])"
+        )
 
 
 def run_interventions(
@@ -442,41 +601,36 @@ def run_interventions(
     batch_size: int = 64,
     progress: bool = True,
 ) -> PatchedRuns:
-    """The metric after each run's interventions (applied together), averaged over the prompts.
+    """The metric after each run's interventions (applied together, in any order), per prompt.
 
     `tokens` [n_prompts, pos] are equal-length prompts without padding; every run is applied to
     each. `batch_size` bounds the sequences in one forward (runs x prompts). Everything is
-    validated before any forward pass. Runs that cannot change the metric are not run and
-    get the unpatched value: their earliest patch lies after the metric's last hook, or every
-    patch writes exactly the activation already there (`n_noop`; e.g. positions where clean and
-    corrupt prompts agree). `stats` counts block evaluations (one block on one sequence):
-    `blocks_run` by the engine, `blocks_floor` the blocks from each run's earliest patch to the
-    metric's last hook (summed over runs that reach the metric), `blocks_full` one full forward
-    per run.
+    validated before any forward pass (see `plan`). Runs that cannot change the metric are not
+    run and get the unpatched values: their earliest patch lies after the metric's last hook, or
+    every patch the metric can see writes exactly the activation already there (`n_noop`; e.g.
+    positions where clean and corrupt prompts agree). `stats` counts block evaluations (one block
+    on one sequence): `blocks_run` by the engine, `blocks_floor` the blocks from each run's
+    earliest patch to the metric's last hook (summed over runs that reach the metric),
+    `blocks_full` one full forward per run.
     """
     t0 = time.perf_counter()
     tokens = as_token_batch(tokens)
     if not isinstance(batch_size, int) or batch_size < 1:
         raise ValueError(f"batch_size must be a positive int, got {batch_size!r}")
-    plan = _plan(model, tokens, runs, metric)
-    n_prompts = tokens.shape[0]
-    n_layers = model.cfg.n_layers
-    stop, final = _metric_span(model, metric)
-    steps = [s for run in plan for s in run]
-    needs_result = any(s.site.kind == "head" and s.site.output == "result" for s in steps)
-    # The unpatched run also records every site the metric can see, to spot no-op patches.
-    site_hooks = [s.site.hook for s in steps if s.site.layer <= stop]
-    with torch.no_grad(), _attn_result(model, needs_result):
-        base = _capture(model, tokens, [*metric.hooks, *site_hooks], stop, final, blocks=True)
-        _check_fired(metric, base)
-        baseline = float(metric(base.acts, base.logits).mean())
-        refs = _ref_acts(model, steps)
-        ops = [[_make_op(s, refs, n_prompts) for s in run] for run in plan]
-        starts = [min(s.site.layer for s in run) for run in plan]
-        reach = [i for i in range(len(plan)) if starts[i] <= stop]
+    _need_metric(metric)
+    p = plan(model, tokens, runs, metric)
+    n_prompts, n_layers, stop = p.n_prompts, model.cfg.n_layers, p.stop
+    starts = p.starts
+    with torch.no_grad(), p.active():
+        # The unpatched run also records every site the metric can see, to spot no-op patches.
+        base = p.capture(p.site_hooks, blocks=True)
+        baselines = p.metric_of(base)
+        # Patches after the metric's last block cannot move it: they are dropped.
+        ops = [[op for op in run if op.layer <= stop] for run in p.ops()]
+        reach = [i for i in range(len(ops)) if starts[i] <= stop]
         todo = [i for i in reach if not all(_is_noop(op, base.acts[op.hook]) for op in ops[i])]
         todo.sort(key=starts.__getitem__)
-        values = torch.full((len(plan),), baseline)
+        values = baselines.repeat(len(ops), 1)
         per_batch = max(1, batch_size // n_prompts)
         blocks_run = 0
         bar = tqdm(total=len(todo), desc="patching", unit="run", disable=not progress)
@@ -484,29 +638,30 @@ def run_interventions(
             batch = todo[b : b + per_batch]
             start = starts[batch[0]]
             values[batch] = _run_batch(
-                model, base, metric, [ops[i] for i in batch], start, stop, final
+                model, base, metric, [ops[i] for i in batch], start, stop, p.final
             )
             blocks_run += (stop - start + 1) * len(batch) * n_prompts
             bar.update(len(batch))
         bar.close()
     stats = {
-        "n_runs": len(plan),
+        "n_runs": len(ops),
         "n_run": len(todo),
         "n_noop": len(reach) - len(todo),
         "n_prompts": n_prompts,
         "blocks_run": blocks_run,
         "blocks_floor": sum(stop - starts[i] + 1 for i in reach) * n_prompts,
-        "blocks_full": len(plan) * n_prompts * n_layers,
+        "blocks_full": len(ops) * n_prompts * n_layers,
         "seconds": time.perf_counter() - t0,
     }
-    return PatchedRuns(values, baseline, stats)
+    return PatchedRuns(values, baselines, stats)
 
 
-def _run_batch(model, base: _Capture, metric: Metric, ops, start: int, stop: int, final: bool):
+def _run_batch(model, base: Capture, metric: Metric, ops, start: int, stop: int, final: bool):
+    """The metric of each run in `ops` (stacked along the batch), [run, prompt]."""
     n_prompts = base.resid[0].shape[0]
     reps = len(ops)
     n_layers = model.cfg.n_layers
-    by_hook: dict[str, list[tuple[slice, _Op]]] = {}
+    by_hook: dict[str, list[tuple[slice, Op]]] = {}
     for j, run_ops in enumerate(ops):
         rows = slice(j * n_prompts, (j + 1) * n_prompts)
         for op in run_ops:
@@ -534,7 +689,77 @@ def _run_batch(model, base: _Capture, metric: Metric, ops, start: int, stop: int
     for h in metric.hooks:
         if acts[h] is None:  # fired before this batch's first block: unchanged by any patch
             acts[h] = _tile(base.acts[h], n_prompts, reps)
-    return metric.read(acts, logits).view(reps, n_prompts).mean(1)
+    return metric.read(acts, logits).view(reps, n_prompts)
+
+
+@dataclass(eq=False)
+class Patched:
+    """One patched forward: `logits` [batch, pos, vocab] (None when not asked for) and `cache`,
+    the activations at the requested hooks after the patches (hook name -> [batch, ...])."""
+
+    logits: Tensor | None
+    cache: dict[str, Tensor]
+
+
+def patch(
+    model,
+    tokens: Int[Tensor, "batch pos"],
+    interventions: Intervention | Sequence,  # checked in the body, with a clearer message
+    *,
+    names: Sequence[str] = (),
+    logits: bool = True,
+) -> Patched:
+    """One forward of `tokens` with `interventions` applied together (one Intervention or a flat
+    list of them, in any order), without gradients: the patched logits (when `logits`) and the
+    activations at the hook `names` as patched (like TransformerLens's run_with_hooks plus a
+    cache, or nnsight's `.save()`). Stops after the last named hook when `logits` is False."""
+    run = [interventions] if isinstance(interventions, Intervention) else list(interventions)
+    bad = [iv for iv in run if not isinstance(iv, Intervention)]
+    if bad:
+        raise ValueError(
+            f"patch() applies one run: an Intervention or a flat list of them; got {bad[0]!r} "
+            "(for many runs with a metric use run_interventions)"
+        )
+    names = [names] if isinstance(names, str) else list(dict.fromkeys(names))
+    if not logits and not names:
+        raise ValueError("patch() would return nothing: pass logits=True and/or names=[hooks]")
+    n_layers = model.cfg.n_layers
+    unknown = [n for n in names if n not in model.hook_dict]
+    if unknown:
+        raise ValueError(
+            f"patch(): no hook {unknown[0]!r} in this model; check the names against "
+            "model.hook_dict (e.g. blocks.3.hook_resid_post)"
+        )
+    p = plan(model, tokens, [run] if run else [])
+    ops = p.ops()[0] if run else []
+    last = n_layers if logits else max(hook_layer(n, n_layers) for n in names)
+    stop_at = None if last >= n_layers - 1 else max(last, 0) + 1
+    by_hook: dict[str, list[tuple[slice, Op]]] = {}
+    for op in ops:
+        if stop_at is None or op.layer < stop_at:
+            by_hook.setdefault(op.hook, []).append((slice(None), op))
+    cache: dict[str, Tensor] = {}
+
+    def record(name):
+        def hook(act, hook):
+            cache[name] = act
+
+        return hook
+
+    fwd = [(h, _patch_hook(o)) for h, o in by_hook.items()] + [(n, record(n)) for n in names]
+    result = any(n.endswith("attn.hook_result") for n in names)
+    with torch.no_grad(), p.active(result):
+        for name in names:
+            try:  # gated hook points (hook_mlp_in, ...) refuse hooks when off
+                model.check_hooks_to_add(model.hook_dict[name], name, _no_op)
+            except ValueError as err:
+                raise ValueError(f"patch(): cannot record {name!r}: {err}") from None
+        with model.hooks(fwd_hooks=fwd):
+            out = model(p.tokens, stop_at_layer=stop_at)
+    missing = [n for n in names if n not in cache]
+    if missing:
+        raise ValueError(f"patch(): hooks {missing} never fired in this forward; ask for others")
+    return Patched(out if logits else None, cache)
 
 
 # ---------------------------------------------------------------------------------------------
@@ -545,9 +770,10 @@ def _run_batch(model, base: _Capture, metric: Metric, ops, start: int, stop: int
 class SweepResult:
     """A sweep's metric per grid cell, labelled by the grid's dims and coords.
 
-    `values` is the metric after patching each cell (shape `grid.shape`); `effects` is
-    values - baseline (the unpatched run's metric). `method` is "exact" (patched forwards) or
-    "attribution" (first-order estimate).
+    `values` is the metric after patching each cell, averaged over the prompts (shape
+    `grid.shape`); `effects` is values - baseline (the unpatched run's metric). `per_prompt`
+    [*grid.shape, prompt] keeps each prompt's value (exact sweeps only, else None). `method` is
+    "exact" (patched forwards) or "attribution" (first-order estimate).
     """
 
     values: Float[Tensor, "..."]
@@ -557,6 +783,7 @@ class SweepResult:
     method: str
     n_pos: int
     stats: dict = field(default_factory=dict)
+    per_prompt: Float[Tensor, "... prompt"] | None = None
 
     @property
     def effects(self) -> Tensor:
@@ -625,22 +852,28 @@ def sweep(
         model, tokens, grid.cells, metric, batch_size=batch_size, progress=progress
     )
     return SweepResult(
-        values=runs.values.view(grid.shape),
+        values=runs.mean.view(grid.shape),
         baseline=runs.baseline,
         grid=grid,
         metric=metric.name,
         method="exact",
         n_pos=as_token_batch(tokens).shape[1],
         stats=runs.stats,
+        per_prompt=runs.values.view(*grid.shape, -1),
     )
 
 
 __all__ = [
+    "Capture",
+    "Patched",
     "PatchedRuns",
+    "Plan",
     "SweepResult",
     "as_token_batch",
     "forward_from",
     "hook_layer",
+    "patch",
+    "plan",
     "run_interventions",
     "sweep",
 ]

@@ -550,7 +550,7 @@ def confirm(
     runs = {k: v for k, v in runs.items() if v}
     res = run_interventions(model, tokens, list(runs.values()), metric, progress=progress)
     base = res.baseline
-    values = dict(zip(runs, res.values.tolist(), strict=True))
+    values = dict(zip(runs, res.mean.tolist(), strict=True))
     drop = base - values["all_formation_ablated"]
     rows = [{"run": "clean", "p0_attention": base, "fraction": math.nan, "n_components": 0}]
     for name, value in values.items():
@@ -578,7 +578,7 @@ def _effects_on(model, tokens, sites: Sequence[Site], metric: Metric) -> list[fl
     res = run_interventions(
         model, tokens, [[Intervention(s, ablate)] for s in sites], metric, progress=False
     )
-    return _relative(res.values, res.baseline).tolist()
+    return _relative(res.mean, res.baseline).tolist()
 
 
 def circuit_graph(

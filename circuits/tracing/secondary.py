@@ -854,9 +854,9 @@ def token_swaps(
                         "site": site,
                         "layer": layer,
                         "at": at,
-                        "cos": float(cos.values[i]),
-                        "formed": bool(cos.values[i] > census.tau),
-                        "score": float(score.values[i]) if score else math.nan,
+                        "cos": float(cos.mean[i]),
+                        "formed": bool(cos.mean[i] > census.tau),
+                        "score": float(score.mean[i]) if score else math.nan,
                         "base_cos": cos.baseline,
                         "base_formed": bool(cos.baseline > census.tau),
                         "base_score": base[direction][1],
@@ -881,10 +881,10 @@ def token_swaps(
                 {
                     "event": k,
                     "factor": float(f),
-                    "cos": float(cos.values[i]),
-                    "formed": bool(cos.values[i] > census.tau),
-                    "score": float(score.values[i]) if score else math.nan,
-                    "lifetime": int(life.values[i]),
+                    "cos": float(cos.mean[i]),
+                    "formed": bool(cos.mean[i] > census.tau),
+                    "score": float(score.mean[i]) if score else math.nan,
+                    "lifetime": int(life.mean[i]),
                 }
             )
         event_rows.append(
