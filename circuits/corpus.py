@@ -23,7 +23,7 @@ import torch
 from tqdm.auto import tqdm
 from transformer_lens.model_bridge import TransformerBridge
 
-from circuits.graph.io import atomic_write
+from circuits._io import atomic_write
 
 PROBLEMS_PATH = Path(__file__).resolve().parent.parent / "data" / "math_problems.jsonl"
 INSTRUCTION = "Think step by step, then give the final answer."

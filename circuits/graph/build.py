@@ -13,24 +13,10 @@ import numpy as np
 import pandas as pd
 
 from circuits.graph.circuit import add_component, add_effect, new_graph, node_id, sort_key
+from circuits.sites import SITES
 
 SCORE_COLUMNS = ("site", "layer", "head", "pos", "neuron", "effect")
 POSITION_RULES = ("sum", "mean", "max_abs")
-
-# Patching site -> (node kind, head part or resid site). "head" is one head's output.
-SITES = {
-    "resid_pre": ("resid", "resid_pre"),
-    "resid_mid": ("resid", "resid_mid"),
-    "resid_post": ("resid", "resid_post"),
-    "attn_out": ("attn", ""),
-    "mlp_out": ("mlp", ""),
-    "head": ("head", ""),
-    "q": ("head", "q"),
-    "k": ("head", "k"),
-    "v": ("head", "v"),
-    "pattern": ("head", "pattern"),
-    "neuron": ("neuron", ""),
-}
 
 
 def site_node(site: str, layer: int, head: int = -1, neuron: int = -1) -> str:
@@ -41,7 +27,7 @@ def site_node(site: str, layer: int, head: int = -1, neuron: int = -1) -> str:
     """
     if site not in SITES:
         raise ValueError(f"unknown site {site!r}; known sites: {', '.join(SITES)}")
-    kind, part = SITES[site]
+    kind, part = SITES[site].node_kind, SITES[site].part
     if kind == "head" and head < 0 or kind == "neuron" and neuron < 0:
         raise ValueError(
             f"site {site!r} at layer {layer} has no {kind} index (-1 = all); a graph node is one "

@@ -30,7 +30,9 @@ from typing import NamedTuple
 import networkx as nx
 import pandas as pd
 
-KINDS = ("embed", "head", "attn", "mlp", "neuron", "resid", "target")
+from circuits.sites import NODE_KINDS
+
+KINDS = ("embed", *NODE_KINDS, "target")
 HEAD_PARTS = ("q", "k", "v", "pattern")
 RESID_SITES = ("resid_pre", "resid_mid", "resid_post")
 

@@ -19,6 +19,8 @@ from typing import Literal
 
 from torch import Tensor
 
+from circuits.sites import hook_name
+
 SiteKind = Literal[
     "resid_pre",
     "resid_mid",
@@ -36,20 +38,6 @@ SITE_KINDS: tuple[str, ...] = SiteKind.__args__
 RESID_KINDS = ("resid_pre", "resid_mid", "resid_post", "attn_out", "mlp_out")
 HEAD_KINDS = ("head", "q", "k", "v", "pattern")
 HEAD_OUTPUTS = ("z", "result")
-
-# Hook name per site kind; `head` uses attn.hook_z or attn.hook_result (see Site.output).
-_HOOKS = {
-    "resid_pre": "hook_resid_pre",
-    "resid_mid": "hook_resid_mid",
-    "resid_post": "hook_resid_post",
-    "attn_out": "hook_attn_out",
-    "mlp_out": "hook_mlp_out",
-    "q": "attn.hook_q",
-    "k": "attn.hook_k",
-    "v": "attn.hook_v",
-    "pattern": "attn.hook_pattern",
-    "neuron": "mlp.hook_post",
-}
 
 
 def _positions(pos: int | Sequence[int] | None, what: str) -> tuple[int, ...] | None:
@@ -81,7 +69,7 @@ class Site:
     layer: int
     head: int | None = None
     neuron: int | None = None
-    pos: tuple[int, ...] | None = None
+    pos: int | Sequence[int] | None = None  # stored as a tuple of ints (or None)
     output: Literal["z", "result"] = "z"
 
     def __post_init__(self) -> None:
@@ -105,9 +93,7 @@ class Site:
     @property
     def hook(self) -> str:
         """The hook point this site lives on."""
-        if self.kind == "head":
-            return f"blocks.{self.layer}.attn.hook_{self.output}"
-        return f"blocks.{self.layer}.{_HOOKS[self.kind]}"
+        return hook_name("result" if self.output == "result" else self.kind, self.layer)
 
     def __str__(self) -> str:
         parts = [f"{self.kind}{'/' + self.output if self.output == 'result' else ''} L{self.layer}"]

@@ -16,6 +16,8 @@ import torch
 from jaxtyping import Float
 from torch import Tensor
 
+from circuits.sites import hook_name, hook_names
+
 Acts = Mapping[str, Tensor]
 
 
@@ -73,7 +75,7 @@ def _resid_hook(layer: int, kind: str) -> str:
         raise ValueError(f"residual kind must be one of {kinds}, got {kind!r}")
     if not isinstance(layer, int) or layer < 0:
         raise ValueError(f"layer must be a non-negative int, got {layer!r}")
-    return f"blocks.{layer}.hook_{kind}"
+    return hook_name(kind, layer)
 
 
 def p0_attention(
@@ -86,7 +88,7 @@ def p0_attention(
     layers = _layers(layers)
     if not isinstance(sink_pos, int) or sink_pos < 0:
         raise ValueError(f"sink_pos must be a non-negative int, got {sink_pos!r}")
-    hooks = tuple(f"blocks.{layer}.attn.hook_pattern" for layer in layers)
+    hooks = tuple(hook_names("pattern", layers))
     head_index = slice(None) if heads is None else list(heads)
 
     def fn(acts: Acts, logits: Tensor | None) -> Tensor:

@@ -18,6 +18,7 @@ import numpy as np
 from jaxtyping import Float
 
 from circuits.graph.circuit import node_id, parse_node_id
+from circuits.sites import hook_name
 
 COMPONENT = "AttentionHeads"
 
@@ -116,7 +117,7 @@ def attention_views(model, texts: list[str], heads: list[str]) -> list[Attention
             raise ValueError(f"{h!r} is not a head id; use 'L{{l}}.H{{h}}'")
         if not (c.layer < n_layers and c.head < n_heads):
             raise ValueError(f"{h} is outside this model ({n_layers} layers x {n_heads} heads)")
-    hooks = {f"blocks.{c.layer}.attn.hook_pattern" for c in comps}
+    hooks = {hook_name("pattern", c.layer) for c in comps}
     import torch
 
     views = []
@@ -125,10 +126,7 @@ def attention_views(model, texts: list[str], heads: list[str]) -> list[Attention
         with torch.no_grad():
             _, cache_ = model.run_with_cache(tokens, names_filter=lambda name: name in hooks)
         patterns = np.stack(
-            [
-                cache_[f"blocks.{c.layer}.attn.hook_pattern"][0, c.head].float().numpy()
-                for c in comps
-            ]
+            [cache_[hook_name("pattern", c.layer)][0, c.head].float().numpy() for c in comps]
         )
         title = text if len(text) <= 60 else text[:57] + "..."
         views.append(AttentionView(title, list(model.to_str_tokens(text)), list(heads), patterns))

@@ -25,17 +25,14 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 import matplotlib
+import networkx as nx
+import pandas as pd
+from matplotlib.figure import Figure
 
-matplotlib.use("Agg")
-
-import networkx as nx  # noqa: E402
-import pandas as pd  # noqa: E402
-from matplotlib.figure import Figure  # noqa: E402
-
-from circuits.graph.circuit import edge_table  # noqa: E402
-from circuits.graph.io import atomic_write  # noqa: E402
-from circuits.report.attention import AttentionView, circuitsvis_script  # noqa: E402
-from circuits.report.draw import draw_circuit  # noqa: E402
+from circuits._io import atomic_write
+from circuits.graph.circuit import edge_table
+from circuits.report.attention import AttentionView, circuitsvis_script
+from circuits.report.draw import draw_circuit
 
 
 @dataclass

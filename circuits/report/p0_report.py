@@ -6,19 +6,15 @@ import math
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-import matplotlib
+import numpy as np
+import pandas as pd
+from matplotlib.figure import Figure
 
-matplotlib.use("Agg")
-
-import numpy as np  # noqa: E402
-import pandas as pd  # noqa: E402
-from matplotlib.figure import Figure  # noqa: E402
-
-from circuits.graph import io as graph_io  # noqa: E402
-from circuits.graph.circuit import node_id  # noqa: E402
-from circuits.report.attention import attention_views  # noqa: E402
-from circuits.report.draw import draw_circuit, save_figure  # noqa: E402
-from circuits.report.html import GraphView, Image, Section, Table, write_report  # noqa: E402
+from circuits.graph import io as graph_io
+from circuits.graph.circuit import node_id
+from circuits.report.attention import attention_views
+from circuits.report.draw import draw_circuit, save_figure
+from circuits.report.html import GraphView, Image, Section, Table, write_report
 
 if TYPE_CHECKING:
     from circuits.tracing.p0 import P0Trace

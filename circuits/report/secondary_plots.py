@@ -11,17 +11,13 @@ import math
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 
-import matplotlib
+import numpy as np
+import pandas as pd
+from matplotlib.figure import Figure
 
-matplotlib.use("Agg")
-
-import numpy as np  # noqa: E402
-import pandas as pd  # noqa: E402
-from matplotlib.figure import Figure  # noqa: E402
-
-from circuits.graph.io import atomic_write, write  # noqa: E402
-from circuits.report.draw import save_figure  # noqa: E402
-from circuits.report.html import GraphView, Image, Section, Table, write_report  # noqa: E402
+from circuits.graph.io import atomic_write, write
+from circuits.report.draw import save_figure
+from circuits.report.html import GraphView, Image, Section, Table, write_report
 
 GROUP_COLORS = {"sink": "#d62728", "control": "#7f7f7f"}
 

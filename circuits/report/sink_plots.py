@@ -1,22 +1,18 @@
-"""Plots of a `SinkReport` (matplotlib, Agg, no pyplot state): P0 mass per (layer, head), the
-sink state's norm against the other positions, the primary sink's score with secondary-sink
-activity, a layer x position raster of secondary-sink cosine with the detected runs outlined,
+"""Plots of a `SinkReport` (matplotlib Figure objects, no pyplot state): P0 mass per (layer,
+head), the sink state's norm against the other positions, the primary sink's score with
+secondary-sink activity, a layer x position raster of secondary-sink cosine with the detected runs outlined,
 and the sink-level histogram. `plot_sink_report` writes them all as PNGs."""
 
 from __future__ import annotations
 
 from pathlib import Path
 
-import matplotlib
+import numpy as np
+from matplotlib.figure import Figure
+from matplotlib.patches import Rectangle
 
-matplotlib.use("Agg")
-
-import numpy as np  # noqa: E402
-from matplotlib.figure import Figure  # noqa: E402
-from matplotlib.patches import Rectangle  # noqa: E402
-
-from circuits.report.draw import save_figure  # noqa: E402
-from circuits.sinks.results import SinkReport, TextSinks  # noqa: E402
+from circuits.report.draw import save_figure
+from circuits.sinks.results import SinkReport, TextSinks
 
 LABEL_COLORS = {"secondary": "tab:red", "primary-like": "tab:purple", "noise": "0.6"}
 MAX_TICK_TOKENS = 80

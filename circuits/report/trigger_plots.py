@@ -1,4 +1,4 @@
-"""Plots of a trigger-task experiment (matplotlib, Agg, no pyplot state): the distribution of
+"""Plots of a trigger-task experiment (matplotlib Figure objects, no pyplot state): the distribution of
 attention on BOS at non-trigger positions, softmax against ReLU; the training loss curves; the
 strongest head's BOS attention at each checkpoint. `plot_trigger_experiment` writes all three."""
 
@@ -6,15 +6,11 @@ from __future__ import annotations
 
 from pathlib import Path
 
-import matplotlib
+import numpy as np
+from matplotlib.figure import Figure
 
-matplotlib.use("Agg")
-
-import numpy as np  # noqa: E402
-from matplotlib.figure import Figure  # noqa: E402
-
-from circuits.report.draw import save_figure  # noqa: E402
-from circuits.trigger.experiment import TriggerExperiment  # noqa: E402
+from circuits.report.draw import save_figure
+from circuits.trigger.experiment import TriggerExperiment
 
 KIND_COLORS = {"softmax": "tab:blue", "relu": "tab:orange"}
 

@@ -11,13 +11,12 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
-import numpy as np
 import pandas as pd
 import torch
 from jaxtyping import Float, Int
 from torch import Tensor
 
-from circuits.graph.io import atomic_write
+from circuits._io import atomic_write, json_finite, json_records
 from circuits.sinks.primary import (
     MASSIVE_RATIO,
     RISE_MASS,
@@ -216,11 +215,6 @@ class TextSinks(_FormationLayers):
             "attention_rise_layer": self.attention_rise_layer,
             **{f"n_{label}": labels.get(label, 0) for label in LABELS},
         }
-
-
-def json_records(frame: pd.DataFrame) -> list[dict]:
-    """A DataFrame as JSON-ready records (NaN as None: JSON has no NaN)."""
-    return json.loads(frame.to_json(orient="records"))
 
 
 @dataclass
@@ -440,17 +434,3 @@ class SinkReport(_FormationLayers):
                 self.to_frame(name).to_csv(fh, index=False)
             paths.append(path)
         return paths
-
-
-def json_finite(value):
-    """`value` made JSON-ready: non-finite floats become None (JSON has no NaN), numpy scalars
-    become Python numbers, dicts / lists / tuples are converted recursively."""
-    if isinstance(value, dict):
-        return {k: json_finite(v) for k, v in value.items()}
-    if isinstance(value, list | tuple):
-        return [json_finite(v) for v in value]
-    if isinstance(value, np.integer | np.floating):
-        value = value.item()
-    if isinstance(value, float) and not math.isfinite(value):
-        return None
-    return value

@@ -35,6 +35,7 @@ from circuits.sinks.primary import (
     p0_mass_per_query,
 )
 from circuits.sinks.results import Settings, SinkReport, TextSinks
+from circuits.sites import hook_name
 
 MAX_BATCH_TOKENS = 4096
 """Padded tokens per forward pass: bounds the memory of one chunk's block outputs."""
@@ -42,11 +43,11 @@ MAX_BATCH_SIZE = 16
 
 
 def pattern_hook(layer: int) -> str:
-    return f"blocks.{layer}.attn.hook_pattern"
+    return hook_name("pattern", layer)
 
 
 def resid_hook(layer: int) -> str:
-    return f"blocks.{layer}.hook_resid_post"
+    return hook_name("resid_post", layer)
 
 
 def measure(
@@ -82,7 +83,7 @@ def _check_texts(texts: Sequence[str]) -> None:
 
 def measure_tokens(
     model: TransformerBridge,
-    tokens: Sequence[Sequence[int]] | Int[Tensor, "batch pos"],
+    tokens: Sequence[Sequence[int] | Tensor] | Int[Tensor, "batch pos"],
     *,
     attention_mask: Int[Tensor, "batch pos"] | None = None,
     offsets: int | Sequence[int] = 0,
@@ -131,7 +132,7 @@ def measure_tokens(
 
 
 def _rows(
-    tokens: Sequence[Sequence[int]] | Tensor, attention_mask: Tensor | None
+    tokens: Sequence[Sequence[int] | Tensor] | Tensor, attention_mask: Tensor | None
 ) -> list[list[int]]:
     """The unpadded id list of each row, after checking the padding."""
     if isinstance(tokens, Tensor):
