@@ -1,0 +1,362 @@
+"""Long reasoning traces (Wong et al. measure secondary sinks on thousands of generated tokens):
+greedy decoding with a KV cache, resumable problem by problem.
+
+`generate_long_traces(model, problems, out)` answers each problem with up to `max_new_tokens`
+new tokens and rewrites `out` (JSONL, gzip-compressed when the name ends in `.gz`) atomically
+after every problem, so an interrupted run loses at most the problem in progress; a second call
+with the same settings skips the problems already in the file. Decoding runs on a plain Hugging
+Face module sharing the bridge's weights (`circuits.corpus.plain_hf_model`: the bridge's own
+KV cache stays empty under `generate`). A progress bar counts new tokens and shows tokens/s.
+
+Each record is a `circuits.corpus.Trace`; its `generation` dict holds the settings
+(`circuits.corpus` ones plus `weights_sha256`, `kv_cache`, `torch_threads`) and the timings of
+that problem: `seconds`, `new_tokens`, `tokens_per_s` (new tokens over the whole problem,
+prefill included) and `peak_rss_mib` (the process's peak resident memory so far).
+
+`load_traces(path, model)` reads a trace file for a model and refuses one made by another
+model (weights or GGUF hash differ, or token ids outside the model's vocabulary) or a trace
+longer than the model's context.
+"""
+
+from __future__ import annotations
+
+import gzip
+import hashlib
+import io
+import json
+import resource
+import sys
+import time
+from collections.abc import Sequence
+from pathlib import Path
+
+import torch
+from tqdm.auto import tqdm
+from transformer_lens.model_bridge import TransformerBridge
+from transformers import LogitsProcessor, LogitsProcessorList
+from transformers.generation.streamers import BaseStreamer
+
+from circuits.corpus import (
+    PROBLEMS_PATH,
+    Problem,
+    Trace,
+    _settings,
+    load_problems,
+    plain_hf_model,
+    prompt_ids,
+)
+from circuits.graph.io import atomic_write
+
+MAX_NEW_TOKENS = 1024
+"""Issue 13's minimum trace length (new tokens per problem)."""
+LONG_TRACES = Path(__file__).resolve().parent.parent / "data" / "traces" / "long"
+"""Where the project keeps long traces: `{model key}.jsonl` (or `.jsonl.gz`)."""
+RESUME_KEYS = (
+    "model",
+    "gguf_sha256",
+    "weights_sha256",
+    "decoding",
+    "max_new_tokens",
+    "stop_at_eos",
+    "seed",
+    "chat_template",
+    "instruction",
+    "dtype",
+)
+"""Settings a resumed run must share with the traces already in its file (library versions and
+dates may differ)."""
+
+
+def weights_sha256(model: TransformerBridge) -> str:
+    """SHA-256 over the model's weight tensors (name, dtype, shape and bytes, names sorted): the
+    same for every load of the same weights, whatever file they came from."""
+    digest = hashlib.sha256()
+    tensors = dict(model.original_model.state_dict())
+    for name in sorted(tensors):
+        t = tensors[name].detach().cpu().contiguous()
+        digest.update(f"{name}|{t.dtype}|{tuple(t.shape)}|".encode())
+        digest.update(t.view(torch.uint8).numpy().tobytes() if t.numel() else b"")
+    return digest.hexdigest()
+
+
+def context_length(model: TransformerBridge) -> int:
+    """The model's context length in tokens (`cfg.n_ctx`)."""
+    return int(model.cfg.n_ctx)
+
+
+def check_fits(model: TransformerBridge, n_tokens: int, what: str) -> None:
+    """Raise if `n_tokens` exceed the model's context."""
+    n_ctx = context_length(model)
+    if n_tokens > n_ctx:
+        raise ValueError(
+            f"{what} needs {n_tokens} tokens but the model's context is {n_ctx}; "
+            "use fewer new tokens or a shorter prompt"
+        )
+
+
+def peak_rss_mib() -> float:
+    """This process's peak resident memory so far, in MiB."""
+    peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
+    return round(peak / (2**20 if sys.platform == "darwin" else 2**10), 1)
+
+
+class _TokenBar(BaseStreamer):
+    """Advances a tqdm bar by each new token `generate` emits (its first call is the prompt)."""
+
+    def __init__(self, bar: tqdm) -> None:
+        self.bar = bar
+        self.seen_prompt = False
+
+    def put(self, value: torch.Tensor) -> None:
+        if self.seen_prompt:
+            self.bar.update(value.numel())
+        self.seen_prompt = True
+
+    def end(self) -> None:
+        self.seen_prompt = False
+
+
+class _SuppressEos(LogitsProcessor):
+    """Forbids the end-of-sequence tokens and records the first step at which greedy decoding
+    would have chosen one (`natural_end`: new tokens before it; None while it never has)."""
+
+    def __init__(self, eos_ids: Sequence[int], prompt_len: int) -> None:
+        self.eos = torch.tensor(sorted(set(eos_ids)))
+        self.prompt_len = prompt_len
+        self.natural_end: int | None = None
+
+    def __call__(self, input_ids: torch.Tensor, scores: torch.Tensor) -> torch.Tensor:
+        if self.natural_end is None and bool(torch.isin(scores.argmax(-1), self.eos).any()):
+            self.natural_end = input_ids.shape[-1] - self.prompt_len
+        return scores.index_fill(-1, self.eos, float("-inf"))
+
+
+def _eos_ids(model: TransformerBridge, hf: torch.nn.Module) -> list[int]:
+    ids = hf.generation_config.eos_token_id
+    ids = [] if ids is None else [ids] if isinstance(ids, int) else list(ids)
+    if model.tokenizer.eos_token_id is not None:
+        ids.append(model.tokenizer.eos_token_id)
+    return ids
+
+
+def _open_text(path: Path, mode: str):
+    if path.suffix == ".gz":
+        return io.TextIOWrapper(gzip.open(path, mode + "b"), encoding="utf-8")
+    return path.open(mode, encoding="utf-8")
+
+
+def read_trace_file(path: str | Path) -> list[Trace]:
+    """Every trace in a JSONL file (gzip-compressed if the name ends in `.gz`)."""
+    path = Path(path)
+    if not path.is_file():
+        raise FileNotFoundError(f"no trace file at {path}; make one with generate_long_traces")
+    traces = []
+    with _open_text(path, "r") as fh:
+        for n, line in enumerate(fh, 1):
+            if not line.strip():
+                continue
+            try:
+                traces.append(Trace(**json.loads(line)))
+            except (ValueError, TypeError) as err:
+                raise ValueError(
+                    f"{path}:{n}: not a trace record ({err}); it was not written by "
+                    "generate_long_traces, or was cut off"
+                ) from None
+    return traces
+
+
+def write_trace_file(traces: Sequence[Trace], path: str | Path) -> Path:
+    """Write traces as JSONL (gzip if the name ends in `.gz`, with a fixed header time so the
+    bytes depend only on the traces), atomically: the file is whole or as it was."""
+    path = Path(path)
+    lines = "".join(json.dumps(t.to_dict(), ensure_ascii=False) + "\n" for t in traces)
+    data = lines.encode("utf-8")
+    if path.suffix == ".gz":
+        data = gzip.compress(data, mtime=0)
+    with atomic_write(path, "wb") as fh:
+        fh.write(data)
+    return path
+
+
+def check_traces(traces: Sequence[Trace], model: TransformerBridge, source: str = "traces") -> None:
+    """Raise unless every trace can belong to `model`: hashes recorded in its settings match the
+    model's, its token ids are inside the vocabulary and it fits the context."""
+    info = getattr(model, "circuits_info", None)
+    model_gguf = info.gguf_sha256 if info else None
+    model_weights = None
+    d_vocab = int(model.cfg.d_vocab)
+    for t in traces:
+        where = f"{source}: trace of problem {t.id} (made by {t.model!r})"
+        gguf = t.generation.get("gguf_sha256")
+        if gguf and model_gguf and gguf != model_gguf:
+            raise ValueError(
+                f"{where} comes from GGUF {gguf[:12]}..., this model from {model_gguf[:12]}...; "
+                "load the traces made by this model"
+            )
+        weights = t.generation.get("weights_sha256")
+        if weights:
+            model_weights = model_weights or weights_sha256(model)
+            if weights != model_weights:
+                raise ValueError(
+                    f"{where} was made by weights {weights[:12]}..., this model's are "
+                    f"{model_weights[:12]}...; load the traces made by this model"
+                )
+        bad = [i for i in t.tokens if not 0 <= i < d_vocab]
+        if bad:
+            raise ValueError(
+                f"{where} holds token ids outside this model's vocabulary (0..{d_vocab - 1}), "
+                f"e.g. {bad[0]}: the file is from another model"
+            )
+        check_fits(model, len(t.tokens), where)
+
+
+def load_traces(path: str | Path, model: TransformerBridge) -> list[Trace]:
+    """The traces in `path`, checked against `model` (see `check_traces`)."""
+    traces = read_trace_file(path)
+    check_traces(traces, model, str(path))
+    return traces
+
+
+def _resume(path: Path, settings: dict) -> dict[int, Trace]:
+    """Traces already in `path` (none if it does not exist), by problem id; raise if they were
+    made with other settings."""
+    if not path.exists():
+        return {}
+    done = {}
+    for t in read_trace_file(path):
+        differ = [k for k in RESUME_KEYS if t.generation.get(k) != settings.get(k)]
+        if differ:
+            raise ValueError(
+                f"{path} holds a trace (problem {t.id}) made with other settings "
+                f"({', '.join(f'{k}: {t.generation.get(k)!r} vs {settings.get(k)!r}' for k in differ)}); "
+                "write to another file or delete it"
+            )
+        done[t.id] = t
+    return done
+
+
+def generate_long_traces(
+    model: TransformerBridge,
+    problems: Sequence[Problem],
+    out: str | Path,
+    max_new_tokens: int = MAX_NEW_TOKENS,
+    seed: int = 0,
+    *,
+    stop_at_eos: bool = True,
+    chat_template: bool = True,
+    progress: bool = True,
+) -> list[Trace]:
+    """Greedy traces of at most `max_new_tokens` new tokens for `problems`, written to `out`
+    after each problem; problems already in `out` (same settings) are kept, not generated
+    again. Returns the traces of `problems`, in their order. Every prompt is checked against
+    the context before anything is generated.
+
+    With `stop_at_eos` a trace ends at the model's end-of-sequence token; without it the EOS
+    tokens are forbidden, so every trace has exactly `max_new_tokens` new tokens (small models
+    answer in ~100 tokens; the paper's traces run to thousands), and `generation["natural_end"]`
+    records how many new tokens came before the first step where greedy decoding would have
+    ended (None if it never would have): tokens after it continue past the model's answer."""
+    if max_new_tokens < 1:
+        raise ValueError(f"max_new_tokens must be >= 1, got {max_new_tokens}")
+    if not problems:
+        raise ValueError("no problems given; load some with circuits.corpus.load_problems()")
+    ids = [p.id for p in problems]
+    if len(set(ids)) != len(ids):
+        raise ValueError("problem ids repeat; each problem needs its own id to resume by")
+    out = Path(out)
+    if not out.parent.is_dir():
+        raise FileNotFoundError(f"folder {out.parent} does not exist; create it first")
+    chat = bool(chat_template and getattr(model.tokenizer, "chat_template", None))
+    settings = {
+        **_settings(model, max_new_tokens, seed, chat),
+        "stop_at_eos": stop_at_eos,
+        "weights_sha256": weights_sha256(model),
+        "kv_cache": True,
+        "torch_threads": torch.get_num_threads(),
+    }
+    done = _resume(out, settings)
+    todo = [p for p in problems if p.id not in done]
+    prompts = {p.id: prompt_ids(model, p.problem, chat) for p in todo}
+    for p in todo:
+        check_fits(model, len(prompts[p.id]) + max_new_tokens, f"problem {p.id}")
+    hf = plain_hf_model(model)
+    tok = model.tokenizer
+    pad = tok.pad_token_id if tok.pad_token_id is not None else tok.eos_token_id
+    bar = tqdm(total=len(todo) * max_new_tokens, desc="generate", unit="tok", disable=not progress)
+    for p in todo:
+        prompt = prompts[p.id]
+        bar.set_postfix(problem=p.id, done=f"{len(done)}/{len(problems)}")
+        torch.manual_seed(seed)
+        suppress = None if stop_at_eos else _SuppressEos(_eos_ids(model, hf), len(prompt))
+        start = time.perf_counter()
+        with torch.no_grad():
+            seq = hf.generate(
+                torch.tensor([prompt]),
+                attention_mask=torch.ones(1, len(prompt), dtype=torch.long),
+                max_new_tokens=max_new_tokens,
+                do_sample=False,
+                use_cache=True,
+                pad_token_id=pad,
+                streamer=_TokenBar(bar),
+                logits_processor=LogitsProcessorList([suppress] if suppress else []),
+            )[0].tolist()
+        seconds = time.perf_counter() - start
+        new = len(seq) - len(prompt)
+        bar.update(max_new_tokens - new)  # stopped early at EOS
+        done[p.id] = Trace(
+            id=p.id,
+            problem=p.problem,
+            answer=p.answer,
+            model=settings["model"],
+            tokens=seq,
+            prompt_len=len(prompt),
+            text=tok.decode(seq),
+            completion=tok.decode(seq[len(prompt) :], skip_special_tokens=True),
+            generation={
+                **settings,
+                "seconds": round(seconds, 3),
+                "new_tokens": new,
+                **({} if stop_at_eos else {"natural_end": suppress.natural_end}),
+                "tokens_per_s": round(new / seconds, 2),
+                "peak_rss_mib": peak_rss_mib(),
+            },
+        )
+        write_trace_file([done[i] for i in sorted(done)], out)
+    bar.close()
+    return [done[p.id] for p in problems]
+
+
+def generate_long_file(
+    model: str,
+    out: str | Path,
+    *,
+    n: int | None = None,
+    max_new_tokens: int = MAX_NEW_TOKENS,
+    seed: int = 0,
+    problems: str | Path = PROBLEMS_PATH,
+    stop_at_eos: bool = True,
+    threads: int | None = None,
+    progress: bool = True,
+) -> list[Trace]:
+    """Load `model` (a registry key or path) and generate or resume long traces for the first
+    `n` problems (all if None) into `out`; returns them. `threads` sets torch's CPU threads for
+    the run (on a busy machine 1 thread can be ~10x faster than 2 fighting for cores). The
+    checks on the arguments run before the model loads."""
+    from circuits.models import load_model
+
+    if n is not None and n < 1:
+        raise ValueError(f"n must be >= 1, got {n}")
+    if max_new_tokens < 1:
+        raise ValueError(f"max_new_tokens must be >= 1, got {max_new_tokens}")
+    out = Path(out)
+    if not out.parent.is_dir():
+        raise FileNotFoundError(f"folder {out.parent} does not exist; create it first")
+    if threads is not None:
+        if threads < 1:
+            raise ValueError(f"threads must be >= 1, got {threads}")
+        torch.set_num_threads(threads)
+    chosen = load_problems(problems)[:n]
+    return generate_long_traces(
+        load_model(model), chosen, out, max_new_tokens, seed,
+        stop_at_eos=stop_at_eos, progress=progress,
+    )  # fmt: skip

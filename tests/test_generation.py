@@ -1,0 +1,109 @@
+"""Long-trace generation: KV-cached greedy decoding, resuming, and the checks on trace files."""
+
+from __future__ import annotations
+
+import json
+from dataclasses import replace
+
+import pytest
+import torch
+
+from circuits.corpus import Problem, prompt_ids
+from circuits.generation import (
+    generate_long_traces,
+    load_traces,
+    read_trace_file,
+    weights_sha256,
+    write_trace_file,
+)
+
+PROBLEMS = [Problem(0, "What is 2 + 3?", 5), Problem(1, "Name a colour."), Problem(2, "7 - 4?", 3)]
+
+
+def uncached_greedy(model, prompt: list[int], n_new: int, banned: int | None = None) -> list[int]:
+    """Argmax decoding through the bridge, a full forward each step (no KV cache)."""
+    seq = torch.tensor([prompt])
+    with torch.no_grad():
+        for _ in range(n_new):
+            logits = model(seq)[:, -1]
+            if banned is not None:
+                logits[:, banned] = float("-inf")
+            seq = torch.cat([seq, logits.argmax(-1, keepdim=True)], 1)
+    return seq[0].tolist()
+
+
+def test_cached_traces_equal_uncached_decoding_and_resume(tiny, tmp_path):
+    out = tmp_path / "t.jsonl"
+    first = generate_long_traces(tiny, PROBLEMS[:2], out, max_new_tokens=12, progress=False)
+    for p, t in zip(PROBLEMS, first, strict=False):
+        prompt = prompt_ids(tiny, p.problem)
+        assert t.tokens == uncached_greedy(tiny, prompt, len(t.tokens) - len(prompt))
+        g = t.generation
+        assert g["new_tokens"] == len(t.tokens) - t.prompt_len <= 12
+        assert g["kv_cache"] and g["weights_sha256"] == weights_sha256(tiny)
+        assert g["tokens_per_s"] > 0 and g["peak_rss_mib"] > 0 and g["seconds"] > 0
+    assert read_trace_file(out) == first
+    # Resume: the two traces on file are kept as they are (same timings), one is added.
+    every = generate_long_traces(tiny, PROBLEMS, out, max_new_tokens=12, progress=False)
+    assert every[:2] == first
+    assert [t.id for t in read_trace_file(out)] == [0, 1, 2]
+    # Another setting cannot resume into the same file.
+    with pytest.raises(ValueError, match="max_new_tokens: 12 vs 8"):
+        generate_long_traces(tiny, PROBLEMS, out, max_new_tokens=8, progress=False)
+
+
+def test_eos_suppressed_traces_are_full_length(tiny, tmp_path):
+    eos = tiny.tokenizer.eos_token_id
+    traces = generate_long_traces(
+        tiny, PROBLEMS[:1], tmp_path / "t.jsonl.gz", max_new_tokens=10, stop_at_eos=False,
+        progress=False,
+    )  # fmt: skip
+    t = traces[0]
+    assert len(t.tokens) - t.prompt_len == 10
+    assert eos not in t.tokens[t.prompt_len :]
+    assert t.tokens == uncached_greedy(tiny, t.tokens[: t.prompt_len], 10, banned=eos)
+    natural = t.generation["natural_end"]
+    assert natural is None or 0 <= natural < 10
+    assert t.generation["stop_at_eos"] is False
+    assert read_trace_file(tmp_path / "t.jsonl.gz") == traces
+
+
+def test_too_long_for_the_context_is_refused_before_generating(tiny, tmp_path):
+    out = tmp_path / "t.jsonl"
+    with pytest.raises(ValueError, match="model's context is 256"):
+        generate_long_traces(tiny, PROBLEMS, out, max_new_tokens=250, progress=False)
+    assert not out.exists()
+    with pytest.raises(ValueError, match="problem ids repeat"):
+        generate_long_traces(tiny, [PROBLEMS[0]] * 2, out, max_new_tokens=4, progress=False)
+    with pytest.raises(FileNotFoundError, match="does not exist"):
+        generate_long_traces(tiny, PROBLEMS, tmp_path / "no" / "t.jsonl", progress=False)
+
+
+def test_trace_files_from_another_model_are_refused(tiny, tmp_path):
+    from circuits.models.tiny import tiny_model
+
+    out = tmp_path / "t.jsonl"
+    (trace,) = generate_long_traces(tiny, PROBLEMS[:1], out, max_new_tokens=4, progress=False)
+    assert load_traces(out, tiny) == [trace]
+    other = tiny_model(seed=1, folder=tmp_path / "other")
+    with pytest.raises(ValueError, match="made by weights"):
+        load_traces(out, other)
+    cases = {
+        "outside this model's vocabulary": replace(trace, tokens=[*trace.tokens, 10**6]),
+        "context is 256": replace(trace, tokens=trace.tokens * 40),
+    }
+    for message, bad in cases.items():
+        write_trace_file([bad], out)
+        with pytest.raises(ValueError, match=message):
+            load_traces(out, tiny)
+    gguf = replace(trace, generation={**trace.generation, "gguf_sha256": "ab" * 32})
+    write_trace_file([gguf], out)
+    tiny.circuits_info = replace(tiny.circuits_info, gguf_sha256="cd" * 32)
+    try:
+        with pytest.raises(ValueError, match="comes from GGUF abababab"):
+            load_traces(out, tiny)
+    finally:
+        tiny.circuits_info = replace(tiny.circuits_info, gguf_sha256=None)
+    out.write_text(json.dumps(trace.to_dict())[:50] + "\n")
+    with pytest.raises(ValueError, match="t.jsonl:1: not a trace record"):
+        read_trace_file(out)
