@@ -36,6 +36,7 @@ from transformer_lens.model_bridge import TransformerBridge
 from transformers import LogitsProcessor, LogitsProcessorList
 from transformers.generation.streamers import BaseStreamer
 
+from circuits._io import atomic_write
 from circuits.corpus import (
     PROBLEMS_PATH,
     Problem,
@@ -45,7 +46,6 @@ from circuits.corpus import (
     plain_hf_model,
     prompt_ids,
 )
-from circuits.graph.io import atomic_write
 
 MAX_NEW_TOKENS = 1024
 """Issue 13's minimum trace length (new tokens per problem)."""
