@@ -275,6 +275,12 @@ def generate_long_traces(
         "torch_threads": torch.get_num_threads(),
     }
     done = _resume(out, settings)
+    changed = [p.id for p in problems if p.id in done and done[p.id].problem != p.problem]
+    if changed:
+        raise ValueError(
+            f"{out} holds traces of problems {changed} whose text differs from the problems "
+            "given; write to another file or delete it"
+        )
     todo = [p for p in problems if p.id not in done]
     prompts = {p.id: prompt_ids(model, p.problem, chat) for p in todo}
     for p in todo:

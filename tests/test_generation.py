@@ -50,6 +50,8 @@ def test_cached_traces_equal_uncached_decoding_and_resume(tiny, tmp_path):
     # Another setting cannot resume into the same file.
     with pytest.raises(ValueError, match="max_new_tokens: 12 vs 8"):
         generate_long_traces(tiny, PROBLEMS, out, max_new_tokens=8, progress=False)
+    with pytest.raises(ValueError, match=r"problems \[1\] whose text differs"):
+        generate_long_traces(tiny, [Problem(1, "Another?")], out, max_new_tokens=12, progress=False)
 
 
 def test_eos_suppressed_traces_are_full_length(tiny, tmp_path):
