@@ -9,7 +9,9 @@ import pytest
 from circuits.graph import io as graph_io
 from circuits.graph import validate
 from circuits.models.planted import planted_p0_model
+from circuits.report import write_trace
 from circuits.tracing.p0 import (
+    P0Config,
     find_formation,
     position_vs_content,
     text_tokens,
@@ -31,7 +33,7 @@ def planted(tmp_path_factory):
 
 @pytest.fixture(scope="module")
 def planted_trace(planted):
-    return trace_p0(planted.model, TEXTS, n_tokens=20, progress=False)
+    return trace_p0(planted.model, TEXTS, P0Config(n_tokens=20), progress=False)
 
 
 def test_planted_model_has_the_sink(planted):
@@ -72,8 +74,8 @@ def test_planted_graph_links_head_to_mlp_to_sink_heads(planted, planted_trace):
     assert all(g.has_edge("L1.MLP", n) for n in sink_heads)
 
 
-def test_save_writes_every_file(planted, planted_trace, tmp_path):
-    report = planted_trace.save(tmp_path, planted.model)
+def test_write_trace_writes_every_file(planted, planted_trace, tmp_path):
+    report = write_trace(planted_trace, tmp_path, planted.model)
     assert report.name == "report.html" and "circuitsvis" in report.read_text().lower()
     summary = json.loads((tmp_path / "summary.json").read_text())
     assert summary["summary"]["circuit_heads"] == ["L0.H0"]

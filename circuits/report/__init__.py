@@ -1,5 +1,6 @@
-"""Show results: layered circuit drawings, circuitsvis attention views (offline) and one
-self-contained HTML report. Nothing outside this package draws."""
+"""Show results: layered circuit drawings, circuitsvis attention views (offline), one
+self-contained HTML report, and `write_trace`, which writes any trace with one folder layout.
+(The tracers draw their own experiment plots in their `figures()`.)"""
 
 from circuits.report.attention import (
     AttentionView,
@@ -18,6 +19,7 @@ from circuits.report.html import (
     render_report,
     write_report,
 )
+from circuits.report.trace import write_trace
 
 __all__ = [
     "AttentionView",
@@ -35,4 +37,5 @@ __all__ = [
     "render_report",
     "save_figure",
     "write_report",
+    "write_trace",
 ]

@@ -1,0 +1,87 @@
+"""`write_trace`: any trace (`circuits.tracing.result.TraceResult`) as one folder, the same
+layout for every tracer:
+
+    summary.json         summary, settings, seconds and the trace's further details (strict JSON)
+    {table}.csv          every table of `trace.tables()`
+    circuit.{graphml,gexf,json,dot,md}   the circuit graph in every format (when there is one)
+    {figure}.png         every figure of `trace.figures()`, and circuit.png (the drawing)
+    report.html          all of the above in one self-contained page
+
+The folder is written beside the target and renamed into place at the end: an interrupted run
+leaves the old folder untouched, and an existing folder is replaced as a whole, never mixed.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pandas as pd
+
+from circuits._io import atomic_folder, check_out_folder, write_csv, write_json
+from circuits.graph import io as graph_io
+from circuits.report.attention import attention_views
+from circuits.report.draw import draw_circuit, save_figure
+from circuits.report.html import GraphView, Image, Section, Table, write_report
+
+GRAPH_FORMATS = {
+    "graphml": "graphml",
+    "gexf": "gexf",
+    "json": "json",
+    "dot": "dot",
+    "md": "mermaid",
+}
+"""File suffix -> graph format written for every trace's circuit."""
+
+
+def trace_json(trace) -> dict:
+    """The trace's JSON document: summary, settings, seconds and its details."""
+    return {
+        "summary": trace.summary(),
+        "settings": trace.settings(),
+        "seconds": trace.seconds,
+        **trace.details(),
+    }
+
+
+def _summary_table(summary: dict) -> pd.DataFrame:
+    return pd.DataFrame({"value": [str(v) for v in summary.values()]}, index=list(summary))
+
+
+def write_trace(trace, folder: str | Path, model=None) -> Path:
+    """Write `trace` into `folder` (see the module docstring); returns report.html's path. With
+    `model` (the one traced), the report also shows the attention patterns of the heads the
+    trace names (circuitsvis, offline)."""
+    folder = check_out_folder(folder)
+    title = f"{trace.title}: {trace.model}"
+    with atomic_folder(folder) as tmp:
+        write_json(tmp / "summary.json", trace_json(trace))
+        tables = trace.tables()
+        for name, frame in tables.items():
+            write_csv(tmp / f"{name}.csv", frame)
+        figures = trace.figures()
+        if trace.graph is not None:
+            for suffix, fmt in GRAPH_FORMATS.items():
+                graph_io.write(trace.graph, tmp / f"circuit.{suffix}", fmt)
+            figures["circuit"] = draw_circuit(trace.graph, title=title)
+        for name, fig in figures.items():
+            save_figure(fig, tmp / f"{name}.png")
+        texts, heads = trace.attention_views()
+        views = attention_views(model, texts, heads) if model is not None and heads else []
+        sections = [
+            Section("Summary", [trace.text(), Table(_summary_table(trace.summary()))]),
+            Section(
+                "Figures",
+                [Image(tmp / f"{name}.png", name) for name in figures if name != "circuit"],
+            ),
+            Section(
+                "Circuit",
+                [GraphView(trace.graph, "edges carry their measured effects")]
+                if trace.graph is not None
+                else ["No circuit graph: see the summary for why."],
+            ),
+            Section("Tables", [Table(frame, f"{name}.csv") for name, frame in tables.items()]),
+        ]
+        if views:
+            sections.append(Section("Attention of the heads named above", views))
+        write_report(tmp / "report.html", title, sections, settings=trace.settings())
+    return folder / "report.html"

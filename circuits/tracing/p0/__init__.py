@@ -1,0 +1,56 @@
+"""The P0-sink circuit (Peng et al. 2026): find where a model singles out its first token and
+which components make the sink, then confirm them causally.
+
+The claim under test: the sink at position 0 is positional, not semantic (it survives removing
+or replacing the BOS token); attention in early blocks identifies position 0 (it can attend only
+to itself), and MLPs amplify the P0 state's norm into a fixed direction that later heads attend
+to. Nothing here assumes *which* blocks do it: the formation layers are read off the data.
+
+One module per step, each one result and one function:
+
+    inputs      text_tokens, default_texts, the first-token variants' tokens
+    variants    1. first_token_variants -> Variants        (does the sink stay at P0?)
+    position    2. position_vs_content -> DataFrame        (same token at 0 and later)
+    formation      find_formation -> Formation             (blocks where the P0 norm jumps)
+    localise    3. localise -> Localisation                (heads and MLPs ablated at P0)
+    neurons     4. top_neurons -> DataFrame                (neurons writing onto the P0 state)
+    confirm     5. confirm -> Confirmation                 (circuit vs all vs random ablated)
+    graph       6. circuit_graph -> nx.DiGraph
+    pipeline    trace_p0 -> P0Trace (runs them; P0Config holds every setting)
+
+Ablation throughout is mean-over-positions at P0 (`ablation.p0_ablation`); effects are relative
+changes (patched - clean) / clean. Names resolve lazily, so importing this package (or its
+config, as the CLI does for `--help`) loads no model code.
+"""
+
+from __future__ import annotations
+
+import importlib
+
+_EXPORTS = {
+    "P0Config": "config",
+    "ABLATION": "config",
+    "text_tokens": "inputs",
+    "default_texts": "inputs",
+    "N_TEXTS": "inputs",
+    "Variants": "variants",
+    "first_token_variants": "variants",
+    "position_vs_content": "position",
+    "Formation": "formation",
+    "find_formation": "formation",
+    "Localisation": "localise",
+    "localise": "localise",
+    "top_neurons": "neurons",
+    "Confirmation": "confirm",
+    "confirm": "confirm",
+    "circuit_graph": "graph",
+    "P0Trace": "pipeline",
+    "trace_p0": "pipeline",
+}
+__all__ = sorted(_EXPORTS)
+
+
+def __getattr__(name: str):
+    if name not in _EXPORTS:
+        raise AttributeError(f"module 'circuits.tracing.p0' has no attribute {name!r}")
+    return getattr(importlib.import_module(f"circuits.tracing.p0.{_EXPORTS[name]}"), name)

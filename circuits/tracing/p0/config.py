@@ -1,0 +1,55 @@
+"""`P0Config`: every setting of the P0-sink tracer, with its default and what it means."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from circuits.tracing.config import Config, option
+
+ABLATION = "mean-over-positions at P0"
+"""How a component is removed at P0: its activation there is replaced by its mean over the other
+positions of the same text (keeps activations on-distribution; zero ablation of an MLP at P0
+would also erase the token's ordinary content)."""
+
+
+@dataclass(frozen=True)
+class P0Config(Config):
+    """Settings of `trace_p0` (Peng et al. 2026 give no numbers; these are the library's)."""
+
+    n_tokens: int = option(
+        24, "tokens per text (texts are cut to one length so patched runs batch)", low=4
+    )
+    seed: int = option(0, "seed for the random first tokens and the random control", low=0)
+    keep_share: float = option(
+        0.2,
+        "a head or MLP joins the circuit when ablating it at P0 lowers the late P0 attention by "
+        "at least this share of the strongest such effect of its kind",
+        low=0,
+        high=1,
+        low_open=True,
+    )
+    jump_factor: float = option(
+        2.0,
+        "block l amplifies P0 when the P0 norm grows at least this many times across it (and "
+        "the state is massive after it)",
+        low=1,
+        low_open=True,
+    )
+    massive_ratio: float = option(
+        10.0,
+        "the P0 state is massive when its norm exceeds this many times the median norm of the "
+        "other positions (circuits.sinks.MASSIVE_RATIO)",
+        low=0,
+        low_open=True,
+    )
+    eps: float = option(
+        0.3,
+        "Gu et al.'s sink threshold on a head's attention to a position (sink rate)",
+        low=0,
+        high=1,
+        low_open=True,
+    )
+    n_neurons: int = option(10, "neurons reported per circuit MLP (largest contributions)", low=1)
+    n_sink_heads: int = option(
+        4, "downstream sink heads (largest late P0 mass) drawn in the circuit graph", low=0
+    )

@@ -1,0 +1,202 @@
+"""`trace_p0`: the six P0 experiments in order, and `P0Trace`, what they found."""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+import networkx as nx
+import pandas as pd
+import torch
+from matplotlib.figure import Figure
+from transformer_lens.model_bridge import TransformerBridge
+
+from circuits.sinks import measure_tokens
+from circuits.tracing.p0.config import ABLATION, P0Config
+from circuits.tracing.p0.confirm import Confirmation, confirm
+from circuits.tracing.p0.figures import heads_figure, mlps_figure, position_figure, variants_figure
+from circuits.tracing.p0.formation import Formation, find_formation
+from circuits.tracing.p0.graph import circuit_graph
+from circuits.tracing.p0.inputs import default_texts, text_tokens
+from circuits.tracing.p0.localise import Localisation, localise
+from circuits.tracing.p0.position import position_vs_content
+from circuits.tracing.p0.summary import summary_text
+from circuits.tracing.p0.variants import Variants, first_token_variants
+from circuits.tracing.result import Steps, TraceResult
+
+STEPS = ("variants", "position", "localise", "confirm", "graph")
+
+
+@dataclass(repr=False)
+class P0Trace(TraceResult):
+    """Everything `trace_p0` measured, with the config it used. `main_variant` is the
+    first-token variant the circuit is traced on ("bos" when the model prepends one, else
+    "no_bos": position 0 is the text's first token)."""
+
+    title = "P0-sink circuit"
+    model: str
+    config: P0Config
+    main_variant: str
+    variants: Variants
+    position: pd.DataFrame
+    formation: Formation
+    localisation: Localisation
+    confirmed: Confirmation
+    sink_heads: list[tuple[int, int, float]]
+    graph: nx.DiGraph
+    texts: list[str]
+    seconds: dict[str, float] = field(default_factory=dict)
+
+    @property
+    def confirmation(self) -> pd.DataFrame:
+        """Experiment 5 on all texts together (metrics averaged over texts)."""
+        return self.confirmed.overall
+
+    @property
+    def confirmation_by_text(self) -> pd.DataFrame:
+        """Experiment 5 with each text's own values (column `text`)."""
+        return self.confirmed.by_text
+
+    def settings(self) -> dict:
+        return {
+            "model": self.model,
+            "n_texts": len(self.texts),
+            "p0": "BOS" if self.main_variant == "bos" else "first text token",
+            "ablation": ABLATION,
+            **self.config.to_dict(),
+        }
+
+    def summary(self) -> dict:
+        """Headline numbers: where the P0 state forms, the circuit, the share of the sink it
+        carries (fractions of the drop that ablating every formation component causes), and
+        whether the sink stays at P0 under each first-token variant."""
+        conf = self.confirmation.set_index("run")
+        frac = conf["fraction"]
+        f = self.formation
+        return {
+            "model": self.model,
+            "jump_layers": f.jump_layers,
+            "late_layers": f"{f.late_layers[0]}-{f.late_layers[-1]}",
+            "p0_norm_after_last_jump": f.p0_norm[f.last_jump],
+            "circuit_heads": [f"L{layer}.H{h}" for layer, h in self.localisation.circuit_heads],
+            "circuit_mlps": [f"L{m}.MLP" for m in self.localisation.circuit_mlps],
+            "late_p0_attention_clean": float(conf.loc["clean", "p0_attention"]),
+            "fraction_removed_by_circuit": float(frac.get("circuit_ablated", math.nan)),
+            "fraction_restored_by_circuit": float(frac.get("all_but_circuit_ablated", math.nan)),
+            "fraction_removed_by_random": float(frac.get("random_control_ablated", math.nan)),
+            # Spread over texts, each confirmed on its own (standard deviation of the fractions).
+            **{
+                f"sd_over_texts_{run}": float(sd)
+                for run, sd in self.confirmation_by_text.groupby("run")["fraction"].std().items()
+                if run not in ("clean", "all_formation_ablated")  # its fraction is 1 by definition
+            },
+            # Per variant: share of texts whose most-attended / largest-norm token is P0, and
+            # the P0 mass itself (uniform attention also makes P0 the most-attended token).
+            "sink_stays_at_0": {
+                r.variant: {
+                    "by_attention": r.sink_at_0_by_attention,
+                    "by_norm": r.sink_at_0_by_norm,
+                    "p0_mass": round(r.p0_mass_mean, 3),
+                }
+                for r in self.variants.summary.itertuples()
+            },
+        }
+
+    def details(self) -> dict:
+        return {
+            "formation": self.formation.to_dict(),
+            "variants": self.variants.summary.to_dict(orient="records"),
+            "confirmation": self.confirmation.to_dict(orient="records"),
+        }
+
+    def tables(self) -> dict[str, pd.DataFrame]:
+        return {
+            "variants": self.variants.summary,
+            "variants_layers": self.variants.layers,
+            "position_vs_content": self.position,
+            "heads": self.localisation.heads,
+            "mlps": self.localisation.mlps,
+            "neurons": self.localisation.neurons,
+            "confirmation": self.confirmation,
+            "confirmation_by_text": self.confirmation_by_text,
+        }
+
+    def figures(self) -> dict[str, Figure]:
+        return {
+            "variants": variants_figure(
+                self.variants.layers, self.main_variant, self.formation.jump_layers, self.model
+            ),
+            "heads": heads_figure(self.localisation.heads, self.model),
+            "mlps": mlps_figure(self.localisation.mlps, self.model),
+            "position": position_figure(self.position, self.model),
+        }
+
+    def text(self) -> str:
+        return summary_text(self)
+
+    def attention_views(self) -> tuple[list[str], list[str]]:
+        """The first two texts, and the top sink heads then the circuit heads (node ids)."""
+        ids = [f"L{layer}.H{h}" for layer, h, _ in self.sink_heads[:4]]
+        ids += [f"L{layer}.H{h}" for layer, h in self.localisation.circuit_heads[:4]]
+        return self.texts[:2], list(dict.fromkeys(ids))
+
+
+def trace_p0(
+    model: TransformerBridge,
+    texts: Sequence[str] | None = None,
+    config: P0Config = P0Config(),  # noqa: B008 (frozen: one shared default is safe)
+    *,
+    progress: bool = True,
+    **overrides: Any,
+) -> P0Trace:
+    """Run experiments 1-6 on `texts` (default: the first corpus problems), all cut to
+    `config.n_tokens` tokens; `overrides` change single config fields (`n_tokens=16`). The
+    circuit is traced on the raw texts (no BOS: position 0 is the text's first token) unless
+    the model prepends a BOS, in which case the BOS stays at P0."""
+    config = config.with_options(**overrides) if overrides else config
+    torch.manual_seed(config.seed)
+    texts = list(texts) if texts is not None else default_texts()
+    info = getattr(model, "circuits_info", None)
+    key = info.key if info else model.cfg.model_name
+    bos = info.prepend_bos if info else bool(model.cfg.default_prepend_bos)
+    first = model.tokenizer.bos_token_id if bos else None
+    tokens = text_tokens(model, texts, config.n_tokens, first=first)
+    main = "bos" if bos else "no_bos"
+    steps = Steps(len(STEPS), "p0 circuit", progress)
+    variants = steps.run(
+        "variants", first_token_variants, model, texts, n_tokens=config.n_tokens,
+        seed=config.seed, eps=config.eps, massive_ratio=config.massive_ratio,
+    )  # fmt: skip
+    position = steps.run("position", position_vs_content, model, texts, n_tokens=config.n_tokens)
+    layers = variants.layers[variants.layers.variant == main]
+    formation = find_formation(
+        layers.sink_norm.tolist(), layers.norm_ratio.tolist(),
+        jump_factor=config.jump_factor, massive_ratio=config.massive_ratio,
+    )  # fmt: skip
+    loc = steps.run(
+        "localise", localise, model, tokens, formation, keep_share=config.keep_share,
+        n_neurons=config.n_neurons, progress=progress,
+    )  # fmt: skip
+    confirmed = steps.run(
+        "confirm", confirm, model, tokens, formation, loc.circuit_heads, loc.circuit_mlps,
+        seed=config.seed,
+    )  # fmt: skip
+    rep = measure_tokens(model, tokens, sink_position=0, eps=config.eps, progress=False)
+    late = set(formation.late_layers)
+    masses = [
+        (layer, h, float(rep.p0_mass[layer, h])) for layer, h in rep.sink_heads if layer in late
+    ]
+    sink_heads = sorted(masses, key=lambda x: -x[2])[: config.n_sink_heads]
+    data = (
+        f"{len(texts)} corpus texts x {config.n_tokens} tokens ({'BOS' if bos else 'no BOS'} at P0)"
+    )
+    graph = steps.run(
+        "graph", circuit_graph, model, tokens, formation, loc, sink_heads, data=data,
+        config=config,
+    )  # fmt: skip
+    return P0Trace(
+        key, config, main, variants, position, formation, loc, confirmed, sink_heads, graph,
+        texts, steps.close(),
+    )  # fmt: skip

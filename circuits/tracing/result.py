@@ -1,0 +1,97 @@
+"""What every trace returns, and how a pipeline times its steps.
+
+Every tracer's result is a `TraceResult`: `summary()` (headline numbers, JSON-ready),
+`tables()` (name -> DataFrame), `graph` (the circuit, or None when there is nothing to draw),
+`figures()` (name -> matplotlib Figure), `text()` (the findings in words, Markdown),
+`details()` (further JSON), plus `model`, `config` and `seconds`. `circuits.report.write_trace`
+writes any of them with one folder layout; notebooks show the short `repr` or the HTML table.
+"""
+
+from __future__ import annotations
+
+import html
+import time
+from collections.abc import Callable
+from typing import Any
+
+import networkx as nx
+import pandas as pd
+from tqdm.auto import tqdm
+
+
+class TraceResult:
+    """Base of the tracers' results (see the module docstring). Subclasses are dataclasses with
+    `model: str`, `config`, `graph`, `seconds` and implement `summary`, `tables`, `figures`
+    and `text`."""
+
+    title: str = "trace"
+    """What was traced, for report titles (e.g. "P0-sink circuit")."""
+    model: str
+    config: Any
+    graph: nx.DiGraph | None
+    seconds: dict[str, float]
+
+    def summary(self) -> dict:
+        raise NotImplementedError
+
+    def tables(self) -> dict[str, pd.DataFrame]:
+        raise NotImplementedError
+
+    def figures(self) -> dict:
+        raise NotImplementedError
+
+    def text(self) -> str:
+        raise NotImplementedError
+
+    def details(self) -> dict:
+        """Further JSON beside the summary (default none)."""
+        return {}
+
+    def attention_views(self) -> tuple[list[str], list[str]]:
+        """(texts, head ids) worth showing as attention patterns (default none)."""
+        return [], []
+
+    def settings(self) -> dict:
+        """The config's fields plus what the run was given (model, texts)."""
+        return self.config.to_dict()
+
+    def __repr__(self) -> str:
+        g = self.graph
+        graph = f"{g.number_of_nodes()} nodes / {g.number_of_edges()} edges" if g else "none"
+        return (
+            f"{type(self).__name__}(model={self.model!r}, tables={len(self.tables())}, "
+            f"graph={graph}, seconds={sum(self.seconds.values()):.1f})"
+        )
+
+    def _repr_html_(self) -> str:
+        rows = "".join(
+            f"<tr><th>{html.escape(str(k))}</th><td>{html.escape(_short(v))}</td></tr>"
+            for k, v in self.summary().items()
+        )
+        return f"<table><caption>{html.escape(repr(self))}</caption>{rows}</table>"
+
+
+def _short(value: Any, limit: int = 200) -> str:
+    text = str(value)
+    return text if len(text) <= limit else text[: limit - 3] + "..."
+
+
+class Steps:
+    """Run a pipeline's steps in order, timing each (`seconds`) under one progress bar."""
+
+    def __init__(self, total: int, desc: str, progress: bool) -> None:
+        self.seconds: dict[str, float] = {}
+        self._bar = tqdm(total=total, desc=desc, disable=not progress)
+
+    def run(self, name: str, fn: Callable[..., Any], *args: Any, **kwargs: Any) -> Any:
+        """`fn(*args, **kwargs)`, timed as step `name`."""
+        t = time.perf_counter()
+        out = fn(*args, **kwargs)
+        self.seconds[name] = round(time.perf_counter() - t, 2)
+        self._bar.update(1)
+        return out
+
+    def close(self) -> dict[str, float]:
+        """End the progress bar; the seconds per step."""
+        self._bar.close()
+        return self.seconds
