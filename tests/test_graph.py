@@ -17,6 +17,7 @@ import pytest
 from circuits.cli import main
 from circuits.graph import (
     FORMATS,
+    READABLE,
     Component,
     add_component,
     add_effect,
@@ -493,17 +494,120 @@ def test_mermaid_is_written_for_markdown(tmp_path):
         read(tmp_path / "c.mmd")
 
 
-@pytest.mark.skipif(
+needs_dot = pytest.mark.skipif(
     shutil.which("dot") is None,
     reason="Graphviz is not installed (apt-get install -y graphviz); CI installs it",
 )
-def test_dot_file_renders_with_graphviz(tmp_path):
-    path = write(sample(), tmp_path / "c.dot")
-    out = subprocess.run(["dot", "-Tsvg", str(path)], capture_output=True, text=True, check=True)
+
+
+def _dot(*args: str) -> str:
+    out = subprocess.run(["dot", *args], capture_output=True, text=True, check=True)
     assert out.stderr == ""
-    svg = ET.fromstring(out.stdout)
+    return out.stdout
+
+
+@needs_dot
+def test_dot_file_renders_with_graphviz_one_rank_per_layer(tmp_path):
+    g = sample()
+    path = write(g, tmp_path / "c.dot")
+    text = path.read_text()
+    assert '{rank=same; "rank:2"; "L1.H0.q"; "L1.MLP"; "L1.MLP.N42";}' in text
+    assert 'label="+2.5"' in text and 'label="-0.75"' in text  # edges labelled with effects
+    svg = ET.fromstring(_dot("-Tsvg", str(path)))
     titles = [t.text for t in svg.iter("{http://www.w3.org/2000/svg}title")]
     assert "L1.MLP.N42" in titles and "L1.MLP.N42->L1.MLP" in titles
+    # Laid out left to right: one column per layer, the embedding first, the target last.
+    x = {}
+    for line in _dot("-Tplain", str(path)).splitlines():
+        if line.startswith("node "):
+            name = line.split()[1].strip('"')
+            x[name] = float(line.split()[2])
+    assert x["L1.H0.q"] == x["L1.MLP"] == x["L1.MLP.N42"] and x["L0.H1"] == x["L0.ATTN"]
+    order = [x["embed"], x["L0.H1"], x["L1.MLP"], x["L2.resid_mid"], x[T]]
+    assert order == sorted(order) and len(set(order)) == len(order)
+
+
+@needs_dot
+def test_what_graphviz_writes_back_is_read(tmp_path):
+    g = sample()
+    canon = tmp_path / "canon.dot"
+    canon.write_text(_dot("-Tcanon", str(write(g, tmp_path / "c.dot"))))
+    text = canon.read_text()
+    assert "\\\n" in text and "{\n" in text  # backslash-newline continuations, subgraphs
+    assert typed(read(canon)) == typed(g)
+    twice = tmp_path / "twice.gv"
+    twice.write_text(_dot("-Tcanon", str(canon)))
+    assert typed(read(twice)) == typed(g)
+
+
+@needs_dot
+def test_dot_writes_no_graphviz_attribute_from_data(tmp_path):
+    g = sample()
+    hostile = {
+        "URL": "javascript:alert(1)",
+        "href": "javascript:alert(2)",
+        "image": "/etc/hostname",
+        "shapefile": "/dev/zero",
+        "fontpath": "/tmp",
+    }
+    for n in g:
+        g.nodes[n].update(hostile)
+    for *_, d in g.edges(data=True):
+        d.update(URL="javascript:alert(3)", labelURL="javascript:alert(4)")
+    path = write(g, tmp_path / "c.dot")
+    graph, nodes, edges = gio._parse_dot(path.read_text())
+    scoped = [("graph", graph)] + [("node", a) for a in nodes.values()]
+    scoped += [("edge", a) for *_, a in edges]
+    for scope, attrs in scoped:
+        raw = {k for k in attrs if not k.startswith("data_")}
+        assert raw <= gio.DOT_ATTRS[scope], (scope, raw)
+    svg = _dot("-Tsvg", str(path))
+    assert "javascript" not in svg and "<image" not in svg and "href" not in svg
+    assert typed(read(path)) == typed(g)  # the data itself is kept
+    # A file that sets them raw loses them on read: Graphviz presentation, not circuit data.
+    coded = 'data_URL="\\"javascript:alert(1)\\""'
+    raw = path.read_text().replace(coded, 'URL="javascript:alert(1)"')
+    assert raw.count(' URL="javascript') == len(g)
+    path.write_text(raw)
+    back = read(path)
+    assert all("URL" not in d for _, d in back.nodes(data=True))
+    assert "javascript:alert(1)" not in write(back, tmp_path / "again.dot").read_text()
+
+
+def _with_carriage_returns() -> nx.DiGraph:
+    g = sample()
+    g.graph["data"] = "line one\r\nline two\rend\n"
+    g.nodes[T]["label"] = "P0\rmass\r\n"
+    g.edges["L1.MLP", T]["intervention"] = "zero\r"
+    return g
+
+
+@pytest.mark.parametrize("fmt", READABLE)
+def test_carriage_returns_survive_every_format(tmp_path, fmt):
+    g = _with_carriage_returns()
+    h = read(write(g, tmp_path / f"c{FORMATS[fmt][0]}"))
+    assert typed(h) == typed(g)
+    assert h.nodes[T]["label"] == "P0\rmass\r\n"
+
+
+@needs_dot
+def test_carriage_returns_survive_graphviz_too(tmp_path):
+    g = _with_carriage_returns()
+    canon = tmp_path / "canon.dot"
+    canon.write_text(_dot("-Tcanon", str(write(g, tmp_path / "c.dot"))))
+    assert typed(read(canon)) == typed(g)
+
+
+def test_a_folder_is_refused_as_an_output_file(tmp_path):
+    src = write(sample(), tmp_path / "c.graphml")
+    folder = tmp_path / "out"
+    folder.mkdir()
+    with pytest.raises(ValueError, match="out is a folder; give the path of a file"):
+        convert(src, "dot", out=folder)
+    with pytest.raises(ValueError, match="is a folder"):
+        write(sample(), folder)
+    assert not list(folder.iterdir())
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["c.graphml", "out"]
 
 
 def test_unknown_format_lists_the_known_ones(tmp_path):
@@ -523,6 +627,10 @@ def test_unknown_format_lists_the_known_ones(tmp_path):
         ("c.json", "{nope", "not a circuit graph in json format"),
         ("c.dot", "graph g { a -- b }", "not a DOT digraph"),
         ("c.dot", "digraph g { a -> b }", "no circuits_meta"),
+        ("c.dot", "digraph g { a } extra", "after the end of the DOT graph"),
+        ("c.json", '{"nodes": ["L0.H0"], "edges": []}', "nodes entry 0 is 'L0.H0'"),
+        ("c.json", '{"nodes": [{"id": "embed"}], "edges": [["embed", "x"]]}', "edges entry 0"),
+        ("c.json", '{"nodes": {"embed": {}}, "edges": []}', "'nodes' is a dict, not a list"),
     ],
 )
 def test_a_file_that_is_not_a_circuit_graph_is_refused(tmp_path, name, content, message):

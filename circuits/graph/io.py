@@ -4,29 +4,33 @@ Mermaid (write only, for Markdown).
 Every writer validates the graph first and writes atomically (a temp file in the target folder,
 then `os.replace`), so an interrupted export never leaves a partial file under the final name.
 Every reader returns a graph equal to the one written, with each attribute's Python type
-(int stays int, float float, bool bool):
-- GraphML: networkx's typed keys (`attr.type` long/double/boolean/string).
+(int stays int, float float, bool bool) and every string as it was ("\r" included):
+- GraphML: networkx's typed keys (`attr.type` long/double/boolean/string); carriage returns
+  are written as `&#13;`, which XML parsers do not turn into newlines.
 - GEXF: typed attributes for nodes and edges; graph attributes as JSON in `<meta><description>`.
 - JSON: networkx node-link data (`edges` key); JSON keeps the types itself.
-- DOT: written here (no pygraphviz). All values are quoted strings; the graph attribute
-  `circuits_meta` holds JSON with the graph attributes and the node/edge attribute types.
-  Presentation attributes for Graphviz (colours, pen widths) are dropped on read.
+- DOT: written here (no pygraphviz), laid out for Graphviz `dot`: one rank per layer, edges
+  labelled with their effect. Circuit data rides in `data_<name>` attributes, which Graphviz
+  ignores; the only Graphviz attributes written are those in `DOT_ATTRS` (so no data value
+  becomes a link, an image or a file Graphviz opens). The graph attribute `circuits_meta` holds
+  JSON with the graph attributes and the node/edge attribute types. The reader also takes what
+  Graphviz writes back (`dot -Tcanon`: backslash-newline continuations, subgraphs, bare ids) and
+  drops every presentation attribute.
 """
 
 from __future__ import annotations
 
-import contextlib
+import io
 import json
-import os
 import re
-import tempfile
 import xml.etree.ElementTree as ET
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from pathlib import Path
 from typing import IO
 
 import networkx as nx
 
+from circuits._io import atomic_write
 from circuits.graph.circuit import KIND_COLORS, SIGN_COLORS, sort_key, validate
 
 FORMATS: dict[str, tuple[str, ...]] = {
@@ -37,30 +41,15 @@ FORMATS: dict[str, tuple[str, ...]] = {
     "mermaid": (".mmd", ".md"),
 }
 READABLE = ("graphml", "gexf", "json", "dot")
-
-
-@contextlib.contextmanager
-def atomic_write(path: str | Path, mode: str = "w") -> Iterator[IO]:
-    """Open a temp file next to `path` for writing; on success it replaces `path` atomically,
-    on an exception it is removed and `path` is left as it was."""
-    path = Path(path)
-    if not path.parent.is_dir():
-        raise FileNotFoundError(f"folder {path.parent} does not exist; create it first")
-    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
-    try:
-        # mkstemp makes the file private (0600); give it the mode a plain open() would.
-        umask = os.umask(0)
-        os.umask(umask)
-        os.chmod(tmp, 0o666 & ~umask)
-        with os.fdopen(fd, mode, **({} if "b" in mode else {"encoding": "utf-8"})) as fh:
-            yield fh
-            fh.flush()
-            os.fsync(fh.fileno())
-        os.replace(tmp, path)
-    except BaseException:
-        with contextlib.suppress(FileNotFoundError):
-            os.unlink(tmp)
-        raise
+# The Graphviz attributes a DOT file written here sets, per statement: an allow-list. Node and
+# edge data go into `data_<name>` attributes instead, which mean nothing to Graphviz.
+DOT_ATTRS: dict[str, frozenset[str]] = {
+    "graph": frozenset({"circuits_meta", "rankdir", "label", "labelloc", "ranksep", "rank"}),
+    "node": frozenset({"shape", "style", "fillcolor", "label"}),
+    "edge": frozenset({"color", "penwidth", "label", "fontsize", "fontcolor", "style"}),
+}
+DOT_DATA = "data_"
+_DOT_ANCHOR = "rank:"  # invisible layout nodes; not a circuit node id
 
 
 def format_of(path: str | Path, format: str | None = None) -> str:
@@ -89,7 +78,11 @@ def _plain(g: nx.DiGraph) -> nx.DiGraph:
 
 
 def _write_graphml(g: nx.DiGraph, fh: IO[bytes]) -> None:
-    nx.write_graphml(g, fh)
+    buf = io.BytesIO()
+    nx.write_graphml(g, buf)
+    # A raw CR in XML text reads back as LF; the character reference keeps it. XML markup holds
+    # no CR of its own, so every CR byte here is data.
+    fh.write(buf.getvalue().replace(b"\r", b"&#13;"))
 
 
 def _write_gexf(g: nx.DiGraph, fh: IO[bytes]) -> None:
@@ -107,18 +100,18 @@ def _write_json(g: nx.DiGraph, fh: IO[bytes]) -> None:
 def _dot_str(value) -> str:
     if isinstance(value, bool):
         value = "true" if value else "false"
-    text = str(value).replace("\\", "\\\\").replace('"', '\\"').replace("\n", "\\n")
-    return f'"{text}"'
+    text = str(value).replace("\\", "\\\\").replace('"', '\\"')
+    return '"' + text.replace("\n", "\\n").replace("\r", "\\r") + '"'
 
 
-def _dot_attrs(data: dict, extra: dict) -> str:
-    # Presentation attributes never overwrite data attributes of the same name.
-    items = {**{k: v for k, v in extra.items() if k not in data}, **data}
-    return ", ".join(f"{k}={_dot_str(v)}" for k, v in items.items())
-
-
-def _types(items) -> dict[str, str]:
-    return {k: type(v).__name__ for data in items for k, v in data.items()}
+def _dot_attrs(scope: str, look: dict, data: dict | None = None) -> str:
+    """`look` (Graphviz attributes, each on the allow-list) and `data` as data_<name>=JSON (a
+    string stays quoted, so never empty: Graphviz drops empty attributes when it rewrites)."""
+    refused = sorted(set(look) - DOT_ATTRS[scope])
+    if refused:
+        raise ValueError(f"{scope} attributes {refused} are not on the DOT allow-list")
+    coded = {DOT_DATA + k: json.dumps(v, ensure_ascii=False) for k, v in (data or {}).items()}
+    return ", ".join(f"{k}={_dot_str(v)}" for k, v in {**look, **coded}.items())
 
 
 def _edge_width(g: nx.DiGraph) -> Callable[[float], float]:
@@ -126,33 +119,55 @@ def _edge_width(g: nx.DiGraph) -> Callable[[float], float]:
     return lambda a: round(0.5 + 4.5 * a / top, 3)
 
 
+def _ranks(g: nx.DiGraph) -> list[list[str]]:
+    """Graphviz ranks, left to right: the embedding, one per layer, the targets."""
+    ranks: dict[tuple[int, int], list[str]] = {}
+    for n in sorted(g, key=sort_key):
+        kind, layer = g.nodes[n]["kind"], g.nodes[n]["layer"]
+        ranks.setdefault({"embed": (0, 0), "target": (2, 0)}.get(kind, (1, layer)), []).append(n)
+    return [nodes for _, nodes in sorted(ranks.items())]
+
+
 def _write_dot(g: nx.DiGraph, fh: IO[bytes]) -> None:
-    meta = {
-        "graph": g.graph,
-        "node_types": _types(d for _, d in g.nodes(data=True)),
-        "edge_types": _types(d for *_, d in g.edges(data=True)),
-    }
     title = f"{g.graph['model']} | {g.graph['metric']}"
     width = _edge_width(g)
+    graph = {"circuits_meta": json.dumps({"graph": g.graph}), "rankdir": "LR", "label": title}
     lines = [
         "// circuit graph written by circuits; read it back with circuits.graph.read",
         "strict digraph circuit {",
-        f"  graph [circuits_meta={_dot_str(json.dumps(meta))}, rankdir=LR, "
-        f"label={_dot_str(title)}, labelloc=t];",
-        '  node [shape=box, style="rounded,filled", fontname=Helvetica];',
+        f"  graph [{_dot_attrs('graph', {**graph, 'labelloc': 't', 'ranksep': '1.2'})}];",
+        f"  node [{_dot_attrs('node', {'shape': 'box', 'style': 'rounded,filled'})}];",
+        f"  edge [{_dot_attrs('edge', {'fontsize': '10'})}];",
     ]
     for n, data in g.nodes(data=True):
-        look = {"fillcolor": KIND_COLORS[data["kind"]]}
-        lines.append(f"  {_dot_str(n)} [{_dot_attrs(data, look)}];")
+        look = {"fillcolor": KIND_COLORS[data["kind"]], "label": data["label"]}
+        lines.append(f"  {_dot_str(n)} [{_dot_attrs('node', look, data)}];")
     for u, v, data in g.edges(data=True):
-        look = {"color": SIGN_COLORS[data["sign"]], "penwidth": width(data["abs_effect"])}
-        lines.append(f"  {_dot_str(u)} -> {_dot_str(v)} [{_dot_attrs(data, look)}];")
+        look = {
+            "color": SIGN_COLORS[data["sign"]],
+            "fontcolor": SIGN_COLORS[data["sign"]],
+            "penwidth": width(data["abs_effect"]),
+            "label": f"{data['effect']:+.3g}",
+        }
+        lines.append(f"  {_dot_str(u)} -> {_dot_str(v)} [{_dot_attrs('edge', look, data)}];")
+    # One column per rank: an invisible anchor node per rank, chained by invisible edges, keeps
+    # layers apart even where no circuit edge joins them. The reader drops invisible items.
+    anchors = [f"{_DOT_ANCHOR}{i}" for i in range(len(_ranks(g)))]
+    for anchor, nodes in zip(anchors, _ranks(g), strict=True):
+        members = " ".join(_dot_str(n) + ";" for n in [anchor, *nodes])
+        lines.append(f"  {{rank=same; {members}}}")
+    invisible = _dot_attrs("node", {"style": "invis", "shape": "point", "label": ""})
+    lines += [f"  {_dot_str(a)} [{invisible}];" for a in anchors]
+    lines += [
+        f"  {_dot_str(a)} -> {_dot_str(b)} [{_dot_attrs('edge', {'style': 'invis'})}];"
+        for a, b in zip(anchors, anchors[1:], strict=False)
+    ]
     lines.append("}")
     fh.write(("\n".join(lines) + "\n").encode("utf-8"))
 
 
 def _mermaid_text(text: str) -> str:
-    return text.replace('"', "#quot;").replace("\n", " ")
+    return text.replace('"', "#quot;").replace("\r", " ").replace("\n", " ")
 
 
 def _write_mermaid(g: nx.DiGraph, fh: IO[bytes], fenced: bool) -> None:
@@ -192,6 +207,10 @@ def write(g: nx.DiGraph, path: str | Path, format: str | None = None) -> Path:
     Formats: graphml, gexf, json (node-link), dot (Graphviz), mermaid (.mmd; a fenced
     ```mermaid block when the suffix is .md).
     """
+    if Path(path).is_dir():
+        raise ValueError(
+            f"{path} is a folder; give the path of a file to write (e.g. {Path(path) / 'c.dot'})"
+        )
     fmt = format_of(path, format)
     validate(g)
     path = Path(path)
@@ -236,6 +255,18 @@ def _read_json(path: Path) -> nx.DiGraph:
     data = json.loads(path.read_text(encoding="utf-8"))
     if not isinstance(data, dict) or "nodes" not in data or "edges" not in data:
         raise ValueError("it is not networkx node-link data (needs 'nodes' and 'edges')")
+    for key, need in (("nodes", ("id",)), ("edges", ("source", "target"))):
+        items = data[key]
+        if not isinstance(items, list):
+            raise ValueError(f"its {key!r} is a {type(items).__name__}, not a list")
+        for i, item in enumerate(items):
+            if not isinstance(item, dict) or any(k not in item for k in need):
+                raise ValueError(
+                    f"{key} entry {i} is {item!r}; node-link data lists {key} as objects with "
+                    f"{' and '.join(repr(k) for k in need)} (as circuits.graph.write writes them)"
+                )
+    if not isinstance(data.get("graph", {}), dict):
+        raise ValueError("its 'graph' is not an object of graph attributes")
     return nx.node_link_graph(data, directed=True, multigraph=False, edges="edges")
 
 
@@ -246,7 +277,7 @@ _DOT_TOKEN = re.compile(
 )
 
 
-def _dot_tokens(text: str) -> list[str]:
+def _dot_tokens(text: str) -> list[tuple[str, str]]:
     tokens, pos = [], 0
     while pos < len(text):
         m = _DOT_TOKEN.match(text, pos)
@@ -263,11 +294,14 @@ def _dot_tokens(text: str) -> list[str]:
 
 
 def _unescape(m: re.Match) -> str:
-    return {"n": "\n"}.get(m.group(1), m.group(1))
+    # A backslash before a line break continues the string (Graphviz splits long lines so).
+    return {"n": "\n", "r": "\r", "\n": ""}.get(m.group(1), m.group(1))
 
 
 def _parse_dot(text: str) -> tuple[dict, dict, list]:
-    """Graph attributes, nodes {id: attrs} and edges [(u, v, attrs)] of a flat DOT digraph."""
+    """Graph attributes, nodes {id: attrs} and edges [(u, v, attrs)] of a DOT digraph. Nodes and
+    edges inside subgraphs belong to the graph; subgraphs' own attributes (rank=...) are
+    dropped."""
     toks = _dot_tokens(text)
     i = 0
 
@@ -281,6 +315,9 @@ def _parse_dot(text: str) -> tuple[dict, dict, list]:
 
     def peek(value: str) -> bool:
         return i < len(toks) and toks[i] == ("op", value)
+
+    def keyword(word: str) -> bool:
+        return i < len(toks) and toks[i][0] == "id" and toks[i][1].lower() == word
 
     def attr_list() -> dict:
         nonlocal i
@@ -296,68 +333,89 @@ def _parse_dot(text: str) -> tuple[dict, dict, list]:
             take("op", "]")
         return out
 
-    if i < len(toks) and toks[i] == ("id", "strict"):
-        i += 1
-    if take("id") != "digraph":
-        raise ValueError("it is not a DOT digraph")
-    if i < len(toks) and toks[i][0] == "id":
-        i += 1
-    take("op", "{")
     graph: dict[str, str] = {}
     nodes: dict[str, dict] = {}
     edges: list = []
-    while not peek("}"):
+
+    def block(attrs: dict) -> None:
+        """`{ statements }`; graph attributes set inside go to `attrs`."""
+        take("op", "{")
+        while not peek("}"):
+            statement(attrs)
+            if peek(";"):
+                take("op", ";")
+        take("op", "}")
+
+    def statement(attrs: dict) -> None:
+        if peek("{") or keyword("subgraph"):
+            if keyword("subgraph"):
+                take("id")
+                if not peek("{"):
+                    take("id")
+            block({})
+            if peek("->"):
+                raise ValueError("edges from subgraphs are not supported; list the edges")
+            return
         head = take("id")
-        if head in ("graph", "node", "edge") and peek("["):
-            attrs = attr_list()
-            if head == "graph":
-                graph.update(attrs)
-        elif head == "subgraph" or peek("{"):
-            raise ValueError("DOT subgraphs are not supported: read files written by circuits")
+        if head.lower() in ("graph", "node", "edge") and peek("["):
+            found = attr_list()
+            if head.lower() == "graph":
+                attrs.update(found)
         elif peek("="):
             take("op", "=")
-            graph[head] = take("id")
+            attrs[head] = take("id")
         else:
             chain = [head]
             while peek("->"):
                 take("op", "->")
+                if peek("{") or keyword("subgraph"):
+                    raise ValueError("edges into subgraphs are not supported; list the edges")
                 chain.append(take("id"))
-            attrs = attr_list()
+            found = attr_list()
             if len(chain) == 1:
-                nodes.setdefault(head, {}).update(attrs)
+                nodes.setdefault(head, {}).update(found)
             for u, v in zip(chain, chain[1:], strict=False):
                 nodes.setdefault(u, {})
                 nodes.setdefault(v, {})
-                edges.append((u, v, attrs))
-        if peek(";"):
-            take("op", ";")
-    take("op", "}")
+                edges.append((u, v, found))
+
+    if keyword("strict"):
+        i += 1
+    if not keyword("digraph"):
+        raise ValueError("it is not a DOT digraph")
+    i += 1
+    if i < len(toks) and toks[i][0] == "id":
+        i += 1
+    block(graph)
+    if i < len(toks):
+        raise ValueError(f"unexpected {toks[i][1]!r} after the end of the DOT graph")
     return graph, nodes, edges
-
-
-_CAST: dict[str, Callable[[str], object]] = {
-    "str": str,
-    "int": int,
-    "float": float,
-    "bool": lambda s: {"true": True, "false": False}[s],
-}
 
 
 def _read_dot(path: Path) -> nx.DiGraph:
     graph, nodes, edges = _parse_dot(path.read_text(encoding="utf-8"))
     if "circuits_meta" not in graph:
         raise ValueError("it has no circuits_meta graph attribute (not written by circuits)")
-    meta = json.loads(graph["circuits_meta"])
 
-    def typed(attrs: dict, types: dict) -> dict:
-        return {k: _CAST[types[k]](v) for k, v in attrs.items() if k in types}
+    def data(attrs: dict, what: str) -> dict:
+        out = {}
+        for key, value in attrs.items():
+            if key.startswith(DOT_DATA):  # everything else is Graphviz presentation
+                try:
+                    out[key[len(DOT_DATA) :]] = json.loads(value)
+                except json.JSONDecodeError:
+                    raise ValueError(f"{what}: {key}={value!r} is not a JSON value") from None
+        return out
 
+    layout = {n for n, attrs in nodes.items() if attrs.get("style") == "invis"}
     g = nx.DiGraph()
-    g.graph.update(meta["graph"])
+    g.graph.update(json.loads(graph["circuits_meta"])["graph"])
     for n, attrs in nodes.items():
-        g.add_node(n, **typed(attrs, meta["node_types"]))
+        if n not in layout:
+            g.add_node(n, **data(attrs, f"node {n!r}"))
     for u, v, attrs in edges:
-        g.add_edge(u, v, **typed(attrs, meta["edge_types"]))
+        if u not in layout and v not in layout:
+            g.add_edge(u, v, **data(attrs, f"edge {u} -> {v}"))
     return g
 
 
