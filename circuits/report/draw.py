@@ -5,8 +5,10 @@ right. Graphviz `dot` places the nodes when it is installed (one rank per layer,
 around the nodes, few crossings); otherwise networkx's `multipartite_layout` does.
 
 What the picture shows:
-- only the edges in the circuit: those marked `in_graph` when the graph marks them, else those
-  passing the `min_abs_effect` threshold recorded on the graph (or given), else all edges;
+- only the edges in the circuit (`circuit_edges`): those marked `in_graph` when the graph marks
+  them, else those passing the `min_abs_effect` threshold recorded on the graph, else those
+  passing the circuit's `keep_share` rule (|effect| >= that share of the strongest edge of the
+  same kind into the same node), else all edges;
 - each edge's colour says in words what it does: it **supports** its target (the sink) or
   **opposes** it. For effects measured by removing the source (ablation, token swap: the graphs
   of `circuits.tracing`) a *negative* effect means the source supports the target; a graph may
