@@ -14,9 +14,10 @@ import torch
 
 from circuits.graph import read, validate
 from circuits.models.planted import planted_secondary_model
+from circuits.report import write_trace
+from circuits.stats import fit_line
 from circuits.tracing.secondary import (
     find_secondary,
-    fit_line,
     forming_mlp,
     make_corpus,
     mlp_geometry,
@@ -132,7 +133,7 @@ def test_bad_inputs_raise_before_work(planted, planted_corpus):
         find_secondary(planted.model, planted_corpus, labels=("sinkish",), progress=False)
     with pytest.raises(ValueError, match="tau"):
         find_secondary(planted.model, planted_corpus, taus=(1.5,), progress=False)
-    with pytest.raises(ValueError, match="n_queries=0"):
+    with pytest.raises(ValueError, match="n_queries"):
         trace_secondary(planted.model, PLANTED_TEXTS, n_queries=0, progress=False)
     with pytest.raises(ValueError, match="scales"):
         trace_secondary(planted.model, PLANTED_TEXTS, scales=(), progress=False)
@@ -257,11 +258,11 @@ def test_pipeline_writes_report_and_graph(planted, tmp_path):
     summary = trace.summary()
     assert summary["top_level@0.95"].startswith("l_start 3, lifetime 3: 8 events")
     assert summary["sink_crossed_at"] == {"mlp": 8}
-    report = trace.save(tmp_path)
+    report = write_trace(trace, tmp_path)
     html = report.read_text(encoding="utf-8")
-    for heading in ("1. Find them", "2. The forming MLP", "4. Token swaps", "6. Circuit"):
+    for heading in ("Summary", "Figures", "Circuit", "Tables", "swaps_verdicts.csv"):
         assert heading in html
-    doc = json.loads((tmp_path / "secondary.json").read_text())
+    doc = json.loads((tmp_path / "summary.json").read_text())
     assert doc["summary"]["n_secondary_unique@0.95"] == 8
     g = read(tmp_path / "circuit.graphml")
     assert isinstance(g, nx.DiGraph) and "L3.MLP" in g
@@ -273,7 +274,7 @@ def test_no_secondary_sinks_is_reported_not_hidden(tiny, tmp_path):
     trace = trace_secondary(tiny, ["hello, world; 1 2 3."], n_swap_events=1, progress=False)
     assert trace.census.selected().empty
     assert trace.forming.frame.empty and trace.graph is None
-    report = trace.save(tmp_path).read_text(encoding="utf-8")
+    report = write_trace(trace, tmp_path).read_text(encoding="utf-8")
     assert "No secondary sinks at tau 0.95" in report
     assert (tmp_path / "cosine_hist.png").is_file()
 

@@ -5,6 +5,8 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass
 
+from circuits.tracing.p0.config import P0Config
+
 
 @dataclass
 class Formation:
@@ -29,13 +31,12 @@ def find_formation(
     p0_norm: Sequence[float],
     norm_ratio: Sequence[float],
     *,
-    jump_factor: float = 2.0,
-    massive_ratio: float = 10.0,
+    jump_factor: float = P0Config.jump_factor,
+    massive_ratio: float = P0Config.massive_ratio,
 ) -> Formation:
     """Blocks l >= 1 across which the P0 norm grows >= `jump_factor` times and after which it is
     massive (ratio > `massive_ratio`). With no such block, the block with the largest norm
-    growth stands in (and the report says the state never became massive). Defaults are
-    `P0Config`'s."""
+    growth stands in (and the report says the state never became massive)."""
     n = len(p0_norm)
     growth = [p0_norm[layer] / p0_norm[layer - 1] for layer in range(1, n)]
     jumps = [

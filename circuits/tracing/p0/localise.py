@@ -13,6 +13,7 @@ from transformer_lens.model_bridge import TransformerBridge
 
 from circuits.patching import head_grid, p0_attention, position_grid, resid_norm, sweep
 from circuits.tracing.p0.ablation import p0_ablation, relative
+from circuits.tracing.p0.config import P0Config
 from circuits.tracing.p0.formation import Formation
 from circuits.tracing.p0.neurons import top_neurons
 
@@ -56,8 +57,8 @@ def localise(
     tokens: Int[Tensor, "text pos"],
     formation: Formation,
     *,
-    keep_share: float,
-    n_neurons: int,
+    keep_share: float = P0Config.keep_share,
+    n_neurons: int = P0Config.n_neurons,
     control_position: int | None = None,
     progress: bool = True,
 ) -> Localisation:

@@ -14,6 +14,7 @@ from transformer_lens.model_bridge import TransformerBridge
 from circuits.patching import neuron_grid, resid_norm, sweep
 from circuits.sites import hook_name
 from circuits.tracing.p0.ablation import p0_ablation, relative
+from circuits.tracing.p0.config import P0Config
 
 COLUMNS = ["layer", "neuron", "contribution", "share_cumulative", "ablation_effect"]
 
@@ -28,7 +29,7 @@ def top_neurons(
     model: TransformerBridge,
     tokens: Int[Tensor, "text pos"],
     mlp_layers: Sequence[int],
-    n_neurons: int,
+    n_neurons: int = P0Config.n_neurons,
     *,
     progress: bool = True,
 ) -> pd.DataFrame:

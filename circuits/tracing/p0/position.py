@@ -12,6 +12,7 @@ from transformer_lens.model_bridge import TransformerBridge
 
 from circuits.sinks.attention import sink_score
 from circuits.sites import hook_name
+from circuits.tracing.p0.config import P0Config
 from circuits.tracing.p0.inputs import text_tokens
 
 
@@ -33,7 +34,7 @@ def position_vs_content(
     model: TransformerBridge,
     texts: Sequence[str],
     *,
-    n_tokens: int,
+    n_tokens: int = P0Config.n_tokens,
     position: int | None = None,
 ) -> pd.DataFrame:
     """Experiment 2: each text's own first token at position 0 and again at `position`

@@ -9,6 +9,7 @@ import pandas as pd
 from transformer_lens.model_bridge import TransformerBridge
 
 from circuits.sinks import measure_tokens
+from circuits.tracing.p0.config import P0Config
 from circuits.tracing.p0.inputs import variant_tokens
 
 
@@ -27,10 +28,10 @@ def first_token_variants(
     model: TransformerBridge,
     texts: Sequence[str],
     *,
-    n_tokens: int,
-    seed: int,
-    eps: float,
-    massive_ratio: float,
+    n_tokens: int = P0Config.n_tokens,
+    seed: int = P0Config.seed,
+    eps: float = P0Config.eps,
+    massive_ratio: float = P0Config.massive_ratio,
 ) -> Variants:
     """Experiment 1: the sink measured with BOS, no BOS, a frequent word, a rare token,
     punctuation, a newline, a random token at position 0, and with one token repeated.

@@ -1,0 +1,122 @@
+"""Experiment 6: the circuit of the most common sink level: upstream components -> the forming
+MLP -> the later heads that attend to the sink token."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+import networkx as nx
+import torch
+from jaxtyping import Float, Int
+from torch import Tensor
+from transformer_lens.model_bridge import TransformerBridge
+
+from circuits.graph import add_component, add_effect, new_graph, node_id
+from circuits.patching import Intervention, Site, Value, patch
+from circuits.sites import hook_names
+from circuits.tracing.secondary.census import SecondaryCensus
+from circuits.tracing.secondary.config import SecondaryConfig
+from circuits.tracing.secondary.corpus import Corpus
+from circuits.tracing.secondary.swaps import TokenSwaps
+
+
+def head_attention_to(
+    model: TransformerBridge,
+    tokens: Int[Tensor, "1 pos"],
+    pos: int,
+    layers: Sequence[int],
+    interventions: Sequence[Intervention] = (),
+) -> Float[Tensor, "layer head"]:
+    """Attention each head of `layers` pays to `pos`: mean of A[i, pos] over queries i > pos
+    (per head, the token's sink score), in one forward with `interventions` applied (the
+    patching engine's `patch`; it stops after the last layer read)."""
+    names = hook_names("pattern", layers)
+    run = patch(model, tokens, list(interventions), names=names, logits=False)
+    return torch.stack([run.cache[n][0, :, pos + 1 :, pos].mean(-1).float().cpu() for n in names])
+
+
+def secondary_circuit(
+    model: TransformerBridge,
+    corpus: Corpus,
+    census: SecondaryCensus,
+    swaps: TokenSwaps,
+    *,
+    min_effect: float = SecondaryConfig.min_effect,
+    top_heads: int = SecondaryConfig.top_heads,
+    n_queries: int = SecondaryConfig.n_queries,
+    seed: int = 0,
+) -> nx.DiGraph | None:
+    """Experiment 6: the circuit of the most common level among the swapped events.
+
+    upstream attention / MLP outputs (layer < l_start) whose swap with the average token's
+    moves the cosine at l_start by >= `min_effect` -> the forming MLP (L{l_start}.MLP) ->
+    `target:secondary_sink` (effect of the MLP's own swap on that cosine); and the forming MLP
+    -> the `top_heads` later heads (blocks l_start+1 .. l_start+lifetime) paying the token the
+    most attention (effect: change of that attention when the forming MLP's output is swapped
+    with the average token's) -> `target:sink_score` (effect: the attention they pay).
+    Effects are means over the level's swapped events. None when no event was swapped."""
+    if swaps.events.empty:
+        return None
+    level = swaps.events.groupby(["l_start", "lifetime"]).size().idxmax()
+    l_star, life = (int(v) for v in level)
+    events = swaps.events[(swaps.events.l_start == l_star) & (swaps.events.lifetime == life)]
+    n_layers = model.cfg.n_layers
+    g = new_graph(
+        model,
+        data=f"{len(census.report.texts)} texts; level l_start={l_star}, lifetime={life}; "
+        f"{len(events)} events",
+        metric=f"secondary sink formation: cos(h_t, h_sink) at L{l_star} > {census.tau:g}",
+        seed=seed,
+        thresholds={"tau": census.tau, "min_effect": min_effect, "top_heads": top_heads},
+        l_start=l_star,
+        lifetime=life,
+    )
+    mlp = add_component(g, node_id("mlp", l_star), label=f"L{l_star}.MLP (forming)")
+    cos_target = node_id("target", name="secondary_sink")
+    sw = swaps.swaps[
+        (swaps.swaps.direction == "into")
+        & (swaps.swaps.source == "average")
+        & swaps.swaps.event.isin(events.event)
+    ]
+    effect = (sw.cos - sw.base_cos).groupby([sw.site, sw.layer]).mean()
+    intervention = "token_swap(average non-sink token) at the sink token"
+    cos_metric = f"cos(h_t, h_sink) at L{l_star}"
+    own = effect.get(("mlp_out", l_star))
+    if own is not None:
+        add_effect(g, mlp, cos_target, own, intervention=intervention, metric=cos_metric)
+    for (site, layer), value in effect.items():
+        if site == "resid_pre" or layer >= l_star or abs(value) < min_effect:
+            continue
+        kind = "attn" if site == "attn_out" else "mlp"
+        add_effect(
+            g, node_id(kind, int(layer)), mlp, value, intervention=intervention, metric=cos_metric
+        )
+    layers = list(range(l_star + 1, min(l_star + life, n_layers - 1) + 1))
+    if layers:
+        base, patched = [], []
+        for e in events.itertuples():
+            length = min(len(corpus.rows[e.text]), e.position + 1 + n_queries)
+            tokens = torch.tensor([corpus.rows[e.text][:length]])
+            pool = [p for p in census.controls(e.text, upto=length) if p != e.position]
+            base.append(head_attention_to(model, tokens, e.position, layers))
+            # The forming MLP's output at the token, swapped with the average non-sink token's.
+            swap = Intervention(Site("mlp_out", l_star, pos=e.position), Value.token_swap(pool))
+            patched.append(head_attention_to(model, tokens, e.position, layers, [swap]))
+        base_m, patched_m = torch.stack(base).mean(0), torch.stack(patched).mean(0)
+        flat = base_m.flatten().argsort(descending=True)[:top_heads].tolist()
+        score_target = node_id("target", name="sink_score")
+        n_heads = base_m.shape[1]
+        for i in flat:
+            li, h = divmod(i, n_heads)
+            head = node_id("head", layers[li], h)
+            add_effect(
+                g, mlp, head, float(patched_m[li, h] - base_m[li, h]),
+                intervention=intervention + " (forming MLP output)",
+                metric=f"attention of {head} to the sink token",
+            )  # fmt: skip
+            add_effect(
+                g, head, score_target, float(base_m[li, h]),
+                intervention="none: attention paid to the sink token (unpatched)",
+                metric="attention to the sink token",
+            )  # fmt: skip
+    return g

@@ -1,0 +1,69 @@
+"""`SecondaryConfig`: every setting of the secondary-sink tracer, with its default and meaning."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from circuits.tracing.config import Config, option
+
+TAU = 0.95
+"""Wong et al.'s threshold in the paper's text (`circuits.sinks.secondary.TAU`)."""
+AUTHORS_TAU = 0.9
+"""The threshold in Wong et al.'s public code."""
+LABELS = ("secondary", "primary-like", "noise")
+"""Event labels by lifetime (`circuits.sinks.LABELS`)."""
+
+
+@dataclass(frozen=True)
+class SecondaryConfig(Config):
+    """Settings of `trace_secondary` (thresholds from Wong et al. 2025 where they give one)."""
+
+    taus: tuple[float, ...] = option(
+        (TAU, AUTHORS_TAU),
+        "cosine thresholds cos(h_t, h_sink) > tau; the first is the one every experiment uses "
+        "(paper text 0.95, authors' code 0.9), the others are counted in the census",
+        low=0,
+        high=1,
+        low_open=True,
+    )
+    labels: tuple[str, ...] = option(
+        ("secondary",),
+        "event labels traced as sinks (add primary-like to include long runs)",
+        choices=LABELS,
+    )
+    max_tokens: int | None = option(
+        None, "cut every text to this many tokens (default: whole)", low=4
+    )
+    max_events: int = option(400, "unique events measured in the forming-MLP step", low=1)
+    n_controls: int = option(
+        8, "control (never sink-like) tokens sampled per text and layer, forming-MLP step", low=1
+    )
+    n_swap_events: int = option(
+        4, "events whose early activations are swapped (each costs a few dozen forwards)", low=0
+    )
+    n_queries: int = option(
+        32, "swap runs keep the text up to the sink token plus this many later tokens", low=1
+    )
+    score_layers: int = option(
+        3,
+        "the sink score in swap runs: attention received in this many blocks after l_start "
+        "(capped at the event's lifetime)",
+        low=1,
+    )
+    scales: tuple[float, ...] = option(
+        (0.0, 0.5, 1.0, 2.0, 4.0), "factors applied to the forming MLP's output at the sink token"
+    )
+    min_effect: float = option(
+        0.05,
+        "an upstream component joins the circuit when swapping its output moves the cosine at "
+        "l_start by at least this much (mean over events)",
+        low=0,
+    )
+    top_heads: int = option(
+        6, "later heads drawn in the circuit (most attention to the sink)", low=0
+    )
+    pca_components: int = option(10, "principal components reported per layer and group", low=1)
+    min_pca_points: int = option(
+        4, "tokens needed per group and layer before its MLP inputs are analysed (PCA)", low=2
+    )
+    seed: int = option(0, "seed for control sampling and subsampling", low=0)

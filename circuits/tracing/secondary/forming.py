@@ -1,0 +1,162 @@
+"""Experiment 2: what block l_start's MLP writes at a future sink token, against control tokens
+(never sink-like) at the same layer; also keeps the MLP inputs for the geometry step."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+import pandas as pd
+import torch
+from jaxtyping import Float
+from torch import Tensor
+from tqdm.auto import tqdm
+from transformer_lens.model_bridge import TransformerBridge
+
+from circuits._io import json_records
+from circuits.sites import hook_name
+from circuits.tracing.secondary.census import SecondaryCensus
+from circuits.tracing.secondary.config import TAU, SecondaryConfig
+from circuits.tracing.secondary.corpus import Corpus, special_tokens, token_type
+
+STAGES = {
+    "pre": "resid_pre",
+    "mid": "resid_mid",
+    "post": "resid_post",
+    "attn": "attn_out",
+    "mlp": "mlp_out",
+    "mlp_in": "mlp_in",
+}
+"""Stage name in the rows -> the site read at block l_start."""
+
+
+@dataclass
+class FormingMLP:
+    """Per (token, layer): what block l's MLP writes at a sink token at its l_start, and at
+    control tokens (never sink-like) at the same layers.
+
+    Columns: group (sink / control), text, position, token, token_type, layer, mlp_cos (cosine
+    of the MLP output with the sink's hidden state after block l), mlp_norm (its L2 norm),
+    mlp_along (its component along the sink state's direction), attn_cos, attn_norm (the same
+    for the attention output), cos_pre / cos_mid / cos_post (cosine of the token's residual
+    with the sink's at block l's input, after its attention, after its MLP), crossed (where the
+    cosine first exceeds tau: 'before', 'attn', 'mlp' or 'none'), and for sinks lifetime,
+    mean_score, peak_score. `inputs` are the MLP inputs (`mlp.hook_in`, after the norm), one
+    row per frame row.
+    """
+
+    frame: pd.DataFrame
+    inputs: Float[Tensor, "row d_model"] = field(repr=False)
+    tau: float = TAU
+
+    def summary_frame(self) -> pd.DataFrame:
+        """Per group and layer: count, median MLP cosine and norm, attention cosine and norm,
+        and the share of tokens whose cosine crosses tau at the MLP."""
+        if self.frame.empty:
+            return pd.DataFrame()
+        g = self.frame.groupby(["layer", "group"])
+        out = g.agg(
+            n=("mlp_norm", "size"),
+            mlp_cos_median=("mlp_cos", "median"),
+            mlp_norm_median=("mlp_norm", "median"),
+            mlp_along_median=("mlp_along", "median"),
+            attn_cos_median=("attn_cos", "median"),
+            attn_norm_median=("attn_norm", "median"),
+            cos_mid_median=("cos_mid", "median"),
+            cos_post_median=("cos_post", "median"),
+        )
+        out["crossed_at_mlp"] = g.crossed.apply(lambda s: float((s == "mlp").mean()))
+        return out.reset_index()
+
+    def to_json(self) -> dict:
+        return {
+            "summary": json_records(self.summary_frame()),
+            "rows": json_records(self.frame),
+        }
+
+
+def forming_mlp(
+    model: TransformerBridge,
+    corpus: Corpus,
+    census: SecondaryCensus,
+    *,
+    max_events: int = SecondaryConfig.max_events,
+    n_controls: int = SecondaryConfig.n_controls,
+    seed: int = 0,
+    progress: bool = True,
+) -> FormingMLP:
+    """Experiment 2: for each selected event (at most `max_events`), block l_start's MLP output
+    at the token, against `n_controls` never-sink-like tokens per text at the same layer.
+    One forward per text with events, up to the last l_start needed."""
+    events = census.selected().head(max_events)
+    gen = torch.Generator().manual_seed(seed)
+    rows, inputs = [], []
+    d_model = model.cfg.d_model
+    texts = sorted(events.text.unique().tolist())
+    for text in tqdm(texts, desc="forming MLP", unit="text", disable=not progress):
+        ev = events[events.text == text]
+        layers = sorted(ev.l_start.unique().tolist())
+        tokens = torch.tensor([corpus.rows[text]])
+        names = [hook_name(kind, layer) for layer in layers for kind in STAGES.values()]
+        with torch.no_grad():
+            _, cache = model.run_with_cache(
+                tokens.to(model.cfg.device), names_filter=names, stop_at_layer=max(layers) + 1
+            )
+        t = census.report.texts[text]
+        sink = t.sink.position
+        uniq = census.unique[text]
+        pool = [p for p in census.controls(text) if uniq[p]]
+        for layer in layers:
+            acts = {k: cache[hook_name(kind, layer)][0].float().cpu() for k, kind in STAGES.items()}
+            members = [("sink", e) for e in ev[ev.l_start == layer].itertuples()]
+            if pool:
+                pick = torch.randperm(len(pool), generator=gen)[:n_controls].tolist()
+                members += [("control", pool[i]) for i in sorted(pick)]
+            for group, item in members:
+                pos = item.position if group == "sink" else item
+                rows.append(
+                    _forming_row(acts, pos, sink, census.tau)
+                    | {
+                        "group": group,
+                        "text": text,
+                        "position": pos,
+                        "token": t.tokens[pos],
+                        "layer": layer,
+                        "lifetime": item.lifetime if group == "sink" else None,
+                        "mean_score": item.mean_score if group == "sink" else None,
+                        "peak_score": item.peak_score if group == "sink" else None,
+                    }
+                )
+                inputs.append(acts["mlp_in"][pos])
+    special = special_tokens(model)
+    frame = pd.DataFrame(rows)
+    if not frame.empty:
+        frame.insert(4, "token_type", [token_type(tok, special) for tok in frame.token])
+        first = ["group", "text", "position", "token", "token_type", "layer"]
+        frame = frame[first + [c for c in frame.columns if c not in first]]
+    stacked = torch.stack(inputs) if inputs else torch.zeros(0, d_model)
+    return FormingMLP(frame, stacked, census.tau)
+
+
+def _forming_row(acts: dict[str, Tensor], pos: int, sink: int, tau: float) -> dict:
+    def cos(a: Tensor, b: Tensor) -> float:
+        return float(torch.nn.functional.cosine_similarity(a, b, dim=0))
+
+    direction = acts["post"][sink]
+    unit = direction / direction.norm()
+    stage = {k: cos(acts[k][pos], acts[k][sink]) for k in ("pre", "mid", "post")}
+    crossed = next(
+        (name for name, k in (("before", "pre"), ("attn", "mid"), ("mlp", "post"))
+         if stage[k] > tau),
+        "none",
+    )  # fmt: skip
+    return {
+        "mlp_cos": cos(acts["mlp"][pos], direction),
+        "mlp_norm": float(acts["mlp"][pos].norm()),
+        "mlp_along": float(acts["mlp"][pos] @ unit),
+        "attn_cos": cos(acts["attn"][pos], direction),
+        "attn_norm": float(acts["attn"][pos].norm()),
+        "cos_pre": stage["pre"],
+        "cos_mid": stage["mid"],
+        "cos_post": stage["post"],
+        "crossed": crossed,
+    }

@@ -1,0 +1,195 @@
+"""`trace_secondary`: the six secondary-sink experiments in order, and `SecondaryTrace`."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+import networkx as nx
+import pandas as pd
+import torch
+from matplotlib.figure import Figure
+from transformer_lens.model_bridge import TransformerBridge
+
+from circuits._io import json_finite
+from circuits.graph import node_id
+from circuits.tracing.result import Steps, TraceResult
+from circuits.tracing.secondary import figures as fig
+from circuits.tracing.secondary.census import SecondaryCensus, find_secondary
+from circuits.tracing.secondary.circuit import secondary_circuit
+from circuits.tracing.secondary.config import SecondaryConfig
+from circuits.tracing.secondary.corpus import make_corpus
+from circuits.tracing.secondary.fit import NormFit, norm_fit
+from circuits.tracing.secondary.forming import FormingMLP, forming_mlp
+from circuits.tracing.secondary.geometry import Geometry, mlp_geometry
+from circuits.tracing.secondary.summary import summary_text
+from circuits.tracing.secondary.swaps import TokenSwaps, token_swaps
+
+STEPS = ("find", "forming_mlp", "norm_fit", "swaps", "geometry", "circuit")
+
+
+@dataclass(repr=False)
+class SecondaryTrace(TraceResult):
+    """All six experiments on one model and corpus, as `trace_secondary` ran them; `run` holds
+    what the run was given beside the config (model hash, corpus size)."""
+
+    title = "Secondary sinks"
+    model: str
+    config: SecondaryConfig
+    run: dict
+    census: SecondaryCensus
+    forming: FormingMLP
+    fit: NormFit
+    swaps: TokenSwaps
+    geometry: Geometry
+    graph: nx.DiGraph | None
+    seconds: dict[str, float] = field(default_factory=dict)
+
+    def settings(self) -> dict:
+        return {**self.run, **self.config.to_dict(), **self.census.report.settings.to_dict()}
+
+    def summary(self) -> dict:
+        """Headline numbers of every experiment."""
+        out = {"model": self.model, **self.census.summary()}
+        if not self.forming.summary_frame().empty:
+            for group in ("sink", "control"):
+                sub = self.forming.frame[self.forming.frame.group == group]
+                out[f"{group}_mlp_cos_median"] = float(sub.mlp_cos.median())
+                out[f"{group}_mlp_norm_median"] = float(sub.mlp_norm.median())
+            sinks = self.forming.frame[self.forming.frame.group == "sink"]
+            out["sink_crossed_at"] = sinks.crossed.value_counts().to_dict()
+        for f in self.fit.fits:
+            out[f"fit_{f.y}"] = {k: v for k, v in f.to_dict().items() if k not in ("y", "x")}
+        verdicts = self.swaps.verdicts()
+        if not verdicts.empty:
+            out["swaps"] = {
+                f"{r.direction}/{r.source}/{r.site}": f"{r.effect} at layers {r.flips_at_layers}"
+                for r in verdicts.itertuples()
+            }
+        if self.swaps.skipped:
+            out["swaps_skipped"] = len(self.swaps.skipped)
+        if not self.swaps.scale.empty:
+            sc = self.swaps.scale.groupby("factor")[["cos", "score", "lifetime"]].mean()
+            out["rescale"] = {f"{f:g}": row.round(4).to_dict() for f, row in sc.iterrows()}
+        if not self.geometry.summary.empty:
+            out["pca"] = {
+                f"L{r.layer}/{r.group}": {"n": r.n, "top1": r.top1, "top3": r.top3,
+                                          "participation_ratio": r.participation_ratio}
+                for r in self.geometry.summary.itertuples()
+            }  # fmt: skip
+        if self.graph is not None:
+            out["circuit"] = {
+                "nodes": self.graph.number_of_nodes(),
+                "edges": self.graph.number_of_edges(),
+                "upstream": sorted(
+                    u
+                    for u, v in self.graph.edges
+                    if v == node_id("mlp", self.graph.graph["l_start"])
+                ),
+            }
+        out["seconds"] = {k: round(v, 1) for k, v in self.seconds.items()}
+        return json_finite(out)
+
+    def details(self) -> dict:
+        return {
+            "census": self.census.to_json(),
+            "forming": self.forming.to_json(),
+            "fit": self.fit.to_json(),
+            "swaps": self.swaps.to_json(),
+            "geometry": self.geometry.to_json(),
+        }
+
+    def tables(self) -> dict[str, pd.DataFrame]:
+        c = self.census
+        return {
+            "events": c.to_frame("events"),
+            "levels": c.to_frame("levels"),
+            "types": c.types,
+            "layers": c.layers_frame(),
+            "cosine_hist": c.cosine_hist,
+            "forming": self.forming.frame,
+            "forming_summary": self.forming.summary_frame(),
+            "fits": self.fit.to_frame(),
+            "swaps": self.swaps.swaps,
+            "swaps_causal": self.swaps.causal(),
+            "swaps_verdicts": self.swaps.verdicts(),
+            "swap_events": self.swaps.events,
+            "rescale": self.swaps.scale,
+            "pca": self.geometry.summary,
+            "pca_spectrum": self.geometry.spectrum,
+        }
+
+    def figures(self) -> dict[str, Figure]:
+        c = self.census
+        out = {
+            "primary_dip": fig.plot_primary_dip(c.layers_frame(), c.taus),
+            "token_types": fig.plot_token_types(c.types),
+            "cosine_hist": fig.plot_cosine_hist(c.cosine_hist, c.n_above),
+        }
+        if not self.forming.frame.empty:
+            out["forming_mlp"] = fig.plot_forming(self.forming.frame)
+        if len(self.fit.points):
+            out["norm_fit"] = fig.plot_norm_fit(self.fit.points, self.fit.to_frame())
+        causal = self.swaps.causal()
+        if not causal.empty:
+            out["swaps"] = fig.plot_swaps(causal)
+        if not self.swaps.scale.empty:
+            out["rescale"] = fig.plot_rescale(self.swaps.scale)
+        if not self.geometry.spectrum.empty:
+            out["pca"] = fig.plot_pca(self.geometry.spectrum)
+        return out
+
+    def text(self) -> str:
+        return summary_text(self)
+
+
+def trace_secondary(
+    model: TransformerBridge,
+    texts: Sequence,
+    config: SecondaryConfig = SecondaryConfig(),  # noqa: B008 (frozen: a shared default is safe)
+    *,
+    progress: bool = True,
+    **overrides: Any,
+) -> SecondaryTrace:
+    """Run experiments 1-6 on `texts` (strings, `Trace`s or token-id lists, cut to
+    `config.max_tokens`); `overrides` change single config fields (`n_swap_events=1`).
+    `config.taus[0]` is the threshold every experiment uses; the others are reported in the
+    census. `config.labels` choose which events count as the sinks to trace."""
+    config = config.with_options(**overrides) if overrides else config
+    torch.manual_seed(config.seed)
+    corpus = make_corpus(model, texts, config.max_tokens)
+    steps = Steps(len(STEPS), "secondary sinks", progress)
+    census = steps.run(
+        "find", find_secondary, model, corpus, taus=config.taus, labels=config.labels,
+        progress=progress,
+    )  # fmt: skip
+    forming = steps.run(
+        "forming_mlp", forming_mlp, model, corpus, census, max_events=config.max_events,
+        n_controls=config.n_controls, seed=config.seed, progress=progress,
+    )  # fmt: skip
+    fit = steps.run("norm_fit", norm_fit, forming)
+    swaps = steps.run(
+        "swaps", token_swaps, model, corpus, census, n_events=config.n_swap_events,
+        n_queries=config.n_queries, score_layers=config.score_layers, scales=config.scales,
+        progress=progress,
+    )  # fmt: skip
+    geometry = steps.run(
+        "geometry", mlp_geometry, forming, n_components=config.pca_components,
+        min_points=config.min_pca_points, seed=config.seed,
+    )  # fmt: skip
+    graph = steps.run(
+        "circuit", secondary_circuit, model, corpus, census, swaps,
+        min_effect=config.min_effect, top_heads=config.top_heads, n_queries=config.n_queries,
+        seed=config.seed,
+    )  # fmt: skip
+    info = getattr(model, "circuits_info", None)
+    run = {
+        "model": info.key if info else model.cfg.model_name,
+        "gguf_sha256": getattr(info, "gguf_sha256", None),
+        "n_texts": len(corpus.rows),
+        "n_tokens": sum(len(r) for r in corpus.rows),
+    }
+    return SecondaryTrace(
+        run["model"], config, run, census, forming, fit, swaps, geometry, graph, steps.close()
+    )
