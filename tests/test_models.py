@@ -84,9 +84,10 @@ def test_cache_entry_is_atomic_and_verified(tmp_path, monkeypatch):
 
     with pytest.raises(RuntimeError, match="interrupted"):
         cache_mod.write_entry("m", failing_build)
-    assert list((tmp_path / "models").iterdir()) == []
+    assert [p.name for p in (tmp_path / "models").iterdir()] == [cache_mod.LOCKS]
 
     def build(folder: Path) -> dict:
+        (folder / "config.json").write_text('{"model_type": "llama"}')
         (folder / "model.safetensors").write_bytes(b"0123456789")
         return {"key": "m"}
 

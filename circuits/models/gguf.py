@@ -81,6 +81,20 @@ def check_gguf_magic(path: Path) -> None:
         )
 
 
+def check_gguf_readable(path: Path) -> None:
+    """Raise ValueError unless the GGUF at `path` parses whole (header, metadata, tensor table
+    and data extents); a truncated download fails here, not deep inside transformers."""
+    from gguf import GGUFReader
+
+    try:
+        GGUFReader(path)
+    except Exception as err:  # the parser raises struct/Value/Index errors on damaged files
+        raise ValueError(
+            f"{path} is a truncated or damaged GGUF file (its header or tensor table cannot be "
+            f"read: {type(err).__name__}: {err}); download or copy it again"
+        ) from None
+
+
 def assemble(spec: ModelSpec, dest: Path) -> Path:
     """Write the verified GGUF of `spec` to `dest` (concatenating chunks) and return `dest`.
 

@@ -2,11 +2,14 @@
 
 from __future__ import annotations
 
+import json
+import socket
 import sys
 import time
 from collections.abc import Callable
 from dataclasses import asdict, dataclass
 from pathlib import Path
+from urllib.parse import urlparse
 
 import torch
 from transformer_lens.model_bridge import TransformerBridge
@@ -15,6 +18,7 @@ from circuits.models import cache
 from circuits.models.gguf import (
     assemble,
     check_gguf_magic,
+    check_gguf_readable,
     sha256_file,
     verified_single_file,
 )
@@ -85,6 +89,7 @@ def _dequantise_into(gguf_path: Path, folder: Path, key: str, architecture: str 
     """Dequantise a GGUF into a Hugging Face folder (fp32 safetensors + tokenizer + config)."""
     from transformers import AutoModelForCausalLM, AutoTokenizer
 
+    check_gguf_readable(gguf_path)
     _log(f"dequantising {key} (first load only, 20-80 s; later loads read the cache)")
     tok = AutoTokenizer.from_pretrained(gguf_path.parent, gguf_file=gguf_path.name)
     hf = AutoModelForCausalLM.from_pretrained(
@@ -107,17 +112,13 @@ def _dequantise_into(gguf_path: Path, folder: Path, key: str, architecture: str 
 
 def _cached_folder(
     name: str, get_gguf: Callable[[Path], Path], owns_gguf: bool, meta: dict
-) -> tuple[Path, bool]:
-    """The cache entry `name`, built if missing or broken; returns (folder, was_cached).
+) -> tuple[Path, dict, bool]:
+    """The cache entry `name` of the GGUF with sha256 `meta["gguf_sha256"]`, built if missing
+    or untrusted; returns (folder, manifest, was_cached).
 
     `get_gguf(scratch_path)` yields the verified GGUF only when a build is needed; if
     `owns_gguf`, that file is a scratch copy and is deleted after dequantising.
     """
-    entry = cache.entry_dir(name)
-    if entry.exists():
-        if cache.read_manifest(entry) is not None:
-            return entry, True
-        _log(f"cache entry {entry} is incomplete or corrupt: rebuilding it")
 
     def build(folder: Path) -> dict:
         path = get_gguf(folder.parent / f"{folder.name}.gguf")
@@ -127,10 +128,10 @@ def _cached_folder(
             if owns_gguf and path.exists():
                 path.unlink()
 
-    return cache.write_entry(name, build), False
+    return cache.ensure_entry(name, build, meta["gguf_sha256"])
 
 
-def _spec_folder(spec: ModelSpec) -> tuple[Path, bool]:
+def _spec_folder(spec: ModelSpec) -> tuple[Path, dict, bool]:
     meta = {"key": spec.key, "gguf_sha256": spec.sha256, "architecture": spec.architecture}
     if len(spec.chunks) == 1:
         # A one-file GGUF is verified and read in place, not copied.
@@ -138,16 +139,72 @@ def _spec_folder(spec: ModelSpec) -> tuple[Path, bool]:
     return _cached_folder(spec.key, lambda dest: assemble(spec, dest), True, meta)
 
 
+# Files a tokenizer can be loaded from (fast tokenizer, sentencepiece, BPE / WordPiece vocab).
+_TOKENIZER_FILES = ("tokenizer.json", "tokenizer.model", "spiece.model", "vocab.json", "vocab.txt")
+
+
+def _check_folder(folder: Path) -> None:
+    """Raise ValueError unless `folder` holds a readable transformers config.json."""
+    config = folder / "config.json"
+    if not config.is_file():
+        raise ValueError(
+            f"{folder} is a folder but not a Hugging Face model folder (no config.json); "
+            "pass a folder written by save_pretrained, a .gguf file, or a model key"
+        )
+    try:
+        data = json.loads(config.read_text(encoding="utf-8"))
+    except (OSError, UnicodeDecodeError, ValueError) as err:
+        raise ValueError(f"{config} is not valid JSON ({err}); fix or re-save it") from None
+    if not isinstance(data, dict) or not isinstance(data.get("model_type"), str):
+        raise ValueError(
+            f'{config} has no "model_type" (it is not a transformers config); re-save the model '
+            "with save_pretrained"
+        )
+
+
 def _boot(hub_name: str, folder: Path, device: str, dtype: torch.dtype) -> TransformerBridge:
     from transformers import AutoConfig, AutoModelForCausalLM, AutoTokenizer
 
-    _check_supported(AutoConfig.from_pretrained(folder))
+    _check_folder(folder)
+    try:
+        config = AutoConfig.from_pretrained(folder)
+    except (OSError, ValueError, KeyError) as err:
+        raise ValueError(
+            f"{folder / 'config.json'} cannot be read by transformers: {err}"
+        ) from None
+    _check_supported(config)
+    if not any((folder / name).is_file() for name in _TOKENIZER_FILES):
+        raise ValueError(
+            f"{folder} has no tokenizer (none of {', '.join(_TOKENIZER_FILES)}); save one into "
+            "it with tokenizer.save_pretrained(folder)"
+        )
     # The tokenizer is loaded from the folder so TransformerLens can re-create it by path.
     tok = AutoTokenizer.from_pretrained(folder)
     hf = AutoModelForCausalLM.from_pretrained(folder, dtype=dtype, attn_implementation="eager")
     return TransformerBridge.boot_transformers(
         hub_name, hf_model=hf, tokenizer=tok, device=device, dtype=dtype
     )
+
+
+def _hub_reachable(timeout: float = 3.0) -> str | None:
+    """None if the Hugging Face hub can be reached now, else why not (offline mode set, or no
+    connection within `timeout` seconds)."""
+    from huggingface_hub import constants
+
+    if constants.HF_HUB_OFFLINE:
+        return "HF_HUB_OFFLINE is set"
+    host = urlparse(constants.ENDPOINT).hostname or "huggingface.co"
+    try:
+        socket.create_connection((host, 443), timeout=timeout).close()
+    except OSError as err:
+        return f"{host} cannot be reached ({err})"
+    return None
+
+
+def _hub_cached(name: str) -> bool:
+    from huggingface_hub import try_to_load_from_cache
+
+    return isinstance(try_to_load_from_cache(name, "config.json"), str)
 
 
 def _check_supported(config) -> None:
@@ -191,30 +248,44 @@ def load_model(
     quantised = True
     if text in MODELS:
         mspec = get_spec(text)
-        folder, from_cache = _spec_folder(mspec)
+        folder, manifest, from_cache = _spec_folder(mspec)
         hub_name, source, gguf_sha, cache_dir = (
             mspec.hub_name,
             "pypi:" + " ".join(mspec.packages),
-            mspec.sha256,
+            manifest["gguf_sha256"],
             str(folder),
         )
         model = _boot(hub_name, folder, device, dtype)
     elif path.is_file():
         check_gguf_magic(path)
-        gguf_sha = sha256_file(path)
-        meta = {"key": str(path), "gguf_sha256": gguf_sha}
-        folder, from_cache = _cached_folder(f"gguf-{gguf_sha[:16]}", lambda _: path, False, meta)
+        sha = sha256_file(path)
+        meta = {"key": str(path), "gguf_sha256": sha}
+        folder, manifest, from_cache = _cached_folder(
+            f"gguf-{sha[:16]}", lambda _: path, False, meta
+        )
         hub_name, source, cache_dir = str(path), f"gguf:{path}", str(folder)
+        gguf_sha = manifest["gguf_sha256"]
         model = _boot(hub_name, folder, device, dtype)
     elif path.is_dir():
-        if not (path / "config.json").is_file():
-            raise ValueError(
-                f"{path} is a folder but not a Hugging Face model folder (no config.json); "
-                "pass a folder written by save_pretrained, a .gguf file, or a model key"
-            )
         hub_name, source, quantised = str(path), f"folder:{path}", False
         model = _boot(hub_name, path, device, dtype)
-    elif text.count("/") == 1 and not text.startswith((".", "/", "~")):
+    elif (
+        path.suffix.lower() == ".gguf"
+        or text.startswith((".", "/", "~"))
+        or text.count("/") > 1
+        or (text.count("/") == 1 and path.parent.is_dir())
+    ):
+        raise FileNotFoundError(
+            f"no such file or folder: {path}; pass an existing .gguf file or model folder, or a "
+            f"model key ({', '.join(MODELS)})"
+        )
+    elif text.count("/") == 1:
+        if not _hub_cached(text) and (why := _hub_reachable()):
+            raise ValueError(
+                f"{text!r} is not a local file or folder, and as a Hugging Face hub name it "
+                f"needs the hub, which is unavailable ({why}); pass a model key "
+                f"({', '.join(MODELS)}), a .gguf file or a model folder"
+            )
         hub_name, source, quantised = text, f"hub:{text}", False
         model = TransformerBridge.boot_transformers(text, device=device, dtype=dtype)
     else:
