@@ -26,6 +26,7 @@ import networkx as nx
 from circuits.graph.circuit import KIND_COLORS, validate
 from circuits.report.draw import (
     ROLE_COLORS,
+    _point_on,
     circuit_edges,
     circuit_layout,
     edge_label,
@@ -127,6 +128,7 @@ def graph_elements(
         )
     for i, (u, v, d) in enumerate(g.edges(data=True)):
         role = roles[u, v]
+        route = _route(lay, u, v)
         strength = d["abs_effect"] / top if role != "observed" else 0.3
         show_label = role == "observed" or (u, v) in labelled
         elements.append(
@@ -143,8 +145,13 @@ def graph_elements(
                     "value": edge_label(g, u, v),
                     "in_circuit": (u, v) in kept,
                     "attrs": {k: _plain(v) for k, v in d.items()},
+                    **route,
                 },
-                "classes": " ".join(c for c in (role, "" if (u, v) in kept else "outside") if c),
+                "classes": " ".join(
+                    c
+                    for c in (role, "routed" if route else "", "" if (u, v) in kept else "outside")
+                    if c
+                ),
             }
         )
     legend = role_legend(g, sign=sign)
@@ -157,6 +164,32 @@ def graph_elements(
         "n_edges": g.number_of_edges(),
         "n_circuit_edges": len(sel.edges),
     }
+
+
+def _route(lay, u: str, v: str) -> dict:
+    # dot's spline for u -> v as cytoscape control points: for each point, its weight along the
+    # line between the two node centres and its distance from that line (px, screen y down).
+    pts = lay.paths.get((u, v))
+    if not pts:
+        return {}
+    (x0, y0), (x1, y1) = lay.pos[u], lay.pos[v]
+    sx, sy, tx, ty = x0, -y0, x1, -y1
+    dx, dy = tx - sx, ty - sy
+    length2 = dx * dx + dy * dy
+    if length2 == 0:
+        return {}
+    weights, distances = [], []
+    for t in (0.2, 0.4, 0.6, 0.8):
+        px, py = _point_on(pts, t)
+        px, py = px - sx, -py - sy
+        w = (px * dx + py * dy) / length2
+        dist = (px * dy - py * dx) / length2**0.5
+        if 0.02 < w < 0.98:
+            weights.append(round(w, 3))
+            distances.append(round(dist * PX_PER_INCH, 1))
+    if not weights or max(abs(d) for d in distances) < 4:
+        return {}
+    return {"cpw": " ".join(map(str, weights)), "cpd": " ".join(map(str, distances))}
 
 
 _STYLE = """
@@ -205,6 +238,9 @@ _SCRIPT = r"""
         "font-size": 10, color: "data(color)", "text-background-color": "#fff",
         "text-background-opacity": 0.85, "text-background-padding": 1,
         "text-rotation": "none" } },
+      { selector: "edge.routed", style: { "curve-style": "unbundled-bezier",
+        "control-point-weights": "data(cpw)", "control-point-distances": "data(cpd)",
+        "edge-distances": "node-position" } },
       { selector: "edge.observed", style: { "line-style": "dashed", color: "#555" } },
       { selector: ".outside", style: { display: "none" } },
       { selector: ".faded", style: { opacity: 0.12 } },
