@@ -131,3 +131,20 @@ def test_a_notebook_shows_the_view_with_its_library():
     assert html.count("<script>") == 2 and f'id="{view.element_id}"' in html
     assert "5 edges" in repr(view)
     assert show_graph(small_graph()).element_id != view.element_id
+
+
+@pytest.mark.skipif(shutil.which("dot") is None, reason="Graphviz dot not installed")
+def test_with_dot_the_long_edges_follow_its_routes():
+    from pathlib import Path
+
+    from circuits.graph.io import read
+
+    path = Path(__file__).parents[1] / "docs" / "p0" / "smollm2-135m" / "circuit.graphml"
+    if not path.is_file():
+        pytest.skip("docs/p0 graph not present")
+    spec = graph_elements(read(path))
+    routed = [e["data"] for e in spec["elements"] if "routed" in e.get("classes", "")]
+    assert routed and all(e["in_circuit"] for e in routed)
+    for e in routed:
+        weights = [float(w) for w in e["cpw"].split()]
+        assert len(weights) == len(e["cpd"].split()) and all(0 < w < 1 for w in weights)
