@@ -282,3 +282,188 @@ def test_cli_writes_table_plots_graph_checkpoints(tmp_path):
         assert (out / name).is_file(), name
     bad = ["trigger", "--layers", "1", "4", "--heads", "1", "--out", str(out)]
     assert main(bad) == 2
+
+
+# -- issue 15: numbers checked before work, strict JSON, resumable experiments ---------------
+
+NAN, INF = float("nan"), float("inf")
+
+
+@pytest.mark.parametrize(
+    ("make", "message"),
+    [
+        (lambda: TrainConfig(lr=INF), "lr=inf: must be a finite number"),
+        (lambda: TrainConfig(lr=NAN), "lr=nan: must be a finite number"),
+        (lambda: TrainConfig(lr=0.0), r"lr=0.0: must lie in \(0.0, inf\]"),
+        (lambda: TrainConfig(weight_decay=-1e-3), "weight_decay=-0.001"),
+        (lambda: TrainConfig(steps=-1), "steps=-1: must be an integer >= 1"),
+        (lambda: TrainConfig(seed=-1), "seed=-1: must be an integer >= 0"),
+        (lambda: TrainConfig(eval_examples=0), "eval_examples=0"),
+        (lambda: TriggerModelConfig.for_task(TriggerTask(), init_scale=NAN), "init_scale=nan"),
+        (lambda: TriggerModelConfig.for_task(TriggerTask(), init_scale=INF), "init_scale=inf"),
+        (lambda: TriggerModelConfig.for_task(TriggerTask(), d_head=-2), "d_head=-2"),
+        (lambda: make_batch(TriggerTask(), -1, seed=0), "batch_size=-1"),
+        (lambda: make_batch(TriggerTask(), 4, seed=-3), "seed=-3"),
+        (lambda: relu_construction(TriggerTask(), margin=NAN), "margin=nan"),
+    ],
+)
+def test_bad_numbers_are_refused(make, message):
+    with pytest.raises(ValueError, match=message):
+        make()
+
+
+@pytest.mark.parametrize(
+    ("kwargs", "message"),
+    [
+        ({"seeds": (0, 0)}, r"seeds \[0, 0\] repeats 0"),
+        ({"seeds": (1, -1)}, "seed=-1"),
+        ({"sizes": ((1, 1), (1, 1))}, r"sizes \[\(1, 1\), \(1, 1\)\] repeats \(1, 1\)"),
+        ({"attentions": ("relu", "relu")}, "repeats 'relu'"),
+        ({"sizes": ((1, 0),)}, "n_heads=0"),
+        ({"init_scale": NAN}, "init_scale=nan"),
+        ({"sink_bound": 5.0}, r"sink_bound=5.0: must lie in \[0.0, 1.0\]"),
+        ({"error_bound": NAN}, "error_bound=nan"),
+        ({"train_config": None, "resume": True}, "resume=True needs runs_dir"),
+    ],
+)
+def test_a_bad_experiment_fails_before_any_training(monkeypatch, kwargs, message):
+    import circuits.trigger.experiment as ex
+
+    trained = []
+    monkeypatch.setattr(ex, "train_model", lambda *a, **k: trained.append(a))
+    with pytest.raises(ValueError, match=message):
+        ex.run_experiment(**{"sizes": ((1, 1),), "progress": False, **kwargs})
+    assert trained == []
+
+
+def _tiny_experiment(**kwargs):
+    from circuits.trigger import run_experiment
+
+    return run_experiment(
+        attentions=("softmax",),
+        sizes=((1, 1),),
+        seeds=(0, 1, 2),
+        train_config=TrainConfig(steps=30, n_checkpoints=2, eval_examples=32),
+        progress=False,
+        **kwargs,
+    )
+
+
+def test_saved_json_is_strict_and_flags_non_finite_values(tmp_path):
+    import json
+
+    from circuits.trigger import save_experiment
+
+    exp = _tiny_experiment()
+    exp.runs[0].train.losses[3] = NAN  # a diverged step
+    exp.runs[1].train.losses[4] = INF
+    with pytest.raises(ValueError, match="sink_threshold=2.0"):
+        save_experiment(exp, tmp_path / "bad", sink_threshold=2.0)
+    assert not (tmp_path / "bad").exists()  # refused before writing anything
+    save_experiment(exp, tmp_path / "out")
+
+    def refuse(literal):
+        raise AssertionError(f"non-standard JSON literal {literal}")
+
+    doc = json.loads((tmp_path / "out" / "experiment.json").read_text(), parse_constant=refuse)
+    assert doc["runs"][0]["training"]["losses"][3] is None
+    assert doc["non_finite"] == ["runs[0].training.losses[3]", "runs[1].training.losses[4]"]
+
+
+def _identical(a, b) -> None:
+    for x, y in zip(a.runs, b.runs, strict=True):
+        assert x.name == y.name and x.train.losses == y.train.losses
+        assert x.measurement.to_dict() == y.measurement.to_dict()
+
+
+def test_an_interrupted_experiment_resumes_without_retraining(tmp_path, monkeypatch):
+    import circuits.trigger.experiment as ex
+
+    whole = _tiny_experiment()
+    real, calls = ex.train_model, []
+
+    def interrupted_at_third(*args, **kwargs):
+        calls.append(args[2].seed)
+        if len(calls) == 3:
+            raise KeyboardInterrupt
+        return real(*args, **kwargs)
+
+    monkeypatch.setattr(ex, "train_model", interrupted_at_third)
+    runs = tmp_path / "runs"
+    with pytest.raises(KeyboardInterrupt):
+        _tiny_experiment(runs_dir=runs)
+    assert sorted(p.name for p in runs.iterdir()) == [
+        "softmax_1x1_seed0.pt",
+        "softmax_1x1_seed1.pt",
+    ]
+    with pytest.raises(ValueError, match="already holds finished runs; pass resume=True"):
+        _tiny_experiment(runs_dir=runs)
+    calls.clear()
+    resumed = _tiny_experiment(runs_dir=runs, resume=True)
+    assert calls == [2]  # only the run in progress is trained again
+    _identical(resumed, whole)
+    with pytest.raises(ValueError, match="trained with other settings"):
+        ex.run_experiment(
+            attentions=("softmax",),
+            sizes=((1, 1),),
+            seeds=(0,),
+            train_config=TrainConfig(steps=31),
+            runs_dir=runs,
+            resume=True,
+            progress=False,
+        )
+
+
+KILLED_EXPERIMENT = """
+import sys
+from circuits.trigger import TrainConfig, run_experiment
+run_experiment(
+    attentions=("softmax",), sizes=((1, 1),), seeds=(0, 1, 2),
+    train_config=TrainConfig(steps=30, n_checkpoints=2, eval_examples=32),
+    progress=False, runs_dir=sys.argv[1],
+)
+"""
+
+
+def test_kill_9_loses_only_the_run_in_progress(tmp_path, monkeypatch):
+    import os
+    import signal
+    import subprocess
+    import sys
+    import time
+
+    import circuits.trigger.experiment as ex
+
+    runs = tmp_path / "runs"
+    real, calls = ex.train_model, []
+
+    def counted(*args, **kwargs):
+        calls.append(args[2].seed)
+        return real(*args, **kwargs)
+
+    # The child is killed once its first run is on disk, while the second trains.
+    code = KILLED_EXPERIMENT.replace(
+        "run_experiment(",
+        "import circuits.trigger.experiment as ex, time\n"
+        "real = ex.train_model\n"
+        "def slower(*a, **k):\n"
+        "    if a[2].seed == 1:\n"
+        "        time.sleep(300)\n"
+        "    return real(*a, **k)\n"
+        "ex.train_model = slower\n"
+        "ex.run_experiment(",
+        1,
+    )
+    proc = subprocess.Popen([sys.executable, "-c", code, str(runs)], stderr=subprocess.PIPE)
+    deadline = time.monotonic() + 240
+    while not (runs / "softmax_1x1_seed0.pt").exists():
+        assert proc.poll() is None, proc.stderr.read().decode()
+        assert time.monotonic() < deadline, "the first run never finished"
+        time.sleep(0.1)
+    os.kill(proc.pid, signal.SIGKILL)
+    proc.wait()
+    assert sorted(p.name for p in runs.iterdir()) == ["softmax_1x1_seed0.pt"]
+    monkeypatch.setattr(ex, "train_model", counted)
+    resumed = _tiny_experiment(runs_dir=runs, resume=True)
+    assert calls == [1, 2]  # seed 0 was kept
+    _identical(resumed, _tiny_experiment())

@@ -44,7 +44,9 @@ from circuits.trigger.train import (
     TrainResult,
     eval_batch,
     load_checkpoint,
+    load_result,
     save_checkpoints,
+    save_result,
     train_model,
 )
 
@@ -74,6 +76,7 @@ __all__ = [
     "eval_batch",
     "head_roles",
     "load_checkpoint",
+    "load_result",
     "make_batch",
     "measure",
     "relu_construction",
@@ -81,6 +84,7 @@ __all__ = [
     "run_experiment",
     "save_checkpoints",
     "save_experiment",
+    "save_result",
     "train_model",
     "trigger_targets",
 ]

@@ -27,6 +27,7 @@ import pandas as pd
 import torch
 
 from circuits.graph import add_component, add_effect, new_graph, node_id, validate
+from circuits.trigger.checks import check_float
 from circuits.trigger.data import TriggerBatch
 from circuits.trigger.measure import bos_attention
 from circuits.trigger.model import TriggerTransformer
@@ -58,6 +59,12 @@ class HeadRole:
     """The same at non-trigger positions 1..T-1."""
 
 
+def check_thresholds(sink_threshold: float, aggregate_threshold: float) -> None:
+    """BOS attention is a share of a row (0..1); selectivity a difference of two shares."""
+    check_float("sink_threshold", sink_threshold, 0.0, 1.0)
+    check_float("aggregate_threshold", aggregate_threshold, -1.0, 1.0)
+
+
 def _mse(pred, batch: TriggerBatch) -> tuple[float, float]:
     sq = (pred - batch.targets).pow(2).mean(-1)
     non = ~batch.is_trigger
@@ -73,6 +80,7 @@ def head_roles(
     aggregate_threshold: float = AGGREGATE_THRESHOLD,
 ) -> list[HeadRole]:
     """Each head's BOS attention, aggregation mass, ablation effects and role on `batch`."""
+    check_thresholds(sink_threshold, aggregate_threshold)
     pred, cache = model.run_with_cache(
         batch.inputs,
         names_filter=lambda n: n.endswith("attn.hook_pattern") or n.endswith("attn.hook_z"),

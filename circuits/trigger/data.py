@@ -17,6 +17,8 @@ import torch
 from jaxtyping import Bool, Float
 from torch import Tensor
 
+from circuits.trigger.checks import check_int
+
 BOS, TRIGGER, OTHER = 0, 1, 2
 """Indices of the three indicator features; content starts at `CONTENT`."""
 CONTENT = 3
@@ -34,6 +36,9 @@ class TriggerTask:
     """The paper uses one trigger a sequence; more is the multi-trigger variant."""
 
     def __post_init__(self) -> None:
+        for name, least in (("seq_len", 2), ("d_content", 1), ("n_triggers", 1)):
+            if not isinstance(getattr(self, name), int) or isinstance(getattr(self, name), bool):
+                raise ValueError(f"{name}={getattr(self, name)!r}: must be an integer >= {least}")
         if self.seq_len < 2:
             raise ValueError(
                 f"seq_len={self.seq_len}: a sequence needs at least 2 tokens (BOS + one token); "
@@ -109,10 +114,11 @@ def make_batch(
 
     Pass either a seeded `generator` (advanced in place, for a stream of batches) or a `seed`.
     """
-    if batch_size < 1:
-        raise ValueError(f"batch_size={batch_size}: ask for at least one sequence")
+    check_int("batch_size", batch_size)
     if (generator is None) == (seed is None):
         raise ValueError("pass exactly one of `generator` (a stream of batches) or `seed`")
+    if seed is not None:
+        check_int("seed", seed, minimum=0)
     if generator is None:
         generator = torch.Generator().manual_seed(seed)
     T, d = task.seq_len, task.d_content

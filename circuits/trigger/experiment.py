@@ -4,20 +4,30 @@ measure task error and BOS attention, check each theorem's prediction, tabulate.
     exp = run_experiment(attentions=("softmax", "relu"), sizes=((1, 1), (4, 4)), seeds=(0, 1, 2))
     exp.summary()          # mean ± sd over seeds per attention kind and size
     save_experiment(exp, "out/trigger")
+
+With `runs_dir`, each finished run is saved there as it ends (`<run>.pt`), so an interrupted
+experiment (Ctrl-C, kill -9) loses only the run in progress: call again with `resume=True` and
+the finished runs are read back instead of trained again.
 """
 
 from __future__ import annotations
 
 import dataclasses
-import json
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
 import pandas as pd
 
-from circuits.graph import atomic_write, write
-from circuits.trigger.circuit import AGGREGATE_THRESHOLD, SINK_THRESHOLD, circuit_graph
+from circuits._io import write_csv, write_json
+from circuits.graph import write
+from circuits.trigger.checks import check_distinct, check_int
+from circuits.trigger.circuit import (
+    AGGREGATE_THRESHOLD,
+    SINK_THRESHOLD,
+    check_thresholds,
+    circuit_graph,
+)
 from circuits.trigger.data import TriggerTask
 from circuits.trigger.measure import (
     ERROR_BOUND,
@@ -25,6 +35,7 @@ from circuits.trigger.measure import (
     ZERO_BOUND,
     TheoremCheck,
     TriggerMeasurement,
+    check_bounds,
     check_theorems,
     measure,
 )
@@ -33,7 +44,9 @@ from circuits.trigger.train import (
     TrainConfig,
     TrainResult,
     eval_batch,
+    load_result,
     save_checkpoints,
+    save_result,
     train_model,
 )
 
@@ -49,8 +62,7 @@ class TriggerRun:
 
     @property
     def name(self) -> str:
-        m = self.measurement
-        return f"{m.attention}_{m.n_layers}x{m.n_heads}_seed{self.seed}"
+        return _run_name(self.train.model_config, self.seed)
 
     def row(self) -> dict:
         """One table row: errors, BOS attention of the strongest sink head and of all heads,
@@ -148,6 +160,38 @@ class TriggerExperiment:
         }
 
 
+def _run_name(cfg: TriggerModelConfig, seed: int) -> str:
+    return f"{cfg.attention}_{cfg.n_layers}x{cfg.n_heads}_seed{seed}"
+
+
+def _check_runs_dir(runs_dir: Path | None, resume: bool) -> None:
+    if runs_dir is None:
+        if resume:
+            raise ValueError("resume=True needs runs_dir, the folder the finished runs are in")
+        return
+    if runs_dir.exists() and not runs_dir.is_dir():
+        raise ValueError(f"runs_dir {runs_dir} is a file; give a folder for the finished runs")
+    if not resume and runs_dir.is_dir() and any(runs_dir.glob("*.pt")):
+        raise ValueError(
+            f"runs_dir {runs_dir} already holds finished runs; pass resume=True to reuse them, "
+            "or give an empty folder"
+        )
+
+
+def _finished(path: Path, task, cfg, tc) -> TrainResult | None:
+    """The run saved at `path`, if any; refuses one trained with other settings."""
+    if not path.is_file():
+        return None
+    result = load_result(path)
+    saved = (result.task, result.model_config, result.train_config)
+    if saved != (task, cfg, tc):
+        raise ValueError(
+            f"{path} was trained with other settings ({saved}) than this experiment asks for "
+            f"({(task, cfg, tc)}); resume with the same settings, or use another runs_dir"
+        )
+    return result
+
+
 def run_experiment(
     attentions: Sequence[str] = ATTENTION_KINDS,
     sizes: Sequence[tuple[int, int]] = ((1, 1), (4, 4)),
@@ -161,10 +205,17 @@ def run_experiment(
     zero_bound: float = ZERO_BOUND,
     error_bound: float = ERROR_BOUND,
     progress: bool = True,
+    runs_dir: str | Path | None = None,
+    resume: bool = False,
 ) -> TriggerExperiment:
     """Train one model per (attention kind, (layers, heads), seed), measure each on its
     evaluation batch and check the theorems with the given bounds. `task` and `train_config`
-    default to `TriggerTask()` and `TrainConfig()`; the train config's seed is replaced per run."""
+    default to `TriggerTask()` and `TrainConfig()`; the train config's seed is replaced per run.
+
+    Every argument is checked before any training (no repeated kind, size or seed; numbers
+    finite and in range). With `runs_dir`, each run is saved there when it finishes; with
+    `resume`, runs already there (same settings) are read back instead of trained.
+    """
     task = task or TriggerTask()
     train_config = train_config or TrainConfig()
     if not attentions or not sizes or not seeds:
@@ -172,6 +223,13 @@ def run_experiment(
     for kind in attentions:
         if kind not in ATTENTION_KINDS:
             raise ValueError(f"unknown attention kind {kind!r}: use one of {ATTENTION_KINDS}")
+    for seed in seeds:
+        check_int("seed", seed, minimum=0)
+    for name, values in (("attentions", attentions), ("sizes", sizes), ("seeds", seeds)):
+        check_distinct(name, list(values))
+    check_bounds(sink_bound, zero_bound, error_bound)
+    runs_dir = None if runs_dir is None else Path(runs_dir)
+    _check_runs_dir(runs_dir, resume)
     configs = [
         TriggerModelConfig.for_task(
             task,
@@ -185,14 +243,29 @@ def run_experiment(
         for kind in attentions
         for L, H in sizes
     ]  # built first so a bad size fails before any training
+    plan = [
+        (cfg, dataclasses.replace(train_config, seed=seed)) for cfg in configs for seed in seeds
+    ]
+    saved = {}
+    if runs_dir is not None:
+        runs_dir.mkdir(parents=True, exist_ok=True)
+        for stray in runs_dir.glob(".*.tmp"):  # a save cut short by a kill
+            stray.unlink()
+        if resume:  # every saved run is read (and its settings checked) before any training
+            for cfg, tc in plan:
+                path = runs_dir / f"{_run_name(cfg, tc.seed)}.pt"
+                saved[path] = _finished(path, task, cfg, tc)
     runs = []
-    for cfg in configs:
-        for seed in seeds:
-            tc = dataclasses.replace(train_config, seed=seed)
+    for cfg, tc in plan:
+        path = None if runs_dir is None else runs_dir / f"{_run_name(cfg, tc.seed)}.pt"
+        result = saved.get(path)
+        if result is None:
             result = train_model(task, cfg, tc, progress=progress)
-            m = measure(result.model, eval_batch(task, tc))
-            checks = check_theorems(m, sink_bound, zero_bound, error_bound)
-            runs.append(TriggerRun(seed=seed, measurement=m, checks=checks, train=result))
+            if path is not None:
+                save_result(result, path)
+        m = measure(result.model, eval_batch(task, tc))
+        checks = check_theorems(m, sink_bound, zero_bound, error_bound)
+        runs.append(TriggerRun(seed=tc.seed, measurement=m, checks=checks, train=result))
     return TriggerExperiment(
         task=task,
         train_config=train_config,
@@ -211,20 +284,15 @@ def save_experiment(
     """Write under `out`: `runs.csv` (one row a run), `summary.csv`, `heads.csv`,
     `experiment.json` (everything, loss curves and checkpoint metrics included),
     `circuit_<run>.graphml` for each run's first seed, and `checkpoints/<run>/step_*.pt`."""
+    check_thresholds(sink_threshold, aggregate_threshold)
     out = Path(out)
     out.mkdir(parents=True, exist_ok=True)
-    paths = []
-    for name, frame in (
-        ("runs.csv", exp.table()),
-        ("summary.csv", exp.summary()),
-        ("heads.csv", exp.head_table()),
-    ):
-        with atomic_write(out / name) as fh:
-            frame.to_csv(fh, index=False)
-        paths.append(out / name)
-    with atomic_write(out / "experiment.json") as fh:
-        json.dump(exp.to_dict(), fh, indent=1)
-    paths.append(out / "experiment.json")
+    paths = [
+        write_csv(out / "runs.csv", exp.table()),
+        write_csv(out / "summary.csv", exp.summary()),
+        write_csv(out / "heads.csv", exp.head_table()),
+        write_json(out / "experiment.json", exp.to_dict()),  # strict: NaN / inf as null
+    ]
     first_seed = exp.runs[0].seed
     for run in exp.runs:
         if run.seed == first_seed:

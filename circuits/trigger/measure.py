@@ -17,6 +17,7 @@ import torch
 from jaxtyping import Bool, Float
 from torch import Tensor
 
+from circuits.trigger.checks import check_float
 from circuits.trigger.data import TriggerBatch
 from circuits.trigger.model import TriggerTransformer
 
@@ -168,6 +169,13 @@ class TheoremCheck:
         return asdict(self)
 
 
+def check_bounds(sink_bound: float, zero_bound: float, error_bound: float) -> None:
+    """The theorem bounds: BOS attention shares in 0..1, a positive relative error."""
+    check_float("sink_bound", sink_bound, 0.0, 1.0)
+    check_float("zero_bound", zero_bound, 0.0, 1.0)
+    check_float("error_bound", error_bound, 0.0, low_open=True)
+
+
 def check_theorems(
     m: TriggerMeasurement,
     sink_bound: float = SINK_BOUND,
@@ -179,6 +187,7 @@ def check_theorems(
     experimental prediction (ReLU: every head ≈ 0, with small error). "≈ 1" is a mean at least
     `sink_bound`, "≈ 0" at most `zero_bound`, "small error" a relative trigger error at most
     `error_bound`."""
+    check_bounds(sink_bound, zero_bound, error_bound)
     solved = m.rel_error_trigger <= error_bound
     err = f"relative trigger error {m.rel_error_trigger:.4f} (bound {error_bound})"
     top = m.strongest_sink()

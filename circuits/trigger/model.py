@@ -24,6 +24,7 @@ from torch import Tensor, nn
 from transformer_lens import ActivationCache, HookedRootModule
 from transformer_lens.hook_points import HookPoint
 
+from circuits.trigger.checks import check_float, check_int
 from circuits.trigger.data import CONTENT, OTHER, TRIGGER, TriggerTask
 
 ATTENTION_KINDS = ("softmax", "relu")
@@ -59,8 +60,11 @@ class TriggerModelConfig:
                 f"unknown attention kind {self.attention!r}: use one of {ATTENTION_KINDS}"
             )
         for name in ("d_input", "d_output", "n_ctx", "n_layers", "n_heads", "d_model"):
-            if getattr(self, name) < 1:
-                raise ValueError(f"{name}={getattr(self, name)}: must be a positive integer")
+            check_int(name, getattr(self, name))
+        for name in ("d_head", "d_mlp"):
+            if getattr(self, name) is not None:
+                check_int(name, getattr(self, name))
+        check_float("init_scale", self.init_scale, 0.0, low_open=True)
         if self.d_head is None:
             if self.d_model % self.n_heads:
                 raise ValueError(
@@ -68,12 +72,6 @@ class TriggerModelConfig:
                     "pick d_model as a multiple of n_heads or set d_head"
                 )
             object.__setattr__(self, "d_head", self.d_model // self.n_heads)
-        if self.d_head < 1:
-            raise ValueError(f"d_head={self.d_head}: must be a positive integer")
-        if self.d_mlp is not None and self.d_mlp < 1:
-            raise ValueError(f"d_mlp={self.d_mlp}: use a positive width, or None for no MLP")
-        if self.init_scale <= 0:
-            raise ValueError(f"init_scale={self.init_scale}: must be positive")
 
     @classmethod
     def for_task(cls, task: TriggerTask, **kwargs) -> TriggerModelConfig:
@@ -233,8 +231,7 @@ def relu_construction(task: TriggerTask, margin: float = 2.0) -> TriggerTransfor
     Needs `margin > 1` (= max h) and exactly one trigger a sequence (with several, earlier
     triggers would have to count as content too, which this score does not give).
     """
-    if margin <= 1.0:
-        raise ValueError(f"margin={margin}: must exceed 1 (the largest position feature 1/(j-1))")
+    check_float("margin", margin, 1.0, low_open=True)  # above the largest h(j) = 1/(j-1)
     if task.n_triggers != 1:
         raise ValueError(
             f"the Theorem 3 construction is for one trigger a sequence, got n_triggers="

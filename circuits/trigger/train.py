@@ -13,6 +13,7 @@ import pandas as pd
 import torch
 from tqdm import tqdm
 
+from circuits.trigger.checks import check_float, check_int
 from circuits.trigger.data import TriggerTask, make_batch
 from circuits.trigger.measure import measure
 from circuits.trigger.model import TriggerModelConfig, TriggerTransformer
@@ -43,17 +44,17 @@ class TrainConfig:
 
     def __post_init__(self) -> None:
         for name in ("steps", "batch_size", "n_checkpoints", "eval_examples", "num_threads"):
-            if getattr(self, name) < 1:
-                raise ValueError(f"{name}={getattr(self, name)}: must be a positive integer")
+            check_int(name, getattr(self, name))
+        check_int("seed", self.seed, minimum=0)
+        check_float("lr", self.lr, 0.0, low_open=True)
+        check_float("weight_decay", self.weight_decay, 0.0)
+        for step in self.checkpoint_at:
+            check_int("checkpoint_at step", step)
         bad = [s for s in self.checkpoint_at if not 1 <= s <= self.steps]
         if bad:
             raise ValueError(
                 f"checkpoint_at has steps {bad} outside 1..steps={self.steps}: pick steps in range"
             )
-        if self.lr <= 0:
-            raise ValueError(f"lr={self.lr}: the learning rate must be positive")
-        if self.weight_decay < 0:
-            raise ValueError(f"weight_decay={self.weight_decay}: must be >= 0")
 
     @property
     def checkpoint_steps(self) -> list[int]:
@@ -209,6 +210,59 @@ def _atomic_torch_save(obj, path: Path) -> None:
     except BaseException:
         Path(tmp).unlink(missing_ok=True)
         raise
+
+
+RESULT_FORMAT = 1
+
+
+def save_result(result: TrainResult, path: str | Path) -> Path:
+    """Write a finished training run (settings, loss curve, checkpoints, final weights) to
+    `path` atomically; `load_result` reads it back."""
+    path = Path(path)
+    _atomic_torch_save(
+        {
+            "format": RESULT_FORMAT,
+            "task": result.task.to_dict(),
+            "model_config": result.model_config.to_dict(),
+            "train_config": result.train_config.to_dict(),
+            "losses": result.losses,
+            "seconds": result.seconds,
+            "state_dict": result.model.state_dict(),
+            "checkpoints": [dict(vars(c)) for c in result.checkpoints],
+        },
+        path,
+    )
+    return path
+
+
+def load_result(path: str | Path) -> TrainResult:
+    """The TrainResult saved by `save_result` at `path`."""
+    path = Path(path)
+    try:
+        blob = torch.load(path, map_location="cpu", weights_only=True)
+        if blob.get("format") != RESULT_FORMAT:
+            raise ValueError(f"format {blob.get('format')!r}, expected {RESULT_FORMAT}")
+        model_config = TriggerModelConfig(**blob["model_config"])
+        settings = blob["train_config"]
+        train_config = TrainConfig(
+            **{**settings, "checkpoint_at": tuple(settings["checkpoint_at"])}
+        )
+        model = TriggerTransformer(model_config, seed=train_config.seed)
+        model.load_state_dict(blob["state_dict"])
+        return TrainResult(
+            model=model,
+            task=TriggerTask(**blob["task"]),
+            model_config=model_config,
+            train_config=train_config,
+            losses=list(blob["losses"]),
+            checkpoints=[Checkpoint(**c) for c in blob["checkpoints"]],
+            seconds=float(blob["seconds"]),
+        )
+    except (OSError, RuntimeError, ValueError, KeyError, TypeError, AttributeError) as err:
+        raise ValueError(
+            f"{path} is not a finished run saved by save_result ({err}); delete it to train the "
+            "run again"
+        ) from None
 
 
 def save_checkpoints(result: TrainResult, folder: str | Path) -> list[Path]:
