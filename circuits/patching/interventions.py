@@ -386,19 +386,3 @@ def check_site(model, site: Site) -> None:
             raise ValueError(f"{site}: head {site.head} out of range (model has {n} {which})")
     if site.neuron is not None and not 0 <= site.neuron < size["neuron"]:
         raise ValueError(f"{site}: neuron {site.neuron} out of range (d_mlp = {size['neuron']})")
-
-
-__all__ = [
-    "Grid",
-    "HEAD_KINDS",
-    "Intervention",
-    "RESID_KINDS",
-    "SITE_KINDS",
-    "Site",
-    "Value",
-    "check_site",
-    "head_grid",
-    "neuron_grid",
-    "position_grid",
-    "resolve_positions",
-]

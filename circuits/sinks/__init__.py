@@ -28,7 +28,7 @@ from circuits.sinks.primary import (
     sink_rate,
     state_profile,
 )
-from circuits.sinks.results import Settings, SinkReport, TextSinks
+from circuits.sinks.results import SinkReport, TextSinks
 from circuits.sinks.runner import measure, measure_corpus, measure_tokens
 from circuits.sinks.secondary import (
     LABELS,
@@ -44,6 +44,7 @@ from circuits.sinks.secondary import (
     sink_levels,
     sink_runs,
 )
+from circuits.sinks.settings import Settings
 
 __all__ = [
     "LABELS",

@@ -17,104 +17,32 @@ from jaxtyping import Float, Int
 from torch import Tensor
 
 from circuits._io import atomic_write, json_finite, json_records
+from circuits._repr import summary_html
 from circuits.sinks.primary import (
-    MASSIVE_RATIO,
-    RISE_MASS,
-    SINK_EPS,
-    SUN_MIN_RATIO,
-    SUN_MIN_VALUE,
-    TOP_DIMS,
     PrimarySink,
     StateProfile,
-    attention_rise_layer,
-    check_eps,
     consecutive_cosine,
     cross_text_cosine,
     find_primary_sink,
-    massive_activation_layer,
     massive_dims,
-    massive_layer,
     sink_heads,
     sink_rate,
     state_profile,
 )
 from circuits.sinks.secondary import (
     LABELS,
-    NOISE_FRACTION,
-    PRIMARY_FRACTION,
-    TAU,
     SinkEvent,
-    check_fractions,
-    check_tau,
     events_frame,
     lifetime_bounds,
     sink_cosine,
     sink_events,
     sink_levels,
 )
+from circuits.sinks.settings import FormationLayers, Settings
 
 
 @dataclass
-class Settings:
-    """Every threshold a report was computed with (defaults are the papers' where one exists)."""
-
-    tau: float = TAU
-    eps: float = SINK_EPS
-    massive_ratio: float = MASSIVE_RATIO
-    sun_min_value: float = SUN_MIN_VALUE
-    sun_min_ratio: float = SUN_MIN_RATIO
-    rise_mass: float = RISE_MASS
-    noise_fraction: float = NOISE_FRACTION
-    primary_fraction: float = PRIMARY_FRACTION
-    top_dims: int = TOP_DIMS
-
-    def __post_init__(self) -> None:
-        check_tau(self.tau)
-        check_eps(self.eps)
-        check_fractions(self.noise_fraction, self.primary_fraction)
-        for name in ("massive_ratio", "sun_min_value", "sun_min_ratio"):
-            if not getattr(self, name) > 0:
-                raise ValueError(f"{name} must be > 0, got {getattr(self, name)}")
-        if not 0 <= self.rise_mass <= 1:
-            raise ValueError(
-                f"rise_mass must be in [0, 1] (an attention mass), got {self.rise_mass}"
-            )
-        if self.top_dims < 1:
-            raise ValueError(f"top_dims must be >= 1, got {self.top_dims}")
-
-    @classmethod
-    def from_options(cls, options: dict) -> Settings:
-        """Settings from keyword options, naming any option that is not a setting."""
-        unknown = sorted(set(options) - set(cls.__dataclass_fields__))
-        if unknown:
-            known = ", ".join(cls.__dataclass_fields__)
-            raise ValueError(f"unknown sink options {unknown}; the settings are: {known}")
-        return cls(**options)
-
-    def to_dict(self) -> dict:
-        return dict(self.__dict__)
-
-
-class _FormationLayers:
-    """Where the sink forms, from `state`, `p0_mass` and `settings` (one text or a corpus)."""
-
-    @property
-    def massive_layer(self) -> int | None:
-        return massive_layer(self.state.norm_ratio, self.settings.massive_ratio)
-
-    @property
-    def massive_activation_layer(self) -> int | None:
-        return massive_activation_layer(
-            self.state, self.settings.sun_min_value, self.settings.sun_min_ratio
-        )
-
-    @property
-    def attention_rise_layer(self) -> int | None:
-        return attention_rise_layer(self.p0_mass, self.settings.rise_mass)
-
-
-@dataclass
-class TextSinks(_FormationLayers):
+class TextSinks(FormationLayers):
     """Sink metrics of one text. Layer l = block l (attention: its pattern; hidden states: its
     output). Positions before `offset` are not queries and cannot be secondary sinks."""
 
@@ -218,7 +146,7 @@ class TextSinks(_FormationLayers):
 
 
 @dataclass
-class SinkReport(_FormationLayers):
+class SinkReport(FormationLayers):
     """Sink metrics over a corpus: per-text results plus their aggregates. Corpus aggregates
     weight every text equally (as Gu et al. average alpha over sequences)."""
 
@@ -227,6 +155,16 @@ class SinkReport(_FormationLayers):
     n_heads: int
     texts: list[TextSinks]
     settings: Settings = field(default_factory=Settings)
+
+    def __repr__(self) -> str:
+        return (
+            f"SinkReport(model={self.model!r}, texts={len(self.texts)}, layers={self.n_layers}, "
+            f"heads={self.n_heads}, sink_rate={self.sink_rate:.3f}, "
+            f"massive_layer={self.massive_layer})"
+        )
+
+    def _repr_html_(self) -> str:
+        return summary_html(repr(self), self.summary())
 
     def __post_init__(self) -> None:
         if not self.texts:

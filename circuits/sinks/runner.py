@@ -34,7 +34,8 @@ from circuits.sinks.attention import gu_alpha, sink_score
 from circuits.sinks.primary import (
     p0_mass_per_query,
 )
-from circuits.sinks.results import Settings, SinkReport, TextSinks
+from circuits.sinks.results import SinkReport, TextSinks
+from circuits.sinks.settings import Settings
 from circuits.sites import hook_name
 
 MAX_BATCH_TOKENS = 4096

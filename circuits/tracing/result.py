@@ -9,7 +9,6 @@ writes any of them with one folder layout; notebooks show the short `repr` or th
 
 from __future__ import annotations
 
-import html
 import time
 from collections.abc import Callable
 from typing import Any
@@ -17,6 +16,8 @@ from typing import Any
 import networkx as nx
 import pandas as pd
 from tqdm.auto import tqdm
+
+from circuits._repr import summary_html
 
 
 class TraceResult:
@@ -64,16 +65,7 @@ class TraceResult:
         )
 
     def _repr_html_(self) -> str:
-        rows = "".join(
-            f"<tr><th>{html.escape(str(k))}</th><td>{html.escape(_short(v))}</td></tr>"
-            for k, v in self.summary().items()
-        )
-        return f"<table><caption>{html.escape(repr(self))}</caption>{rows}</table>"
-
-
-def _short(value: Any, limit: int = 200) -> str:
-    text = str(value)
-    return text if len(text) <= limit else text[: limit - 3] + "..."
+        return summary_html(repr(self), self.summary())
 
 
 class Steps:

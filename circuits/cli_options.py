@@ -1,0 +1,103 @@
+"""The pieces every `circuits` subcommand is built from: checked argument types, the shared
+options (--model/--device/--dtype, --out), options generated from a tracer config, and loading
+the model. Imports no model code, so building the parser stays instant."""
+
+from __future__ import annotations
+
+import argparse
+import math
+from dataclasses import fields
+from pathlib import Path
+
+from circuits.tracing.config import field_kind
+
+DEFAULT_MODEL = "smollm2-135m"
+DTYPES = ("float32", "bfloat16", "float16")
+
+
+def _number(kind: type, low: float | None = None, what: str = "", strict: bool = False):
+    """An argparse type: text -> `kind`, finite, >= `low` (> when `strict`)."""
+
+    def parse(text: str):
+        try:
+            value = kind(text)
+        except ValueError:
+            raise argparse.ArgumentTypeError(
+                f"{text!r} is not {'a whole number' if kind is int else 'a number'}"
+            ) from None
+        if kind is float and not math.isfinite(value):
+            raise argparse.ArgumentTypeError(f"{text!r} is not a finite number")
+        if low is not None and (value <= low if strict else value < low):
+            raise argparse.ArgumentTypeError(f"{value} is too small: {what or f'>= {low}'}")
+        return value
+
+    parse.__name__ = kind.__name__  # argparse names the type in its messages
+    return parse
+
+
+positive_int = _number(int, 1, "must be >= 1")
+count_int = _number(int, 0, "must be >= 0")
+positive_float = _number(float, 0.0, "must be > 0", strict=True)
+nonneg_float = _number(float, 0.0, "must be >= 0")
+
+
+def model_options(p: argparse.ArgumentParser) -> None:
+    """--model, --device and --dtype, for commands that load a model."""
+    p.add_argument(
+        "--model", default=DEFAULT_MODEL, help="model key, .gguf path or HF folder (%(default)s)"
+    )
+    p.add_argument("--device", default="cpu", help="torch device, e.g. cpu or cuda (%(default)s)")
+    p.add_argument("--dtype", default="float32", choices=DTYPES, help="weights dtype (%(default)s)")
+
+
+def out_option(p: argparse.ArgumentParser, what: str) -> None:
+    """--out, a folder checked (writable, not a file) before any work."""
+    p.add_argument("--out", required=True, help=f"output folder: {what} (replaced as a whole)")
+
+
+def config_options(p: argparse.ArgumentParser, config_cls: type) -> None:
+    """One option per field of a tracer config (`--field-name`), with its help and default."""
+    group = p.add_argument_group(f"settings ({config_cls.__name__})")
+    for f in fields(config_cls):
+        kind, is_tuple, _ = field_kind(f)
+        default = f.default
+        shown = " ".join(map(str, default)) if is_tuple else default
+        kw = {"dest": f.name, "default": default, "help": f"{f.metadata['help']} ({shown})"}
+        if kind is bool:
+            kw["action"] = argparse.BooleanOptionalAction
+        else:
+            kw["type"] = kind
+            kw["metavar"] = kind.__name__.upper()
+        if is_tuple:
+            kw["nargs"] = "+"
+        if f.metadata["choices"]:
+            kw["choices"] = f.metadata["choices"]
+            kw.pop("metavar", None)
+        group.add_argument("--" + f.name.replace("_", "-"), **kw)
+
+
+def config_from(args: argparse.Namespace, config_cls: type):
+    """The config the options describe (checked: a bad value is a ValueError naming it)."""
+    values = {f.name: getattr(args, f.name) for f in fields(config_cls)}
+    return config_cls(**{k: tuple(v) if isinstance(v, list) else v for k, v in values.items()})
+
+
+def check_out(path: str) -> Path:
+    """The --out folder, refused at once when it cannot be written."""
+    from circuits._io import check_out_folder
+
+    return check_out_folder(path)
+
+
+def load(args: argparse.Namespace):
+    """The model named by --model on --device in --dtype."""
+    import torch
+
+    from circuits.models import load_model
+
+    return load_model(args.model, device=args.device, dtype=getattr(torch, args.dtype))
+
+
+def print_summary(summary: dict, width: int = 30) -> None:
+    for key, value in summary.items():
+        print(f"{key:<{width}} {value}")

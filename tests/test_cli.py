@@ -1,0 +1,147 @@
+"""The command line: instant help without model code, arguments and --out checked before any
+model loads, one-line errors, no half-written output on an interrupt."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+from circuits import cli
+
+COMMANDS = ("models", "export", "generate", "p0", "sinks", "trigger", "secondary")
+HEAVY = ("torch", "transformer_lens", "transformers")
+
+
+def test_help_imports_no_model_code():
+    code = (
+        "import contextlib, io, json, sys\n"
+        "from circuits.cli import main\n"
+        f"for argv in [['--help']] + [[c, '--help'] for c in {list(COMMANDS)!r}]:\n"
+        "    with contextlib.redirect_stdout(io.StringIO()):\n"
+        "        try:\n"
+        "            main(argv)\n"
+        "        except SystemExit:\n"
+        "            pass\n"
+        f"print(json.dumps([m for m in {list(HEAVY)!r} if m in sys.modules]))\n"
+    )
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    assert json.loads(out.stdout) == []
+
+
+def test_config_options_carry_help_and_defaults(capsys):
+    with pytest.raises(SystemExit):
+        cli.main(["secondary", "--help"])
+    text = " ".join(capsys.readouterr().out.split())
+    for option in ("--taus", "--n-swap-events", "--min-effect", "--device", "--dtype"):
+        assert option in text
+    assert "(0.95 0.9)" in text and "(secondary)" in text
+
+
+@pytest.fixture
+def no_model(monkeypatch):
+    """Fail the test if a command gets as far as loading a model."""
+
+    def load(args):
+        raise AssertionError("the model was loaded before the arguments were checked")
+
+    monkeypatch.setattr(cli, "load", load)
+
+
+@pytest.mark.parametrize(
+    ("argv", "message"),
+    [
+        (["p0", "--keep-share", "5"], "keep_share must be <= 1"),
+        (["p0", "--keep-share", "nan"], "keep_share must be a finite number"),
+        (["p0", "--n-tokens", "2"], "n_tokens must be >= 4"),
+        (["secondary", "--taus", "1.5"], "taus must be <= 1"),
+        (["secondary", "--scales", "inf"], "scales must be a finite number"),
+        (["trigger", "--seeds", "0", "0"], "repeats a seed"),
+        (["trigger", "--layers", "1", "4"], "pair up"),
+    ],
+)
+def test_bad_numbers_fail_before_work(argv, message, tmp_path, capsys, no_model):
+    assert cli.main([*argv, "--out", str(tmp_path / "out")]) == 2
+    err = capsys.readouterr().err
+    assert message in err and err.count("\n") == 1 and "Traceback" not in err
+    assert not (tmp_path / "out").exists()
+
+
+@pytest.mark.parametrize("value", ["inf", "-1", "abc"])
+def test_argparse_refuses_bad_numbers(value, tmp_path):
+    with pytest.raises(SystemExit) as exc:
+        cli.main(["trigger", "--lr", value, "--out", str(tmp_path)])
+    assert exc.value.code == 2
+
+
+@pytest.mark.parametrize("command", ["p0", "secondary", "sinks", "trigger"])
+def test_out_is_checked_before_any_model_loads(command, tmp_path, capsys, no_model):
+    file = tmp_path / "file.txt"
+    file.write_text("x")
+    extra = ["--text", "hello"] if command == "sinks" else []
+    assert cli.main([command, "--out", str(file), *extra]) == 2
+    assert "is a file" in capsys.readouterr().err
+    locked = tmp_path / "locked"
+    locked.mkdir()
+    locked.chmod(0o500)
+    try:
+        if os.access(locked, os.W_OK):
+            pytest.skip("running as a user who can write anywhere")
+        assert cli.main([command, "--out", str(locked / "out"), *extra]) == 2
+        assert "not writable" in capsys.readouterr().err
+    finally:
+        locked.chmod(0o700)
+
+
+def test_export_refuses_a_folder_as_out(tmp_path, capsys):
+    assert cli.main(["export", "g.graphml", "--format", "dot", "--out", str(tmp_path)]) == 2
+    assert "is a folder" in capsys.readouterr().err
+
+
+def test_texts_file_errors_name_the_file(tmp_path, capsys, no_model):
+    bad = tmp_path / "texts.txt"
+    bad.write_bytes(b"caf\xe9\n")
+    assert cli.main(["p0", "--file", str(bad), "--out", str(tmp_path / "o")]) == 2
+    assert f"{bad} is not UTF-8" in capsys.readouterr().err
+
+
+@pytest.mark.slow
+def test_sigterm_leaves_no_half_written_folder(tmp_path):
+    out = tmp_path / "run"
+    out.mkdir()
+    (out / "old.txt").write_text("an earlier run")
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "circuits.cli", "p0", "--out", str(out), "--texts", "1"],
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+    deadline = time.time() + 120
+    seen = ""
+    while "p0 circuit" not in seen and time.time() < deadline:  # the tracer has started
+        seen += proc.stderr.read(1)
+    proc.send_signal(signal.SIGTERM)
+    err = seen + proc.stderr.read()
+    assert proc.wait(timeout=60) == 130
+    assert err.strip().splitlines()[-1].startswith("circuits p0: interrupted")
+    assert [p.name for p in tmp_path.iterdir()] == ["run"]
+    assert [p.name for p in out.iterdir()] == ["old.txt"]
+
+
+def test_every_model_command_takes_device_and_dtype():
+    parser = cli.build_parser()
+    sub = next(a for a in parser._actions if a.dest == "command")
+    for name in ("p0", "sinks", "secondary"):
+        flags = {f for a in sub.choices[name]._actions for f in a.option_strings}
+        assert {"--device", "--dtype", "--model", "--out"} <= flags, name
+
+
+def test_out_folder_check(tmp_path):
+    from circuits._io import check_out_folder
+
+    assert check_out_folder(tmp_path / "new" / "deeper") == Path(tmp_path / "new" / "deeper")
