@@ -504,6 +504,8 @@ def _bend(lay: CircuitLayout, u: str, v: str) -> float:
     span = sum(
         min(lay.pos[u][0], lay.pos[v][0]) < x < max(lay.pos[u][0], lay.pos[v][0]) for x in xs
     )
+    if abs(lay.pos[u][0] - lay.pos[v][0]) < 1e-6:
+        return 0.35  # within one column: bow out past the boxes between
     if span == 0:
         return 0.06
     side = 1 if lay.pos[u][1] + lay.pos[v][1] >= 0 else -1
@@ -717,12 +719,14 @@ def draw_circuit(
                    label={"mlp": "MLP", "attn": "attention", "target": "target (sink)"}.get(k, k))
             for k in kinds
         ]  # fmt: skip
-        # Two columns: what the edges mean, then what the boxes are.
-        rows = max(len(lines), len(boxes))
+        # Columns: what the edges mean, then what the boxes are (as many columns as needed).
+        rows = max(len(lines), min(len(boxes), 3))
+        box_cols = -(-len(boxes) // rows)
         blank = [Line2D([], [], alpha=0, label=" ")]
-        handles = (lines + blank * (rows - len(lines))) + (boxes + blank * (rows - len(boxes)))
+        handles = lines + blank * (rows - len(lines))
+        handles += boxes + blank * (rows * box_cols - len(boxes))
         fig.legend(
-            handles=handles, loc="outside lower center", ncols=2, fontsize=fontsize,
+            handles=handles, loc="outside lower center", ncols=1 + box_cols, fontsize=fontsize,
             frameon=False, handlelength=2.6, columnspacing=2.0,
         )  # fmt: skip
     if caption:
