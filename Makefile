@@ -5,7 +5,7 @@ PY := $(VENV)/bin/python
 TEST_MODELS := smollm2-135m qwen2.5-0.5b
 OUT ?= out
 
-.PHONY: install demo test lint format clean
+.PHONY: install demo docs test lint format clean
 
 install: $(VENV)/.installed
 
@@ -20,6 +20,19 @@ $(VENV)/.installed: pyproject.toml
 
 demo: install
 	$(VENV)/bin/circuits p0 --model smollm2-135m --out $(OUT)/p0-smollm2-135m
+
+# The saved runs under docs/ (summaries, tables, graphs, PNGs are committed; report.html is not:
+# this target writes it again, with every other file, by re-running each documented command).
+DOCS_P0 := smollm2-135m qwen2.5-0.5b gemma-3-270m
+docs: install
+	for m in $(DOCS_P0); do $(VENV)/bin/circuits p0 --model $$m --out docs/p0/$$m || exit 1; done
+	$(VENV)/bin/circuits secondary --model smollm2-135m --out docs/secondary/smollm2-135m
+	$(VENV)/bin/circuits secondary --model qwen2.5-0.5b --out docs/secondary/qwen2.5-0.5b
+	$(VENV)/bin/circuits secondary --model qwen2.5-0.5b --labels secondary primary-like \
+		--out docs/secondary/qwen2.5-0.5b-long-runs
+	$(VENV)/bin/circuits secondary --model qwen2.5-0.5b --plain --labels secondary primary-like \
+		--out docs/secondary/qwen2.5-0.5b-plain
+	$(VENV)/bin/circuits secondary --model gemma-3-270m --out docs/secondary/gemma-3-270m
 
 lint: install
 	$(VENV)/bin/ruff check circuits tests scripts

@@ -62,18 +62,17 @@ P0 = [
         "from IPython.display import HTML, display\n\n"
         "from circuits import load_model\n"
         "from circuits.report.draw import draw_circuit\n"
-        "from circuits.report.p0_report import variants_figure\n"
         "from circuits.tracing.p0 import default_texts, trace_p0\n\n"
         "model = load_model('smollm2-135m')\n"
         "trace = trace_p0(model, default_texts(2), n_tokens=16, progress=False)\n"
-        "trace.summary()"
+        "trace  # its summary as a table; trace.summary() is the same as a dict"
     ),
     new_markdown_cell(
         "Does the sink stay at position 0 whatever token sits there? (`sink_at_0_*`: share of "
         "texts whose largest-norm / most-attended token is position 0.)"
     ),
     new_code_cell("trace.variants.summary.round(3)"),
-    new_code_cell("variants_figure(trace)"),
+    new_code_cell("trace.figures()['variants']"),
     new_markdown_cell(
         "Components whose ablation at P0 (mean over the other positions) lowers the late P0 "
         "attention most, and the causal check of the circuit they form."
