@@ -100,11 +100,18 @@ def test_a_link_out_of_the_entry_is_refused(root):
 def test_sizes_are_checked_before_any_hash(root, monkeypatch):
     entry = _entry(root)
     (entry / "model.safetensors").write_bytes(WEIGHTS[:-1])
-    hashed = []
-    monkeypatch.setattr(cache, "sha256_file", lambda p: hashed.append(p) or SHA)
+    hashed, real = [], cache.sha256_file
+    monkeypatch.setattr(cache, "sha256_file", lambda p: hashed.append(p) or real(p))
     with pytest.raises(cache.CacheEntryError, match="999 bytes, not 1000"):
         cache.verify_entry(entry)
     assert hashed == []
+    # Same size, one byte changed: the quick check (for listings) stops at sizes and passes;
+    # the full one hashes and refuses.
+    (entry / "model.safetensors").write_bytes(WEIGHTS[:-1] + b"x")
+    assert cache.read_manifest(entry, hashes=False) is not None and hashed == []
+    with pytest.raises(cache.CacheEntryError, match="does not have the sha256"):
+        cache.verify_entry(entry)
+    assert hashed
 
 
 def test_the_manifest_of_the_entry_loaded_is_returned(root):

@@ -77,11 +77,11 @@ def _weights(files: dict, entry: Path) -> list[str]:
     return [index, *sorted(shards)]
 
 
-def verify_entry(entry: Path, gguf_sha256: str | None = None) -> dict:
+def verify_entry(entry: Path, gguf_sha256: str | None = None, hashes: bool = True) -> dict:
     """The manifest of `entry` if the entry can be trusted, else CacheEntryError saying why:
     the manifest names exactly the regular files in the folder (no path outside it, no link),
-    including config.json and the weights; sizes match, then hashes; and its `gguf_sha256` is
-    `gguf_sha256` when given."""
+    including config.json and the weights; sizes match, then hashes (skipped when `hashes` is
+    False: a quick check for listings); and its `gguf_sha256` is `gguf_sha256` when given."""
     try:
         manifest = json.loads((entry / MANIFEST).read_text())
     except (OSError, ValueError) as err:
@@ -123,15 +123,15 @@ def verify_entry(entry: Path, gguf_sha256: str | None = None) -> dict:
         if st.st_size != meta["size"]:
             raise CacheEntryError(f"{rel!r} has {st.st_size} bytes, not {meta['size']}")
     for rel, meta in files.items():
-        if sha256_file(entry / rel) != meta["sha256"]:
+        if hashes and sha256_file(entry / rel) != meta["sha256"]:
             raise CacheEntryError(f"{rel!r} does not have the sha256 its {MANIFEST} records")
     return manifest
 
 
-def read_manifest(entry: Path, gguf_sha256: str | None = None) -> dict | None:
+def read_manifest(entry: Path, gguf_sha256: str | None = None, hashes: bool = True) -> dict | None:
     """The manifest of a trusted entry (see `verify_entry`), or None."""
     try:
-        return verify_entry(entry, gguf_sha256)
+        return verify_entry(entry, gguf_sha256, hashes)
     except CacheEntryError:
         return None
 
