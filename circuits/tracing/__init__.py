@@ -1,1 +1,11 @@
-"""Tracing: each paper's experiment as a pipeline of models -> sinks -> patching -> graph -> report."""
+"""Tracing: each paper's experiment as a pipeline of models -> sinks -> patching -> graph.
+
+    config.py       Config / option: frozen, validated settings with help strings (CLI-ready)
+    result.py       TraceResult: the protocol every trace follows (summary, tables, graph,
+                    figures, text) and Steps, which times a pipeline's steps
+    p0/             the P0-sink circuit (Peng et al. 2026): one module per step, pipeline.trace_p0
+    secondary/      secondary sinks (Wong et al. 2025): one module per step, trace_secondary
+
+Tracing never imports `circuits.report`: `circuits.report.write_trace(trace, folder)` writes any
+trace, and the CLI composes the two.
+"""
