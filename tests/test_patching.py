@@ -9,6 +9,7 @@ import itertools
 import pandas as pd
 import pytest
 import torch
+from jaxtyping import TypeCheckError
 
 from circuits.patching import (
     Grid,
@@ -537,7 +538,7 @@ def test_bad_inputs_raise_before_any_forward(tiny, forwards):
         )
     with pytest.raises(ValueError, match="out of range"):
         head_grid(tiny, toks, Value.zero(), layers=[5])
-    with pytest.raises(ValueError, match="unknown site kind"):
+    with pytest.raises((ValueError, TypeCheckError), match="unknown site kind|Type-check"):
         Site("embed", 0)
     assert not forwards
 
