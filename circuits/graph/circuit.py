@@ -25,7 +25,7 @@ import json
 import math
 import re
 from collections.abc import Mapping
-from typing import NamedTuple
+from typing import NamedTuple, SupportsFloat
 
 import networkx as nx
 import pandas as pd
@@ -251,7 +251,7 @@ def add_effect(
     g: nx.DiGraph,
     source: str,
     target: str,
-    effect: float,
+    effect: SupportsFloat,
     *,
     intervention: str,
     metric: str | None = None,
@@ -295,7 +295,7 @@ def _check_scalars(data: Mapping, what: str) -> None:
             )
 
 
-def validate(g: nx.DiGraph) -> nx.DiGraph:
+def validate(g: nx.Graph) -> nx.DiGraph:
     """Check that `g` is a circuit graph every exporter can write; raise ValueError if not.
 
     Checks the required graph, node and edge attributes and their Python types, that node ids

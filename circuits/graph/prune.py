@@ -33,8 +33,9 @@ def prune_threshold(g: nx.DiGraph, min_abs_effect: float) -> nx.DiGraph:
     return _keep_edges(g, keep, "min_abs_effect", float(min_abs_effect))
 
 
-def prune_top_k(g: nx.DiGraph, k: int) -> nx.DiGraph:
-    """Keep exactly the `k` edges of largest |effect| (ties broken by edge ids); all nodes stay."""
+def prune_top_k(g: nx.DiGraph, k: int | float) -> nx.DiGraph:
+    """Keep exactly the `k` edges of largest |effect| (ties broken by edge ids); all nodes stay.
+    `k` must be a whole number (anything else is refused with a message)."""
     if not isinstance(k, int) or k < 0:
         raise ValueError(f"k must be an int >= 0, got {k!r}")
     ranked = _by_strength(g.edges(data="abs_effect"))

@@ -15,7 +15,7 @@ import itertools
 import math
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Literal
+from typing import Literal, Protocol, runtime_checkable
 
 from torch import Tensor
 
@@ -65,7 +65,7 @@ class Site:
     head / neuron None means all heads / neurons; pos None means all positions.
     """
 
-    kind: SiteKind
+    kind: str  # a SiteKind; checked in __post_init__ (with the list of kinds)
     layer: int
     head: int | None = None
     neuron: int | None = None
@@ -106,7 +106,18 @@ class Site:
 
 
 ValueKind = Literal["copy", "zero", "mean", "resample", "scale"]
-Ref = Tensor | Mapping[str, Tensor]
+
+
+@runtime_checkable
+class Cache(Protocol):
+    """Activations by hook name: a dict, or TransformerLens's ActivationCache."""
+
+    def __getitem__(self, name: str) -> Tensor: ...
+
+    def keys(self): ...
+
+
+Ref = Tensor | Mapping[str, Tensor] | Cache
 
 
 @dataclass(frozen=True, eq=False)
