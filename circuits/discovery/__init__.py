@@ -1,0 +1,39 @@
+"""Edge-level circuit discovery on the residual DAG, judged by faithfulness on held-out texts.
+
+`dag` lists senders, receivers and edges; `forward` runs the model with any set of edges ablated
+(many circuits side by side, with gradients when asked); `eap` scores edges (EAP, EAP-IG);
+`path_patching` measures exact direct effects; `faithfulness` evaluates circuits (bootstrap
+interval, random circuits, complement, dead-end pruning); `discover` grows the circuit by score
+until it is faithful and judges it on held-out texts; `texts` reads and splits text files.
+"""
+
+from circuits.discovery.dag import EdgeSpace, Receiver, build_space
+from circuits.discovery.discover import DiscoveryConfig, EdgeCircuit, circuit_graph, discover
+from circuits.discovery.eap import eap, eap_ig
+from circuits.discovery.faithfulness import bootstrap_interval, evaluate, faithfulness, prune
+from circuits.discovery.forward import ABLATIONS, EdgeRunner
+from circuits.discovery.path_patching import edge_effects
+from circuits.discovery.texts import DEFAULT_TEXTS, read_texts, split_texts, token_rows
+
+__all__ = [
+    "ABLATIONS",
+    "DEFAULT_TEXTS",
+    "DiscoveryConfig",
+    "EdgeCircuit",
+    "EdgeRunner",
+    "EdgeSpace",
+    "Receiver",
+    "bootstrap_interval",
+    "build_space",
+    "circuit_graph",
+    "discover",
+    "eap",
+    "eap_ig",
+    "edge_effects",
+    "evaluate",
+    "faithfulness",
+    "prune",
+    "read_texts",
+    "split_texts",
+    "token_rows",
+]

@@ -1,0 +1,406 @@
+"""Circuit discovery driven by faithfulness, fitted on some texts and judged on others.
+
+1. Score every edge of the residual DAG on the fit texts (EAP or EAP-IG, `METHODS`).
+2. Grow the circuit by score: for a grid of sizes n, keep the top-n edges, prune dead ends and
+   measure faithfulness on the fit texts; the circuit is the smallest n whose faithfulness
+   reaches `target` (the grid is refined between the last two sizes). The whole curve is kept.
+3. Judge it on held-out texts: faithfulness with a bootstrap interval over texts, random
+   circuits of the same number of edges (mean and spread), the complement (every edge but the
+   circuit's), and the curve again.
+4. Edge stability: the share of bootstrap resamples of the fit texts (scores re-averaged, same
+   n, same pruning) whose circuit keeps each edge.
+5. Direct effects: exact path patching of each circuit edge (on the first `n_exact_texts` fit
+   texts), the graph's `effect`.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+from dataclasses import asdict, dataclass, field
+
+import networkx as nx
+import numpy as np
+import pandas as pd
+import torch
+from jaxtyping import Int
+from torch import Tensor
+
+from circuits.discovery.eap import eap, eap_ig
+from circuits.discovery.faithfulness import (
+    bootstrap_interval,
+    evaluate,
+    faithfulness,
+    greedy_order,
+    prune,
+    random_masks,
+)
+from circuits.discovery.forward import ABLATIONS, EdgeRunner
+from circuits.discovery.path_patching import edge_effects
+from circuits.patching.metrics import Metric
+
+METHODS = {"eap": lambda runner, cfg: eap(runner), "eap_ig": lambda r, cfg: eap_ig(r, cfg.ig_steps)}
+"""Edge scoring methods by name."""
+RANK_BY = ("abs", "signed")
+GROW = ("greedy", "top")
+
+
+@dataclass(frozen=True)
+class DiscoveryConfig:
+    """Settings of `discover`; every threshold named, with the anchors' defaults."""
+
+    method: str = field(default="eap_ig", metadata={"help": "edge scores: eap or eap_ig"})
+    ig_steps: int = field(default=8, metadata={"help": "integration steps of eap_ig"})
+    target: float = field(
+        default=0.8, metadata={"help": "faithfulness the circuit must reach on the fit texts"}
+    )
+    ablation: str = field(
+        default="mean",
+        metadata={"help": "value of an ablated sender: mean (over the text's other positions), "
+                          "resample (another text) or zero"},
+    )  # fmt: skip
+    rank_by: str = field(
+        default="abs", metadata={"help": "grow by |score| (abs, as EAP) or by signed score"}
+    )
+    grow: str = field(
+        default="greedy",
+        metadata={"help": "greedy (from the targets backwards, EAP-IG's apply_greedy) or top "
+                          "(the top-n edges anywhere)"},
+    )  # fmt: skip
+    n_curve: int = field(default=14, metadata={"help": "sizes on the faithfulness curve"})
+    n_random: int = field(default=10, metadata={"help": "random circuits for the baseline"})
+    n_boot: int = field(default=1000, metadata={"help": "bootstrap resamples for the interval"})
+    n_stability: int = field(
+        default=50, metadata={"help": "bootstrap resamples of the fit texts for edge stability"}
+    )
+    n_exact_texts: int = field(
+        default=4, metadata={"help": "fit texts used for exact direct effects of circuit edges"}
+    )
+    max_exact: int = field(
+        default=300, metadata={"help": "circuit edges given exact direct effects (largest first)"}
+    )
+    batch_size: int = field(default=64, metadata={"help": "sequences in one forward"})
+    seed: int = field(default=0, metadata={"help": "seed for random circuits and resampling"})
+
+    def __post_init__(self) -> None:
+        if self.method not in METHODS:
+            raise ValueError(f"unknown method {self.method!r}; use one of {', '.join(METHODS)}")
+        if self.ablation not in ABLATIONS:
+            raise ValueError(f"unknown ablation {self.ablation!r}; use {', '.join(ABLATIONS)}")
+        if self.grow not in GROW:
+            raise ValueError(f"grow must be one of {', '.join(GROW)}, got {self.grow!r}")
+        if self.rank_by not in RANK_BY:
+            raise ValueError(f"rank_by must be one of {', '.join(RANK_BY)}, got {self.rank_by!r}")
+        if not (isinstance(self.target, float | int) and 0 < self.target <= 1):
+            raise ValueError(f"target faithfulness must be in (0, 1], got {self.target!r}")
+        for name in ("ig_steps", "n_curve", "batch_size"):
+            if not isinstance(getattr(self, name), int) or getattr(self, name) < 1:
+                raise ValueError(f"{name} must be a positive int, got {getattr(self, name)!r}")
+        for name in ("n_random", "n_boot", "n_stability", "n_exact_texts", "max_exact", "seed"):
+            if not isinstance(getattr(self, name), int) or getattr(self, name) < 0:
+                raise ValueError(f"{name} must be an int >= 0, got {getattr(self, name)!r}")
+
+
+@dataclass
+class HeldOut:
+    """The circuit judged on texts it was not fitted on."""
+
+    n_texts: int
+    faithfulness: float
+    faithfulness_ci: tuple[float, float]
+    random_faithfulness: list[float]
+    complement_faithfulness: float
+    model_metric: float
+    empty_metric: float
+    circuit_metric: float
+
+    @property
+    def random_mean(self) -> float:
+        return float(np.mean(self.random_faithfulness)) if self.random_faithfulness else math.nan
+
+    @property
+    def random_sd(self) -> float:
+        return float(np.std(self.random_faithfulness)) if self.random_faithfulness else math.nan
+
+
+@dataclass
+class EdgeCircuit:
+    """A discovered edge circuit with its scores, curve, held-out judgement and stability."""
+
+    runner: EdgeRunner = field(repr=False)
+    config: DiscoveryConfig
+    scores: Tensor = field(repr=False)  # [fit text, edge]
+    mask: Tensor = field(repr=False)  # [edge] bool, the pruned circuit
+    n_top: int  # top-n edges before pruning
+    curve: pd.DataFrame  # size, n_edges, faithfulness_fit, faithfulness_heldout
+    fit_faithfulness: float
+    reached: bool
+    heldout: HeldOut
+    stability: Tensor = field(repr=False)  # [edge] share of resamples keeping each edge
+    direct: dict[int, float]  # edge index -> exact direct effect (mean over texts)
+
+    @property
+    def edge_index(self) -> list[int]:
+        return self.mask.nonzero().flatten().tolist()
+
+    @property
+    def n_edges(self) -> int:
+        return int(self.mask.sum())
+
+    def edges_frame(self) -> pd.DataFrame:
+        """One row per circuit edge: sender, receiver input, score, direct effect, stability."""
+        sp = self.runner.space
+        mean = self.scores.mean(0)
+        rows = []
+        for e in self.edge_index:
+            r, s = sp.edges[e].tolist()
+            rows.append(
+                {
+                    "sender": sp.senders[s],
+                    "receiver": sp.receivers[r].node,
+                    "score": float(mean[e]),
+                    "direct_effect": self.direct.get(e, math.nan),
+                    "stability": float(self.stability[e]),
+                }
+            )
+        return pd.DataFrame(rows).sort_values("score", key=abs, ascending=False)
+
+    def summary(self) -> dict:
+        h = self.heldout
+        stab = self.stability[self.mask]
+        nodes = {self.runner.space.senders[s] for s in self.runner.space.edges[self.mask][:, 1]}
+        return {
+            "method": self.config.method,
+            "metric": self.runner.metric.name,
+            "ablation": self.config.ablation,
+            "positions": self.runner.positions,
+            "n_edges_total": self.runner.space.n_edges,
+            "n_edges": self.n_edges,
+            "n_senders": len(nodes),
+            "target_faithfulness": self.config.target,
+            "reached_on_fit": self.reached,
+            "fit_faithfulness": self.fit_faithfulness,
+            "n_fit_texts": int(self.scores.shape[0]),
+            "n_heldout_texts": h.n_texts,
+            "heldout_faithfulness": h.faithfulness,
+            "heldout_faithfulness_ci": list(h.faithfulness_ci),
+            "random_faithfulness_mean": h.random_mean,
+            "random_faithfulness_sd": h.random_sd,
+            "complement_faithfulness": h.complement_faithfulness,
+            "stability_mean": float(stab.mean()) if len(stab) else math.nan,
+            "share_edges_stable_half": float((stab >= 0.5).float().mean()) if len(stab) else 0.0,
+        }
+
+
+def _order(space, scores: Tensor, cfg, direction: float) -> Tensor:
+    """Edges in the order the circuit grows: by key (|score| or signed score), or `greedy`:
+    from the targets backwards, always the best edge into an input of the circuit so far."""
+    mean = scores.mean(0)
+    key = mean.abs() if cfg.rank_by == "abs" else mean * direction
+    if cfg.grow == "top":
+        return key.argsort(descending=True, stable=True)
+    return greedy_order(space, key)
+
+
+def _top(order: Tensor, n: int, n_edges: int) -> Tensor:
+    mask = torch.zeros(n_edges, dtype=torch.bool)
+    mask[order[:n]] = True
+    return mask
+
+
+def _sizes(n_edges: int, n: int, low: int = 1) -> list[int]:
+    grid = np.unique(np.round(np.geomspace(low, n_edges, n)).astype(int))
+    return [int(x) for x in grid]
+
+
+def _curve_values(runner, space, order, sizes, cfg) -> tuple[list[Tensor], Tensor]:
+    masks = torch.stack([prune(space, _top(order, n, space.n_edges)) for n in sizes])
+    return list(masks), evaluate(runner, masks, batch_size=cfg.batch_size)
+
+
+def discover(
+    model,
+    fit_tokens: Int[Tensor, "text pos"],
+    heldout_tokens: Int[Tensor, "text pos"],
+    metric: Metric,
+    *,
+    positions: list[int] | None = (0,),
+    config: DiscoveryConfig | None = None,
+    progress: bool = False,
+) -> EdgeCircuit:
+    """Find the smallest edge circuit whose faithfulness on `fit_tokens` reaches the target and
+    judge it on `heldout_tokens` (see the module docstring). `positions` are where edges are
+    ablated (default: position 0, the P0 sink)."""
+    cfg = config or DiscoveryConfig()
+    if fit_tokens.shape[1] != heldout_tokens.shape[1]:
+        raise ValueError(
+            f"fit texts have {fit_tokens.shape[1]} tokens but held-out texts "
+            f"{heldout_tokens.shape[1]}; cut both to the same length"
+        )
+    torch.manual_seed(cfg.seed)
+    fit = EdgeRunner(
+        model, fit_tokens, metric, positions=positions, ablation=cfg.ablation, seed=cfg.seed
+    )
+    space = fit.space
+    scores = METHODS[cfg.method](fit, cfg)
+    empty_fit = evaluate(fit, torch.zeros(1, space.n_edges, dtype=torch.bool))[0]
+    direction = 1.0 if fit.clean.metric.mean() >= empty_fit.mean() else -1.0
+    order = _order(space, scores, cfg, direction)
+
+    def faith(values: Tensor) -> float:
+        return faithfulness(values.numpy(), fit.clean.metric.numpy(), empty_fit.numpy())
+
+    sizes = _sizes(space.n_edges, cfg.n_curve)
+    masks, values = _curve_values(fit, space, order, sizes, cfg)
+    f_fit = [faith(v) for v in values]
+    hit = next((i for i, f in enumerate(f_fit) if f >= cfg.target), None)
+    if hit is not None and hit > 0 and sizes[hit] - sizes[hit - 1] > 1:
+        fine = [n for n in _sizes(sizes[hit], 8, sizes[hit - 1] + 1) if n < sizes[hit]]
+        if fine:
+            m2, v2 = _curve_values(fit, space, order, fine, cfg)
+            sizes, masks = sizes + fine, masks + m2
+            f_fit += [faith(v) for v in v2]
+            srt = sorted(range(len(sizes)), key=sizes.__getitem__)
+            sizes, masks, f_fit = ([x[i] for i in srt] for x in (sizes, masks, f_fit))
+            hit = next(i for i, f in enumerate(f_fit) if f >= cfg.target)
+    reached = hit is not None
+    hit = hit if reached else len(sizes) - 1
+    n_top, mask = sizes[hit], masks[hit]
+
+    heldout, f_held = _judge(model, heldout_tokens, metric, fit, mask, masks, cfg)
+    stability = _stability(space, scores, n_top, cfg, direction)
+    direct = _direct(model, fit_tokens, metric, fit, mask, scores, cfg)
+    curve = pd.DataFrame(
+        {
+            "top_n": sizes,
+            "n_edges": [int(m.sum()) for m in masks],
+            "faithfulness_fit": f_fit,
+            "faithfulness_heldout": f_held,
+        }
+    )
+    return EdgeCircuit(
+        fit, cfg, scores, mask, n_top, curve, f_fit[hit], reached, heldout, stability, direct
+    )
+
+
+def _judge(model, tokens, metric, fit: EdgeRunner, mask, curve_masks, cfg) -> tuple:
+    runner = EdgeRunner(
+        model, tokens, metric, positions=fit.positions, ablation=cfg.ablation, seed=cfg.seed
+    )
+    n_edges = fit.space.n_edges
+    size = int(mask.sum())
+    extra = [torch.zeros(n_edges, dtype=torch.bool), mask, ~mask]
+    rand = random_masks(n_edges, size, cfg.n_random, cfg.seed)
+    masks = torch.stack(extra + list(rand) + list(curve_masks))
+    values = evaluate(runner, masks, batch_size=cfg.batch_size).numpy()
+    model_v, empty_v, circ_v, comp_v = runner.clean.metric.numpy(), values[0], values[1], values[2]
+    rand_v = values[3 : 3 + cfg.n_random]
+    curve_v = values[3 + cfg.n_random :]
+
+    def faith(v):
+        return faithfulness(v, model_v, empty_v)
+
+    held = HeldOut(
+        n_texts=int(tokens.shape[0]),
+        faithfulness=faith(circ_v),
+        faithfulness_ci=bootstrap_interval(
+            circ_v, model_v, empty_v, n_boot=cfg.n_boot, seed=cfg.seed
+        ),
+        random_faithfulness=[faith(v) for v in rand_v],
+        complement_faithfulness=faith(comp_v),
+        model_metric=float(model_v.mean()),
+        empty_metric=float(empty_v.mean()),
+        circuit_metric=float(circ_v.mean()),
+    )
+    return held, [faith(v) for v in curve_v]
+
+
+def _stability(space, scores: Tensor, n_top: int, cfg, direction: float) -> Tensor:
+    if cfg.n_stability == 0:
+        return torch.full((space.n_edges,), math.nan)
+    gen = torch.Generator().manual_seed(cfg.seed)
+    n = scores.shape[0]
+    kept = torch.zeros(space.n_edges)
+    for _ in range(cfg.n_stability):
+        rows = torch.randint(n, (n,), generator=gen)
+        order = _order(space, scores[rows], cfg, direction)
+        kept += prune(space, _top(order, n_top, space.n_edges)).float()
+    return kept / cfg.n_stability
+
+
+def _direct(model, tokens, metric, fit: EdgeRunner, mask, scores, cfg) -> dict[int, float]:
+    if cfg.n_exact_texts == 0 or cfg.max_exact == 0:
+        return {}
+    edges = mask.nonzero().flatten()
+    mean = scores.mean(0)[edges]
+    edges = edges[mean.abs().argsort(descending=True)][: cfg.max_exact].tolist()
+    runner = EdgeRunner(
+        model, tokens[: cfg.n_exact_texts], metric, positions=fit.positions,
+        ablation=cfg.ablation, seed=cfg.seed,
+    )  # fmt: skip
+    # Ablation values come from the fit texts' runner so the effects match the circuit's.
+    runner.clean.ablated = fit.clean.ablated[: cfg.n_exact_texts]
+    effects = edge_effects(runner, edges, batch_size=cfg.batch_size).mean(1)
+    return dict(zip(edges, effects.tolist(), strict=True))
+
+
+def circuit_graph(circuit: EdgeCircuit, model, *, data: str) -> nx.DiGraph:
+    """The circuit as an edge graph: sender -> receiver input edges (`effect`: the exact direct
+    effect, metric change when that edge alone is ablated, negative when the edge supports the
+    metric; the EAP score where no exact effect was run), input -> component edges, and the
+    heads whose pattern the metric reads -> the target."""
+    from circuits.graph import add_component, add_effect, new_graph
+
+    sp, cfg, h = circuit.runner.space, circuit.config, circuit.heldout
+    metric = circuit.runner.metric
+    target = f"target:{metric.name}"
+    ablation = f"{cfg.ablation} ablation at positions {circuit.runner.positions}"
+    g = new_graph(
+        model,
+        data=data,
+        metric=metric.name,
+        seed=cfg.seed,
+        thresholds={"target_faithfulness": cfg.target, "top_n": circuit.n_top},
+        method=cfg.method,
+        ablation=ablation,
+        positions=json.dumps(circuit.runner.positions),
+        effect_meaning="metric change when this edge alone is ablated (negative: the edge "
+        "supports the metric); EAP score where no exact effect was run",
+        config=json.dumps(asdict(cfg), sort_keys=True),
+        **{k: (json.dumps(v) if isinstance(v, list | dict) else v)
+           for k, v in circuit.summary().items() if k not in ("method", "metric", "ablation",
+                                                             "positions")},
+    )  # fmt: skip
+    add_component(g, target, label=metric.name)
+    mean = circuit.scores.mean(0)
+    for e in circuit.edge_index:
+        r, s = sp.edges[e].tolist()
+        rec = sp.receivers[r]
+        exact = e in circuit.direct
+        effect = circuit.direct[e] if exact else -float(mean[e])
+        receiver = target if rec.kind == "target" else rec.node
+        add_component(g, sp.senders[s])
+        add_component(g, receiver)
+        add_effect(
+            g, sp.senders[s], receiver, effect, intervention=ablation, metric=metric.name,
+            score=float(mean[e]), stability=float(circuit.stability[e]), exact=exact,
+            edge_kind="direct",
+        )  # fmt: skip
+        if rec.kind in ("q", "k", "v"):
+            group = sp.n_heads // sp.n_kv
+            heads = (
+                [rec.head] if rec.kind == "q" else range(rec.head * group, (rec.head + 1) * group)
+            )
+            for hh in heads:
+                add_effect(g, rec.node, f"L{rec.layer}.H{hh}", 0.0, intervention="none (input of)",
+                           metric=metric.name, edge_kind="input")  # fmt: skip
+    for layer in sp.pattern_layers:
+        for hh in range(sp.n_heads):
+            comp = f"L{layer}.H{hh}"
+            if comp in g:
+                add_effect(g, comp, target, 0.0, intervention="none (pattern read by the metric)",
+                           metric=metric.name, edge_kind="read")  # fmt: skip
+    return g
+
+
+__all__ = ["METHODS", "DiscoveryConfig", "EdgeCircuit", "HeldOut", "circuit_graph", "discover"]

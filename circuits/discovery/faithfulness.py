@@ -1,0 +1,213 @@
+"""How much of a behaviour a circuit keeps: faithfulness, its bootstrap interval, random circuits
+of the same size, the complement, and pruning circuits to what can matter.
+
+Faithfulness (Hanna et al. 2024) = (m(circuit) - m(empty)) / (m(model) - m(empty)): every edge
+outside the circuit is ablated; m(model) is the clean run, m(empty) the run with every edge
+ablated. Each m is the metric's mean over prompts, so 1 means the circuit alone reproduces the
+behaviour and 0 means it does no better than nothing.
+"""
+
+from __future__ import annotations
+
+import heapq
+from dataclasses import dataclass
+
+import numpy as np
+import torch
+from jaxtyping import Bool, Float
+from numpy.typing import ArrayLike
+from torch import Tensor
+
+from circuits.discovery.dag import EdgeSpace
+from circuits.discovery.forward import EdgeRunner
+
+N_RANDOM = 10
+"""Random circuits of the circuit's size drawn for the baseline."""
+N_BOOT = 1000
+"""Bootstrap resamples of the prompts for faithfulness intervals."""
+CI = 0.95
+
+
+def evaluate(
+    runner: EdgeRunner, masks: Bool[Tensor, "circuit edge"], *, batch_size: int = 64
+) -> Float[Tensor, "circuit batch"]:
+    """The metric per circuit and prompt with only each circuit's edges kept."""
+    n_batch = runner.tokens.shape[0]
+    per = max(1, batch_size // n_batch)
+    out = []
+    with torch.no_grad():
+        for i in range(0, masks.shape[0], per):
+            out.append(runner.run(masks[i : i + per].float()))
+    return torch.cat(out)
+
+
+def faithfulness(values: ArrayLike, model_values: ArrayLike, empty_values: ArrayLike) -> float:
+    """(mean circuit - mean empty) / (mean model - mean empty) over prompts (nan if the model
+    and the empty circuit agree)."""
+    full, empty = float(np.mean(model_values)), float(np.mean(empty_values))
+    if full == empty:
+        return float("nan")
+    return (float(np.mean(values)) - empty) / (full - empty)
+
+
+def bootstrap_interval(
+    values: ArrayLike,
+    model_values: ArrayLike,
+    empty_values: ArrayLike,
+    *,
+    n_boot: int = N_BOOT,
+    level: float = CI,
+    seed: int = 0,
+) -> tuple[float, float]:
+    """Percentile interval of faithfulness over prompts resampled with replacement (the same
+    resample for circuit, model and empty runs)."""
+    values, model_values, empty_values = map(np.asarray, (values, model_values, empty_values))
+    rng = np.random.default_rng(seed)
+    n = len(values)
+    idx = rng.integers(0, n, size=(n_boot, n))
+    full, empty = model_values[idx].mean(1), empty_values[idx].mean(1)
+    with np.errstate(divide="ignore", invalid="ignore"):
+        f = (values[idx].mean(1) - empty) / (full - empty)
+    f = f[np.isfinite(f)]
+    if not len(f):
+        return float("nan"), float("nan")
+    lo, hi = np.quantile(f, [(1 - level) / 2, 1 - (1 - level) / 2])
+    return float(lo), float(hi)
+
+
+def random_masks(n_edges: int, size: int, n: int = N_RANDOM, seed: int = 0) -> Tensor:
+    """`n` random edge sets of `size` edges each (uniform, without replacement) [n, n_edges]."""
+    gen = torch.Generator().manual_seed(seed)
+    masks = torch.zeros(n, n_edges, dtype=torch.bool)
+    for i in range(n):
+        masks[i, torch.randperm(n_edges, generator=gen)[:size]] = True
+    return masks
+
+
+def _consumers(space: EdgeSpace) -> list[list[int]]:
+    """Per receiver: the senders (components) whose output depends on that input."""
+    out = []
+    group = space.n_heads // space.n_kv
+    for rec in space.receivers:
+        base = 1 + rec.layer * (space.n_heads + 1)
+        if rec.kind == "q":
+            out.append([base + rec.head])
+        elif rec.kind in ("k", "v"):
+            out.append([base + h for h in range(rec.head * group, (rec.head + 1) * group)])
+        elif rec.kind == "mlp":
+            out.append([base + space.n_heads])
+        else:
+            out.append([])
+    return out
+
+
+def _stage(kind: str) -> int:
+    """Order of a block's inputs in the forward pass: heads' q/k/v, then MLP, then targets."""
+    return {"q": 0, "k": 0, "v": 0, "mlp": 1}.get(kind, 2)
+
+
+def prune(space: EdgeSpace, mask: Bool[Tensor, " edge"]) -> Bool[Tensor, " edge"]:
+    """Drop dead ends: edges whose sender gets no kept input (the embedding always counts as
+    fed) and edges into inputs whose component reaches no target. Targets are the metric's
+    target receivers and the q/k inputs of heads whose pattern the metric reads."""
+    edges = space.edges.numpy()
+    rec, snd = edges[:, 0], edges[:, 1]
+    n_rec = len(space.receivers)
+    bounds = np.searchsorted(rec, np.arange(n_rec + 1))  # edges are sorted by receiver
+    span = [slice(bounds[r], bounds[r + 1]) for r in range(n_rec)]
+    consumers = _consumers(space)
+    order = sorted(range(n_rec), key=lambda r: (space.receivers[r].layer,
+                                                _stage(space.receivers[r].kind)))  # fmt: skip
+    terminal = [
+        r.kind == "target" or (r.kind in ("q", "k") and r.layer in space.pattern_layers)
+        for r in space.receivers
+    ]
+    keep = mask.numpy().copy()
+    while True:
+        fed = np.zeros(len(space.senders), dtype=bool)
+        fed[0] = True
+        live = np.zeros(n_rec, dtype=bool)
+        stage = None
+        pending: list[int] = []
+        for r in order + [None]:
+            key = None if r is None else (space.receivers[r].layer, _stage(space.receivers[r].kind))
+            if key != stage:  # a stage's components are fed once all its inputs are known
+                for p in pending:
+                    fed[consumers[p]] |= live[p]
+                pending, stage = [], key
+            if r is None:
+                break
+            live[r] = bool(fed[snd[span[r]][keep[span[r]]]].any())
+            pending.append(r)
+        useful = np.array(terminal)
+        useful_send = np.zeros(len(space.senders), dtype=bool)
+        for r in reversed(order):
+            useful[r] |= bool(useful_send[consumers[r]].any())
+            if useful[r]:
+                useful_send[snd[span[r]][keep[span[r]]]] = True
+        new = keep & fed[snd] & useful[rec] & live[rec]
+        if (new == keep).all():
+            return torch.from_numpy(new)
+        keep = new
+
+
+def greedy_order(space: EdgeSpace, key: Tensor) -> Tensor:
+    """All edges in greedy growth order (EAP-IG's apply_greedy): start from the edges into the
+    targets (target receivers, q/k of heads whose pattern is read); repeatedly take the edge of
+    largest `key` among edges into inputs of components already in the circuit, which opens
+    the inputs of its sender."""
+    edges = space.edges.numpy()
+    rec, snd = edges[:, 0], edges[:, 1]
+    n_rec = len(space.receivers)
+    bounds = np.searchsorted(rec, np.arange(n_rec + 1))
+    inputs: dict[int, list[int]] = {}
+    for r, senders in enumerate(_consumers(space)):
+        for s in senders:
+            inputs.setdefault(s, []).append(r)
+    keys = key.numpy()
+    heap: list[tuple[float, int]] = []
+    opened_r = np.zeros(n_rec, dtype=bool)
+    opened_s = np.zeros(len(space.senders), dtype=bool)
+
+    def open_receiver(r: int) -> None:
+        if not opened_r[r]:
+            opened_r[r] = True
+            for e in range(bounds[r], bounds[r + 1]):
+                heapq.heappush(heap, (-float(keys[e]), e))
+
+    for r, rc in enumerate(space.receivers):
+        if rc.kind == "target" or (rc.kind in ("q", "k") and rc.layer in space.pattern_layers):
+            open_receiver(r)
+    order = []
+    while heap:
+        _, e = heapq.heappop(heap)
+        order.append(e)
+        s = int(snd[e])
+        if s and not opened_s[s]:
+            opened_s[s] = True
+            for r in inputs.get(s, []):
+                open_receiver(r)
+    return torch.tensor(order, dtype=torch.long)
+
+
+@dataclass
+class Curve:
+    """Faithfulness of the top-n edges (after pruning) for each n in `sizes`."""
+
+    sizes: list[int]
+    n_edges: list[int]
+    faithfulness: list[float]
+
+
+__all__ = [
+    "CI",
+    "Curve",
+    "N_BOOT",
+    "N_RANDOM",
+    "bootstrap_interval",
+    "evaluate",
+    "faithfulness",
+    "greedy_order",
+    "prune",
+    "random_masks",
+]

@@ -1,0 +1,335 @@
+"""The edge-patched forward: run the model with every edge of the residual DAG either kept or
+ablated, for many circuits at once, with gradients when asked.
+
+Each receiver reads its own copy of the residual stream: the stream of the current run minus,
+for every sender whose edge into it is (partly) ablated, (1 - c) times that sender's difference
+from its ablated value,
+
+    x_r = resid - sum_s (1 - c[r, s]) * (out_s - ablated_s),
+
+with c[r, s] = 1 for a kept edge and 0 for an ablated one (values in between interpolate, which
+is what integrated gradients walk along). Only the ablated positions (`positions`) are touched;
+every other position reads the stream unchanged. With every c = 1 the run is the clean model,
+exactly; with every c = 0 it is the fully ablated one. Sender outputs are those of the current
+run (patched upstream edges change them), as in path patching and EAP-IG's evaluation.
+
+How receivers are fed without re-implementing attention: the model computes everything as
+usual; hooks replace each head's q, k and v projections at the ablated positions by the
+projection of its own normalised input, replace the MLP's input (ln2.hook_in), and hand the
+metric its target's own input. Head outputs are read from hook_z through W_O (times the
+post-attention norm's scale in models that have one).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+import torch
+from jaxtyping import Float, Int
+from torch import Tensor
+
+from circuits.discovery.dag import EdgeSpace, build_space
+from circuits.patching.engine import hook_layer
+from circuits.patching.metrics import Metric
+
+ABLATIONS = ("mean", "resample", "zero")
+"""mean: each sender's mean output over the reference positions (positions outside the ablated
+ones, never position 0) of the same text; resample: its output at the same position in another
+text (a seeded derangement of the texts); zero: 0."""
+
+
+def _attn(model, layer: int):
+    return model.blocks[layer].attn
+
+
+def _post_attn_norm(model, layer: int):
+    """The norm applied to the attention output before it joins the stream (Gemma), or None."""
+    hf = getattr(model.blocks[layer], "original_component", None)
+    if hf is not None and hasattr(hf, "pre_feedforward_layernorm"):
+        return hf.post_attention_layernorm
+    return None
+
+
+def _rms_scale(norm, a: Tensor) -> Tensor:
+    """The diagonal scale an RMSNorm applies to `a` (norm(a) = a * scale), per position."""
+    eps = getattr(norm, "eps", getattr(norm, "variance_epsilon", 1e-6))
+    # The norm of a ones-vector recovers the per-dimension weight (1 + w for Gemma) exactly up
+    # to the eps term, which is divided back out.
+    ones = torch.ones(a.shape[-1], dtype=a.dtype, device=a.device)
+    weight = norm(ones) * torch.sqrt(torch.tensor(1.0 + eps, dtype=a.dtype))
+    return weight * torch.rsqrt(a.pow(2).mean(-1, keepdim=True) + eps)
+
+
+def head_outputs(model, layer: int, z: Float[Tensor, "n pos head d_head"]) -> Tensor:
+    """Each head's write into the residual stream [n, pos, head, d_model]; they sum to the
+    attention output (less the output bias)."""
+    o = _attn(model, layer).o
+    n_heads, d_head = z.shape[-2], z.shape[-1]
+    w = o.weight.view(o.weight.shape[0], n_heads, d_head)
+    out = torch.einsum("nphe,dhe->nphd", z, w)
+    norm = _post_attn_norm(model, layer)
+    if norm is not None:
+        a = out.sum(2) + (o.bias if o.bias is not None else 0)
+        out = out * _rms_scale(norm, a).unsqueeze(2)
+    return out
+
+
+def _project(model, layer: int, kind: str, x: Tensor) -> Tensor:
+    """q/k/v of every head from its own input: x [n, head, pos, d_model] -> [n, pos, head, d]."""
+    block = model.blocks[layer]
+    lin = getattr(block.attn, kind)
+    n_heads = x.shape[1]
+    normed = block.ln1.original_component(x)
+    w = lin.weight.view(n_heads, -1, lin.weight.shape[-1])
+    out = torch.einsum("nhpd,hed->nphe", normed, w)
+    if lin.bias is not None:
+        out = out + lin.bias.view(n_heads, -1)
+    return out
+
+
+@dataclass
+class CleanRun:
+    """Sender outputs of the unpatched run at the ablated positions, their ablated values and
+    the unpatched metric per prompt."""
+
+    outputs: Float[Tensor, "batch sender pos d_model"]
+    ablated: Float[Tensor, "batch sender pos d_model"]
+    metric: Float[Tensor, " batch"]
+
+
+def _reference_positions(positions: Sequence[int] | None, n_pos: int) -> list[int]:
+    chosen = set(range(n_pos) if positions is None else positions)
+    ref = [p for p in range(1, n_pos) if p not in chosen]
+    return ref or list(range(1, n_pos))
+
+
+def _derangement(n: int, seed: int) -> Tensor:
+    gen = torch.Generator().manual_seed(seed)
+    while True:
+        perm = torch.randperm(n, generator=gen)
+        if not bool((perm == torch.arange(n)).any()):
+            return perm
+
+
+class EdgeRunner:
+    """Runs `tokens` [batch, pos] through `model` with edges of its residual DAG ablated.
+
+    `positions`: where edges are ablated (None: every position); `ablation`: one of ABLATIONS.
+    `run(keep)` takes a keep-coefficient per circuit and edge [circuits, n_edges] (1 kept, 0
+    ablated) and returns the metric per circuit and prompt [circuits, batch].
+    """
+
+    def __init__(
+        self,
+        model,
+        tokens: Int[Tensor, "batch pos"],
+        metric: Metric,
+        *,
+        positions: Sequence[int] | None = (0,),
+        ablation: str = "mean",
+        seed: int = 0,
+    ) -> None:
+        if ablation not in ABLATIONS:
+            raise ValueError(f"unknown ablation {ablation!r}; use one of {', '.join(ABLATIONS)}")
+        if not isinstance(metric, Metric):
+            raise ValueError(f"metric must be a circuits.patching.Metric, got {metric!r}")
+        if tokens.ndim != 2 or tokens.is_floating_point():
+            raise ValueError("tokens must be an integer tensor [batch, pos]")
+        n_batch, n_pos = tokens.shape
+        if ablation == "resample" and n_batch < 2:
+            raise ValueError("resample ablation needs at least 2 texts (it swaps texts)")
+        self.positions = list(range(n_pos)) if positions is None else list(positions)
+        bad = [p for p in self.positions if not 0 <= p < n_pos]
+        if bad or not self.positions:
+            raise ValueError(
+                f"ablated positions {bad or self.positions} are outside the {n_pos}-token texts"
+            )
+        self.model, self.tokens, self.metric = model, tokens, metric
+        self.space: EdgeSpace = build_space(model, metric, self.positions)
+        self.ablation, self.seed = ablation, seed
+        self.clean = self._clean_run()
+
+    # -- the unpatched run ------------------------------------------------------------------
+
+    def _clean_run(self) -> CleanRun:
+        pos = self.positions
+        ref = _reference_positions(self.positions, self.tokens.shape[1])
+        at: list[Tensor] = []  # per sender group: [batch, senders, pos, d] at the ablated positions
+        mean: list[Tensor] = []  # the same, averaged over the reference positions
+
+        def record(out: Tensor) -> None:  # out [batch, senders, all positions, d]
+            at.append(out[:, :, pos])
+            mean.append(out[:, :, ref].mean(2, keepdim=True))
+
+        def heads(layer):
+            def hook(act, hook):
+                record(head_outputs(self.model, layer, act).transpose(1, 2))
+
+            return hook
+
+        def single(act, hook):
+            record(act.unsqueeze(1))
+
+        fwd = [("blocks.0.hook_resid_pre", single)]
+        for layer in range(self.space.n_layers):
+            fwd += [(f"blocks.{layer}.attn.hook_z", heads(layer))]
+            fwd += [(f"blocks.{layer}.hook_mlp_out", single)]
+        with torch.no_grad():
+            metric = self._forward(self.tokens, fwd, {})
+        outputs = torch.cat(at, 1)
+        if self.ablation == "zero":
+            ablated = torch.zeros_like(outputs)
+        elif self.ablation == "resample":
+            ablated = outputs[_derangement(outputs.shape[0], self.seed)]
+        else:
+            ablated = torch.cat(mean, 1).expand_as(outputs).clone()
+        return CleanRun(outputs, ablated, metric)
+
+    # -- the patched run --------------------------------------------------------------------
+
+    def _forward(self, tokens: Tensor, fwd: list, targets: dict) -> Tensor:
+        """One forward with hooks `fwd`; the metric reads captured hooks, with each target
+        hook's value replaced by `targets[hook](act)`."""
+        metric = self.metric
+        acts: dict[str, Tensor] = {}
+
+        def grab(name):
+            def hook(act, hook):
+                acts[name] = targets[name](act) if name in targets else act
+
+            return hook
+
+        fwd = fwd + [(h, grab(h)) for h in metric.hooks]
+        last = (
+            max(hook_layer(h, self.model.cfg.n_layers) for h in metric.hooks) if metric.hooks else 0
+        )
+        stop = None if metric.logits or last + 1 >= self.model.cfg.n_layers else last + 1
+        with self.model.hooks(fwd_hooks=fwd):
+            out = self.model(tokens, stop_at_layer=stop)
+        logits = out if metric.logits else None
+        return metric(acts, logits)
+
+    def coefficients(self, keep: Float[Tensor, "circuit edge"]) -> Tensor:
+        """Dense keep-coefficients [circuit, receiver, sender] (1 where there is no edge)."""
+        sp = self.space
+        if keep.ndim != 2 or keep.shape[1] != sp.n_edges:
+            raise ValueError(
+                f"keep must be [circuits, {sp.n_edges}] (one value per edge), got "
+                f"{tuple(keep.shape)}"
+            )
+        dense = torch.ones(keep.shape[0], len(sp.receivers), len(sp.senders), dtype=keep.dtype)
+        dense[:, sp.edges[:, 0], sp.edges[:, 1]] = keep
+        return dense
+
+    def run(self, keep: Float[Tensor, "circuit edge"], *, per_row: Tensor | None = None):
+        """The metric per circuit and prompt [circuit, batch] with edges kept per `keep`.
+
+        `per_row`, when given, is a dense coefficient tensor [circuit * batch, receiver, sender]
+        used as is (gradients flow into it); `keep` then only fixes the number of circuits."""
+        n_batch = self.tokens.shape[0]
+        n_circ = keep.shape[0]
+        if per_row is None:
+            per_row = self.coefficients(keep).repeat_interleave(n_batch, 0)
+        values = self._patched(per_row, n_circ)
+        return values.view(n_circ, n_batch)
+
+    def _patched(self, coef: Tensor, n_circ: int) -> Tensor:
+        sp, model, pos = self.space, self.model, self.positions
+        n_batch = self.tokens.shape[0]
+        tokens = self.tokens.repeat(n_circ, 1)
+        ablated = self.clean.ablated.repeat(n_circ, 1, 1, 1)
+        drop = 1 - coef  # share of each sender's difference removed from each receiver's input
+        deltas: list[Tensor] = []  # per sender: [rows, pos, d] = out - ablated (current run)
+        state: dict[str, Tensor] = {}
+
+        def fed(rows: list[int], resid: Tensor) -> Tensor:
+            """Inputs of receivers `rows` [n, len(rows), pos, d] at the ablated positions."""
+            n = sp.n_senders[rows[0]]
+            stack = torch.stack(deltas[:n], 1)  # n_rows sender pos d
+            return resid.unsqueeze(1) - torch.einsum("nrs,nspd->nrpd", drop[:, rows, :n], stack)
+
+        def add(out: Tensor, first: int) -> None:
+            for i in range(out.shape[1]):
+                deltas.append(out[:, i] - ablated[:, first + i])
+
+        def resid_pre(layer):
+            def hook(act, hook):
+                state["resid"] = act[:, pos]
+                if layer == 0:
+                    add(act[:, pos].unsqueeze(1), 0)
+
+            return hook
+
+        def qkv(layer, kind):
+            rows = sp.group(layer, kind)
+
+            def hook(act, hook):
+                x = fed(rows, state["resid"])
+                out = act.clone()
+                out[:, pos] = _project(model, layer, kind, x).to(act.dtype)
+                return out
+
+            return hook
+
+        def z_hook(layer):
+            first = 1 + layer * (sp.n_heads + 1)
+
+            def hook(act, hook):
+                add(head_outputs(model, layer, act[:, pos]).transpose(1, 2), first)
+
+            return hook
+
+        def mlp_in(layer):
+            rows = sp.group(layer, "mlp")
+
+            def hook(act, hook):
+                out = act.clone()
+                out[:, pos] = fed(rows, act[:, pos])[:, 0]
+                return out
+
+            return hook
+
+        def mlp_out(layer):
+            index = 1 + layer * (sp.n_heads + 1) + sp.n_heads
+
+            def hook(act, hook):
+                add(act[:, pos].unsqueeze(1), index)
+
+            return hook
+
+        fwd = []
+        for layer in range(sp.n_layers):
+            fwd.append((f"blocks.{layer}.hook_resid_pre", resid_pre(layer)))
+            fwd += [
+                (f"blocks.{layer}.attn.{k}.hook_out", qkv(layer, k))
+                for k in ("q", "k", "v")
+                if sp.group(layer, k)
+            ]
+            fwd.append((f"blocks.{layer}.attn.hook_z", z_hook(layer)))
+            fwd.append((f"blocks.{layer}.ln2.hook_in", mlp_in(layer)))
+            fwd.append((f"blocks.{layer}.hook_mlp_out", mlp_out(layer)))
+        targets = {}
+        for r, rec in enumerate(sp.receivers):
+            if rec.kind != "target":
+                continue
+
+            def target(act, r=r):
+                out = act.clone()
+                out[:, pos] = fed([r], act[:, pos])[:, 0]
+                return out
+
+            if rec.hook == "ln_final.hook_in":
+                fwd.append((rec.hook, lambda act, hook, t=target: t(act)))
+            else:
+                targets[rec.hook] = target
+        del n_batch
+        return self._forward(tokens, fwd, targets)
+
+
+def full_keep(space: EdgeSpace, n: int = 1, value: float = 1.0) -> Tensor:
+    """Keep-coefficients [n, n_edges] all equal to `value` (1: the clean model, 0: empty)."""
+    return torch.full((n, space.n_edges), float(value))
+
+
+__all__ = ["ABLATIONS", "CleanRun", "EdgeRunner", "full_keep", "head_outputs"]
