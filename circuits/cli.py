@@ -362,11 +362,12 @@ def _terminate(signum, frame) -> None:
 def main(argv: list[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
     previous = signal.signal(signal.SIGTERM, _terminate)
-    where = f" (nothing was written to {args.out})" if getattr(args, "out", None) else ""
+    where = f"; {args.out} was left as it was" if getattr(args, "out", None) else ""
     try:
         return args.func(args)
     except (KeyboardInterrupt, Interrupted):
-        print(f"circuits {args.command}: interrupted{where}", file=sys.stderr)
+        # On a line of its own: a progress bar may be half-drawn.
+        print(f"\ncircuits {args.command}: interrupted{where}", file=sys.stderr)
         return 130
     except (ValueError, OSError, RuntimeError) as err:
         # Library errors say what was wrong and how to fix it; OSErrors name their file.
