@@ -266,6 +266,8 @@ def _cmd_trigger(args: argparse.Namespace) -> int:
         d_model=args.d_model,
         d_mlp=args.d_mlp,
         init_scale=TriggerModelConfig.init_scale if args.init_scale is None else args.init_scale,
+        runs_dir=args.runs_dir or f"{out}.runs",
+        resume=args.resume,
     )
     with atomic_folder(out) as tmp:
         paths = save_experiment(exp, tmp) + plot_trigger_experiment(exp, tmp)
@@ -307,6 +309,10 @@ def add_trigger(sub) -> None:
     p.add_argument("--d-model", type=positive_int, default=32, help="model width (32)")
     p.add_argument("--d-mlp", type=positive_int, help="MLP width (default: attention-only)")
     p.add_argument("--init-scale", type=positive_float, help=f"init scale ({library})")
+    p.add_argument("--runs-dir", help="each finished run is saved here as it ends (OUT.runs)")
+    p.add_argument(
+        "--resume", action="store_true", help="read runs already in --runs-dir, train the rest"
+    )
     p.set_defaults(func=_cmd_trigger)
 
 

@@ -145,3 +145,14 @@ def test_out_folder_check(tmp_path):
     from circuits._io import check_out_folder
 
     assert check_out_folder(tmp_path / "new" / "deeper") == Path(tmp_path / "new" / "deeper")
+
+
+def test_trigger_saves_each_run_and_resumes(tmp_path, capsys):
+    argv = ["trigger", "--out", str(tmp_path / "t"), "--steps", "5", "--seeds", "0"]
+    argv += ["--attention", "softmax"]
+    assert cli.main(argv) == 0
+    runs = sorted(p.name for p in (tmp_path / "t.runs").iterdir())
+    assert len(runs) == 1 and runs[0].endswith(".pt")
+    assert cli.main([*argv, "--resume"]) == 0
+    assert sorted(p.name for p in (tmp_path / "t.runs").iterdir()) == runs
+    assert (tmp_path / "t" / "experiment.json").is_file()
