@@ -41,6 +41,7 @@ from circuits.graph import (
     validate,
     write,
 )
+from circuits.graph import dot as gdot
 from circuits.graph import io as gio
 
 T = "target:p0_mass[L12-29]"
@@ -555,12 +556,12 @@ def test_dot_writes_no_graphviz_attribute_from_data(tmp_path):
     for *_, d in g.edges(data=True):
         d.update(URL="javascript:alert(3)", labelURL="javascript:alert(4)")
     path = write(g, tmp_path / "c.dot")
-    graph, nodes, edges = gio._parse_dot(path.read_text())
+    graph, nodes, edges = gdot.parse_dot(path.read_text())
     scoped = [("graph", graph)] + [("node", a) for a in nodes.values()]
     scoped += [("edge", a) for *_, a in edges]
     for scope, attrs in scoped:
         raw = {k for k in attrs if not k.startswith("data_")}
-        assert raw <= gio.DOT_ATTRS[scope], (scope, raw)
+        assert raw <= gdot.DOT_ATTRS[scope], (scope, raw)
     svg = _dot("-Tsvg", str(path))
     assert "javascript" not in svg and "<image" not in svg and "href" not in svg
     assert typed(read(path)) == typed(g)  # the data itself is kept
@@ -666,7 +667,7 @@ def test_an_interrupted_write_leaves_no_file_and_keeps_the_old_one(tmp_path, mon
         "graphml": "_write_graphml",
         "gexf": "_write_gexf",
         "json": "_write_json",
-        "dot": "_write_dot",
+        "dot": "write_dot",
         "mermaid": "_write_mermaid",
     }[fmt]
 
