@@ -351,7 +351,7 @@ def circuit_graph(circuit: EdgeCircuit, model, *, data: str) -> nx.DiGraph:
     heads whose pattern the metric reads -> the target."""
     from circuits.graph import add_component, add_effect, new_graph
 
-    sp, cfg, h = circuit.runner.space, circuit.config, circuit.heldout
+    sp, cfg = circuit.runner.space, circuit.config
     metric = circuit.runner.metric
     target = f"target:{metric.name}"
     ablation = f"{cfg.ablation} ablation at positions {circuit.runner.positions}"

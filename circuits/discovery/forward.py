@@ -30,7 +30,7 @@ from jaxtyping import Float, Int
 from torch import Tensor
 
 from circuits.discovery.dag import EdgeSpace, build_space
-from circuits.patching.engine import hook_layer
+from circuits.patching.forward import MetricReady, capture_run, forward_from, hook_layer, tile
 from circuits.patching.metrics import Metric
 
 ABLATIONS = ("mean", "resample", "zero")
@@ -147,6 +147,10 @@ class EdgeRunner:
             )
         self.model, self.tokens, self.metric = model, tokens, metric
         self.space: EdgeSpace = build_space(model, metric, self.positions)
+        n_layers = model.cfg.n_layers
+        self.stop = (
+            n_layers - 1 if metric.logits else max(hook_layer(h, n_layers) for h in metric.hooks)
+        )
         self.ablation, self.seed = ablation, seed
         self.clean = self._clean_run()
 
@@ -175,8 +179,13 @@ class EdgeRunner:
         for layer in range(self.space.n_layers):
             fwd += [(f"blocks.{layer}.attn.hook_z", heads(layer))]
             fwd += [(f"blocks.{layer}.hook_mlp_out", single)]
-        with torch.no_grad():
-            metric = self._forward(self.tokens, fwd, {})
+        with torch.no_grad(), self.model.hooks(fwd_hooks=fwd):
+            run = capture_run(
+                self.model, self.tokens, self.metric.hooks, self.stop, self.metric.logits,
+                blocks=True,
+            )  # fmt: skip
+        metric = self.metric(run.acts, run.logits)
+        self.blocks = run
         outputs = torch.cat(at, 1)
         if self.ablation == "zero":
             ablated = torch.zeros_like(outputs)
@@ -188,27 +197,33 @@ class EdgeRunner:
 
     # -- the patched run --------------------------------------------------------------------
 
-    def _forward(self, tokens: Tensor, fwd: list, targets: dict) -> Tensor:
-        """One forward with hooks `fwd`; the metric reads captured hooks, with each target
-        hook's value replaced by `targets[hook](act)`."""
-        metric = self.metric
+    def _forward(self, n_circ: int, start: int, fwd: list, targets: dict) -> Tensor:
+        """Blocks `start`..`self.stop` on `n_circ` copies of the texts, from the clean residual
+        entering block `start`, with hooks `fwd`; the metric reads the hooks it names, each
+        target hook's value replaced by `targets[hook](act)`."""
+        metric, n_batch = self.metric, self.tokens.shape[0]
         acts: dict[str, Tensor] = {}
+        live = [h for h in metric.hooks if hook_layer(h, self.model.cfg.n_layers) >= start]
 
         def grab(name):
             def hook(act, hook):
                 acts[name] = targets[name](act) if name in targets else act
+                if not metric.logits and len(acts) == len(live):
+                    raise MetricReady  # nothing after the metric's last hook can change it
 
             return hook
 
-        fwd = fwd + [(h, grab(h)) for h in metric.hooks]
-        last = (
-            max(hook_layer(h, self.model.cfg.n_layers) for h in metric.hooks) if metric.hooks else 0
-        )
-        stop = None if metric.logits or last + 1 >= self.model.cfg.n_layers else last + 1
-        with self.model.hooks(fwd_hooks=fwd):
-            out = self.model(tokens, stop_at_layer=stop)
-        logits = out if metric.logits else None
-        return metric(acts, logits)
+        resid = tile(self.blocks.resid[start], n_batch, n_circ)
+        kwargs = [tile(kw, n_batch, n_circ) for kw in self.blocks.block_kwargs[start:]]
+        with self.model.hooks(fwd_hooks=fwd + [(h, grab(h)) for h in live]):
+            logits = forward_from(
+                self.model, resid.clone(), start, self.stop, kwargs, metric.logits,
+                metric.logit_pos,
+            )  # fmt: skip
+        for h in metric.hooks:
+            if h not in acts:  # fired before block `start`: no patch can have changed it
+                acts[h] = tile(self.blocks.acts[h], n_batch, n_circ)
+        return metric.read(acts, logits)
 
     def coefficients(self, keep: Float[Tensor, "circuit edge"]) -> Tensor:
         """Dense keep-coefficients [circuit, receiver, sender] (1 where there is no edge)."""
@@ -222,25 +237,35 @@ class EdgeRunner:
         dense[:, sp.edges[:, 0], sp.edges[:, 1]] = keep
         return dense
 
-    def run(self, keep: Float[Tensor, "circuit edge"], *, per_row: Tensor | None = None):
+    def run(
+        self,
+        keep: Float[Tensor, "circuit edge"],
+        *,
+        per_row: Tensor | None = None,
+        start: int = 0,
+    ) -> Float[Tensor, "circuit batch"]:
         """The metric per circuit and prompt [circuit, batch] with edges kept per `keep`.
 
         `per_row`, when given, is a dense coefficient tensor [circuit * batch, receiver, sender]
-        used as is (gradients flow into it); `keep` then only fixes the number of circuits."""
+        used as is (gradients flow into it); `keep` then only fixes the number of circuits.
+        `start`: the first block whose inputs any ablated edge enters (earlier blocks are taken
+        from the clean run, which is exact only if no edge into them is ablated)."""
         n_batch = self.tokens.shape[0]
         n_circ = keep.shape[0]
         if per_row is None:
             per_row = self.coefficients(keep).repeat_interleave(n_batch, 0)
-        values = self._patched(per_row, n_circ)
+        values = self._patched(per_row, n_circ, start)
         return values.view(n_circ, n_batch)
 
-    def _patched(self, coef: Tensor, n_circ: int) -> Tensor:
+    def _patched(self, coef: Tensor, n_circ: int, start: int) -> Tensor:
         sp, model, pos = self.space, self.model, self.positions
-        n_batch = self.tokens.shape[0]
-        tokens = self.tokens.repeat(n_circ, 1)
         ablated = self.clean.ablated.repeat(n_circ, 1, 1, 1)
         drop = 1 - coef  # share of each sender's difference removed from each receiver's input
-        deltas: list[Tensor] = []  # per sender: [rows, pos, d] = out - ablated (current run)
+        # per sender: [rows, pos, d] = out - ablated in the current run; senders before block
+        # `start` write what they wrote in the clean run.
+        first = 1 + start * (sp.n_heads + 1) if start else 0
+        clean = (self.clean.outputs - self.clean.ablated)[:, :first].repeat(n_circ, 1, 1, 1)
+        deltas: list[Tensor] = list(clean.unbind(1))
         state: dict[str, Tensor] = {}
 
         def fed(rows: list[int], resid: Tensor) -> Tensor:
@@ -256,7 +281,7 @@ class EdgeRunner:
         def resid_pre(layer):
             def hook(act, hook):
                 state["resid"] = act[:, pos]
-                if layer == 0:
+                if layer == 0 and not deltas:
                     add(act[:, pos].unsqueeze(1), 0)
 
             return hook
@@ -299,7 +324,7 @@ class EdgeRunner:
             return hook
 
         fwd = []
-        for layer in range(sp.n_layers):
+        for layer in range(start, sp.n_layers):
             fwd.append((f"blocks.{layer}.hook_resid_pre", resid_pre(layer)))
             fwd += [
                 (f"blocks.{layer}.attn.{k}.hook_out", qkv(layer, k))
@@ -323,8 +348,7 @@ class EdgeRunner:
                 fwd.append((rec.hook, lambda act, hook, t=target: t(act)))
             else:
                 targets[rec.hook] = target
-        del n_batch
-        return self._forward(tokens, fwd, targets)
+        return self._forward(n_circ, start, fwd, targets)
 
 
 def full_keep(space: EdgeSpace, n: int = 1, value: float = 1.0) -> Tensor:

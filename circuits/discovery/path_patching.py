@@ -33,16 +33,19 @@ def edge_effects(
         raise ValueError(f"edge indices {bad[:5]} out of range (this DAG has {sp.n_edges} edges)")
     n_batch = runner.tokens.shape[0]
     per = max(1, batch_size // n_batch)
-    out = []
+    # Edges into the same block share a batch, which starts at that block: nothing before it
+    # changes.
+    layer = [sp.receivers[int(sp.edges[e, 0])].layer for e in edges]
+    order = sorted(range(len(edges)), key=layer.__getitem__)
+    out = torch.zeros(len(edges), n_batch)
     with torch.no_grad():
-        for i in tqdm(range(0, len(edges), per), desc="path patching", disable=not progress):
-            chunk = edges[i : i + per]
+        for i in tqdm(range(0, len(order), per), desc="path patching", disable=not progress):
+            chunk = order[i : i + per]
             keep = torch.ones(len(chunk), sp.n_edges)
-            keep[torch.arange(len(chunk)), torch.tensor(chunk)] = 0.0
-            out.append(runner.run(keep) - runner.clean.metric)
-    if not out:
-        return torch.zeros(0, n_batch)
-    return torch.cat(out)
+            keep[torch.arange(len(chunk)), torch.tensor([edges[j] for j in chunk])] = 0.0
+            start = min(layer[j] for j in chunk)
+            out[chunk] = runner.run(keep, start=start) - runner.clean.metric
+    return out
 
 
 __all__ = ["edge_effects"]
