@@ -128,3 +128,12 @@ def test_default_model_p0_circuit(smollm2):
     pos = trace.position
     k = int(pos.position.iloc[0])
     assert (pos.norm_at_0.iloc[-5:] > 5 * pos[f"norm_at_{k}"].iloc[-5:]).all()
+
+
+def test_trace_shows_a_summary_not_tensors(planted_trace):
+    text, page = repr(planted_trace), planted_trace._repr_html_()
+    assert text.startswith("P0Trace(model=") and len(text) < 200
+    assert "<table>" in page and "circuit_heads" in page and len(page) < 20_000
+    assert "tensor(" not in text + page
+    assert set(planted_trace.figures()) == {"variants", "heads", "mlps", "position"}
+    assert "confirmation_by_text" in planted_trace.tables()

@@ -334,6 +334,11 @@ def test_report_tables_json_and_files(tmp_path):
     assert SinkReport("synthetic", 8, 2, texts).sink_rate == 1.0
     report = SinkReport("synthetic", 8, 2, texts, Settings(eps=0.5))
     assert report.sink_rate == pytest.approx(12 / 16)
+    # Notebooks show a one-line repr and a summary table, never the tensors.
+    assert (
+        repr(report).startswith("SinkReport(model='synthetic', texts=2") and len(repr(report)) < 200
+    )
+    assert "<table>" in report._repr_html_() and "tensor(" not in report._repr_html_()
     layers = report.to_frame("layers")
     assert len(layers) == 8 and layers["n_secondary_active"].tolist() == [0, 0, 0, 2, 2, 2, 2, 0]
     assert layers["cos_across_texts"][2:].tolist() == pytest.approx([1.0] * 6, abs=1e-4)
