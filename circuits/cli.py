@@ -200,9 +200,12 @@ def _cmd_sinks(args: argparse.Namespace) -> int:
     given = {k: v for k, v in given.items() if v is not None}
     Settings.from_options(given)  # thresholds checked before the model loads
     corpus = [args.text] if args.text is not None else read_corpus(args.file)[: args.n]
+    # Given a key, measure_corpus checks the texts and options before it loads the model.
+    default = (args.device, args.dtype) == ("cpu", "float32")
     report = measure_corpus(
-        load(args), corpus, exclude_prompt=args.exclude_prompt, offsets=args.offset,
-        sink_position=args.sink_position, max_batch_tokens=args.batch_tokens, **given,
+        args.model if default else load(args), corpus, exclude_prompt=args.exclude_prompt,
+        offsets=args.offset, sink_position=args.sink_position,
+        max_batch_tokens=args.batch_tokens, **given,
     )  # fmt: skip
     with atomic_folder(out) as tmp:
         paths = report.save(tmp) + plot_sink_report(report, tmp, args.rasters)
