@@ -249,3 +249,19 @@ def test_a_metric_without_gradient_is_refused(tiny, tokens):
     )
     with pytest.raises(ValueError, match="not differentiable"):
         eap(EdgeRunner(tiny, tokens, flat))
+
+
+def test_per_text_positions_equal_one_text_at_a_time(tiny, tokens):
+    metric = resid_norm(2, 0)
+    at = [[3], [5], [4]]
+    runner = EdgeRunner(tiny, tokens, p0_attention([2, 3]), positions=at)
+    assert runner.positions == at and runner.space.n_edges > 0
+    names = runner.space.edge_names()
+    edges = [names.index(n) for n in ("L0.H0->L1.MLP", "embed->L1.H0.k", "L1.H2->L2.H1.q")]
+    together = edge_effects(runner, edges)
+    for i, p in enumerate(at):
+        alone = EdgeRunner(tiny, tokens[i : i + 1], p0_attention([2, 3]), positions=p)
+        assert torch.allclose(edge_effects(alone, edges)[:, 0], together[:, i], atol=1e-6)
+    assert together.abs().max() > 1e-6
+    with pytest.raises(ValueError, match="one list per text"):
+        EdgeRunner(tiny, tokens, metric, positions=[[1], [2]])

@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import json
 import math
+from collections.abc import Sequence
 from dataclasses import asdict, dataclass, field
 
 import networkx as nx
@@ -224,13 +225,15 @@ def discover(
     heldout_tokens: Int[Tensor, "text pos"],
     metric: Metric,
     *,
-    positions: list[int] | None = (0,),
+    positions: Sequence[int] | Sequence[Sequence[int]] | None = (0,),
+    heldout_positions: Sequence[Sequence[int]] | None = None,
     config: DiscoveryConfig | None = None,
     progress: bool = False,
 ) -> EdgeCircuit:
     """Find the smallest edge circuit whose faithfulness on `fit_tokens` reaches the target and
     judge it on `heldout_tokens` (see the module docstring). `positions` are where edges are
-    ablated (default: position 0, the P0 sink)."""
+    ablated: the same for every text (default: position 0, the P0 sink; None: all), or one list
+    per fit text, with `heldout_positions` one list per held-out text."""
     cfg = config or DiscoveryConfig()
     if fit_tokens.shape[1] != heldout_tokens.shape[1]:
         raise ValueError(
@@ -267,7 +270,11 @@ def discover(
     hit = hit if reached else len(sizes) - 1
     n_top, mask = sizes[hit], masks[hit]
 
-    heldout, f_held = _judge(model, heldout_tokens, metric, fit, mask, masks, cfg)
+    per_text = fit.positions and isinstance(fit.positions[0], list)
+    if per_text and heldout_positions is None:
+        raise ValueError("per-text positions for the fit texts need heldout_positions too")
+    held_at = heldout_positions if per_text else fit.positions
+    heldout, f_held = _judge(model, heldout_tokens, held_at, metric, fit, mask, masks, cfg)
     stability = _stability(space, scores, n_top, cfg, direction)
     direct = _direct(model, fit_tokens, metric, fit, mask, scores, cfg)
     curve = pd.DataFrame(
@@ -283,9 +290,9 @@ def discover(
     )
 
 
-def _judge(model, tokens, metric, fit: EdgeRunner, mask, curve_masks, cfg) -> tuple:
+def _judge(model, tokens, positions, metric, fit: EdgeRunner, mask, curve_masks, cfg) -> tuple:
     runner = EdgeRunner(
-        model, tokens, metric, positions=fit.positions, ablation=cfg.ablation, seed=cfg.seed
+        model, tokens, metric, positions=positions, ablation=cfg.ablation, seed=cfg.seed
     )
     n_edges = fit.space.n_edges
     size = int(mask.sum())
@@ -334,8 +341,10 @@ def _direct(model, tokens, metric, fit: EdgeRunner, mask, scores, cfg) -> dict[i
     edges = mask.nonzero().flatten()
     mean = scores.mean(0)[edges]
     edges = edges[mean.abs().argsort(descending=True)][: cfg.max_exact].tolist()
+    n = cfg.n_exact_texts
+    per_text = isinstance(fit.positions[0], list)
     runner = EdgeRunner(
-        model, tokens[: cfg.n_exact_texts], metric, positions=fit.positions,
+        model, tokens[:n], metric, positions=fit.positions[:n] if per_text else fit.positions,
         ablation=cfg.ablation, seed=cfg.seed,
     )  # fmt: skip
     # Ablation values come from the fit texts' runner so the effects match the circuit's.

@@ -98,10 +98,47 @@ class CleanRun:
     metric: Float[Tensor, " batch"]
 
 
-def _reference_positions(positions: Sequence[int] | None, n_pos: int) -> list[int]:
-    chosen = set(range(n_pos) if positions is None else positions)
-    ref = [p for p in range(1, n_pos) if p not in chosen]
-    return ref or list(range(1, n_pos))
+def _where(positions, n_batch: int, n_pos: int) -> Tensor:
+    """Ablated positions as an index [batch, k]: the same for every text (ints, or None for
+    all), or one list per text (lists of one length)."""
+    if positions is None:
+        rows = [list(range(n_pos))] * n_batch
+    elif all(isinstance(p, int) and not isinstance(p, bool) for p in positions):
+        rows = [list(positions)] * n_batch
+    else:
+        rows = [list(p) for p in positions]
+        if len(rows) != n_batch or len({len(r) for r in rows}) != 1:
+            raise ValueError(
+                f"per-text positions need one list per text ({n_batch}), all of one length; got "
+                f"{[len(r) for r in rows]}"
+            )
+    bad = sorted({p for r in rows for p in r if not (isinstance(p, int) and 0 <= p < n_pos)})
+    if bad or not rows[0]:
+        raise ValueError(f"ablated positions {bad or rows[0]} are outside the {n_pos}-token texts")
+    return torch.tensor(rows, dtype=torch.long)
+
+
+def _reference_mask(where: Tensor, n_pos: int) -> Tensor:
+    """Per text, the positions whose mean is an ordinary token's value [batch, pos]: outside the
+    ablated ones and never position 0 (all positions >= 1 when that leaves none)."""
+    mask = torch.ones(where.shape[0], n_pos, dtype=torch.bool)
+    mask[torch.arange(where.shape[0]).unsqueeze(1), where] = False
+    mask[:, 0] = False
+    empty = ~mask.any(1)
+    mask[empty, 1:] = True
+    return mask
+
+
+def take(act: Tensor, where: Tensor) -> Tensor:
+    """act[row, where[row]] for every row: [rows, k, ...]."""
+    return act[torch.arange(act.shape[0]).unsqueeze(1), where]
+
+
+def put(act: Tensor, where: Tensor, value: Tensor) -> Tensor:
+    """A copy of `act` with act[row, where[row]] = value[row]."""
+    out = act.clone()
+    out[torch.arange(act.shape[0]).unsqueeze(1), where] = value.to(act.dtype)
+    return out
 
 
 def _derangement(n: int, seed: int) -> Tensor:
@@ -126,7 +163,7 @@ class EdgeRunner:
         tokens: Int[Tensor, "batch pos"],
         metric: Metric,
         *,
-        positions: Sequence[int] | None = (0,),
+        positions: Sequence[int] | Sequence[Sequence[int]] | None = (0,),
         ablation: str = "mean",
         seed: int = 0,
     ) -> None:
@@ -139,14 +176,11 @@ class EdgeRunner:
         n_batch, n_pos = tokens.shape
         if ablation == "resample" and n_batch < 2:
             raise ValueError("resample ablation needs at least 2 texts (it swaps texts)")
-        self.positions = list(range(n_pos)) if positions is None else list(positions)
-        bad = [p for p in self.positions if not 0 <= p < n_pos]
-        if bad or not self.positions:
-            raise ValueError(
-                f"ablated positions {bad or self.positions} are outside the {n_pos}-token texts"
-            )
+        self.where = _where(positions, n_batch, n_pos)
+        uniform = bool((self.where == self.where[0]).all())
+        self.positions = self.where[0].tolist() if uniform else self.where.tolist()
         self.model, self.tokens, self.metric = model, tokens, metric
-        self.space: EdgeSpace = build_space(model, metric, self.positions)
+        self.space: EdgeSpace = build_space(model, metric, self.positions if uniform else None)
         n_layers = model.cfg.n_layers
         self.stop = (
             n_layers - 1 if metric.logits else max(hook_layer(h, n_layers) for h in metric.hooks)
@@ -157,14 +191,14 @@ class EdgeRunner:
     # -- the unpatched run ------------------------------------------------------------------
 
     def _clean_run(self) -> CleanRun:
-        pos = self.positions
-        ref = _reference_positions(self.positions, self.tokens.shape[1])
+        where = self.where
+        ref = _reference_mask(where, self.tokens.shape[1]).float()[:, None, :, None]
         at: list[Tensor] = []  # per sender group: [batch, senders, pos, d] at the ablated positions
         mean: list[Tensor] = []  # the same, averaged over the reference positions
 
         def record(out: Tensor) -> None:  # out [batch, senders, all positions, d]
-            at.append(out[:, :, pos])
-            mean.append(out[:, :, ref].mean(2, keepdim=True))
+            at.append(take(out.transpose(1, 2), where).transpose(1, 2))
+            mean.append((out * ref).sum(2, keepdim=True) / ref.sum(2, keepdim=True))
 
         def heads(layer):
             def hook(act, hook):
@@ -258,7 +292,8 @@ class EdgeRunner:
         return values.view(n_circ, n_batch)
 
     def _patched(self, coef: Tensor, n_circ: int, start: int) -> Tensor:
-        sp, model, pos = self.space, self.model, self.positions
+        sp, model = self.space, self.model
+        where = self.where.repeat(n_circ, 1)
         ablated = self.clean.ablated.repeat(n_circ, 1, 1, 1)
         drop = 1 - coef  # share of each sender's difference removed from each receiver's input
         # per sender: [rows, pos, d] = out - ablated in the current run; senders before block
@@ -280,9 +315,9 @@ class EdgeRunner:
 
         def resid_pre(layer):
             def hook(act, hook):
-                state["resid"] = act[:, pos]
+                state["resid"] = take(act, where)
                 if layer == 0 and not deltas:
-                    add(act[:, pos].unsqueeze(1), 0)
+                    add(take(act, where).unsqueeze(1), 0)
 
             return hook
 
@@ -290,10 +325,7 @@ class EdgeRunner:
             rows = sp.group(layer, kind)
 
             def hook(act, hook):
-                x = fed(rows, state["resid"])
-                out = act.clone()
-                out[:, pos] = _project(model, layer, kind, x).to(act.dtype)
-                return out
+                return put(act, where, _project(model, layer, kind, fed(rows, state["resid"])))
 
             return hook
 
@@ -301,7 +333,7 @@ class EdgeRunner:
             first = 1 + layer * (sp.n_heads + 1)
 
             def hook(act, hook):
-                add(head_outputs(model, layer, act[:, pos]).transpose(1, 2), first)
+                add(head_outputs(model, layer, take(act, where)).transpose(1, 2), first)
 
             return hook
 
@@ -309,9 +341,7 @@ class EdgeRunner:
             rows = sp.group(layer, "mlp")
 
             def hook(act, hook):
-                out = act.clone()
-                out[:, pos] = fed(rows, act[:, pos])[:, 0]
-                return out
+                return put(act, where, fed(rows, take(act, where))[:, 0])
 
             return hook
 
@@ -319,7 +349,7 @@ class EdgeRunner:
             index = 1 + layer * (sp.n_heads + 1) + sp.n_heads
 
             def hook(act, hook):
-                add(act[:, pos].unsqueeze(1), index)
+                add(take(act, where).unsqueeze(1), index)
 
             return hook
 
@@ -340,9 +370,7 @@ class EdgeRunner:
                 continue
 
             def target(act, r=r):
-                out = act.clone()
-                out[:, pos] = fed([r], act[:, pos])[:, 0]
-                return out
+                return put(act, where, fed([r], take(act, where))[:, 0])
 
             if rec.hook == "ln_final.hook_in":
                 fwd.append((rec.hook, lambda act, hook, t=target: t(act)))

@@ -1,0 +1,178 @@
+"""Benchmark of edge-level discovery on SmolLM2-135M (figures, not a timed test).
+
+Measured side by side in one run, on the P0-sink metric (P0 attention over layers 12-29, edges
+ablated at position 0 with the mean over the text's other positions):
+1. EAP and EAP-IG over every edge, as a multiple of one clean forward + backward of the same
+   metric over the same texts (no edge machinery);
+2. exact path patching of the top edges: batched, truncated runs against one separate full
+   forward per edge (hooks on the one receiver, as a hand-written reference), with the largest
+   difference between their values;
+3. the extrapolated speed-up of EAP over exact path patching of every edge;
+4. `discover` end to end as the texts double (fit = held-out = n / 2).
+
+    python scripts/bench_discovery.py [--texts 32] [--top 200] [--scaling 32 64 128]
+"""
+
+from __future__ import annotations
+
+import argparse
+import resource
+import time
+
+import torch
+
+from circuits.discovery import (
+    DEFAULT_TEXTS,
+    DiscoveryConfig,
+    EdgeRunner,
+    discover,
+    eap,
+    eap_ig,
+    edge_effects,
+    read_texts,
+)
+from circuits.discovery.forward import _project
+from circuits.models import load_model
+from circuits.patching.metrics import p0_attention
+
+
+def windows(model, n: int, n_tokens: int) -> torch.Tensor:
+    """`n` token rows of `n_tokens`: BOS, then windows of the reference texts at offsets 0 and
+    n_tokens // 2 (so that 128 distinct rows exist)."""
+    rows = []
+    for text in read_texts(DEFAULT_TEXTS):
+        ids = model.to_tokens(text, prepend_bos=False)[0].tolist()
+        for at in (0, n_tokens // 2):
+            if len(ids) >= at + n_tokens - 1:
+                rows.append([model.tokenizer.bos_token_id] + ids[at : at + n_tokens - 1])
+    if len(rows) < n:
+        raise SystemExit(f"only {len(rows)} windows of {n_tokens} tokens; ask for fewer texts")
+    return torch.tensor(rows[:n])
+
+
+def clock(fn):
+    t = time.perf_counter()
+    out = fn()
+    return out, time.perf_counter() - t
+
+
+def clean_forward_backward(model, tokens, metric) -> float:
+    """One forward to the metric's last hook and one backward of the metric (to the inputs of
+    every block), no edge machinery."""
+    acts = {}
+
+    def grab(name):
+        def hook(act, hook):
+            acts[name] = act
+
+        return hook
+
+    def leaf(act, hook):
+        return act.detach().requires_grad_()
+
+    def run():
+        with model.hooks(fwd_hooks=[("blocks.0.hook_resid_pre", leaf)]
+                         + [(h, grab(h)) for h in metric.hooks]):  # fmt: skip
+            model(tokens, stop_at_layer=29 + 1)
+        metric(acts, None).sum().backward()
+
+    return clock(run)[1]
+
+
+def separate_forward(model, runner, e) -> torch.Tensor:
+    """The metric with edge `e` ablated by one full forward with a hook on its receiver."""
+    r, s = runner.space.edges[e].tolist()
+    rec = runner.space.receivers[r]
+    delta = runner.clean.outputs[:, s] - runner.clean.ablated[:, s]
+    held, acts = {}, {}
+
+    def grab(act, hook):
+        held["resid"] = act[:, [0]]
+
+    def swap(act, hook):
+        out = act.clone()
+        if rec.kind == "mlp":
+            out[:, [0]] = act[:, [0]] - delta
+            return out
+        x = (held["resid"] - delta).unsqueeze(1).expand(-1, act.shape[2], -1, -1)
+        out[:, [0], rec.head] = _project(model, rec.layer, rec.kind, x)[:, :, rec.head]
+        return out
+
+    hooks = [(f"blocks.{rec.layer}.ln2.hook_in", swap)] if rec.kind == "mlp" else [
+        (f"blocks.{rec.layer}.hook_resid_pre", grab),
+        (f"blocks.{rec.layer}.attn.{rec.kind}.hook_out", swap),
+    ]  # fmt: skip
+
+    def read(name):
+        def hook(act, hook):
+            acts[name] = act
+
+        return hook
+
+    with (
+        torch.no_grad(),
+        model.hooks(fwd_hooks=hooks + [(h, read(h)) for h in runner.metric.hooks]),
+    ):
+        model(runner.tokens)
+    return runner.metric(acts, None)
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    parser.add_argument("--texts", type=int, default=32, help="texts for 1-3 (default 32)")
+    parser.add_argument("--tokens", type=int, default=64, help="tokens per text (default 64)")
+    parser.add_argument("--top", type=int, default=200, help="edges patched exactly (200)")
+    parser.add_argument("--steps", type=int, default=8, help="EAP-IG steps (default 8)")
+    parser.add_argument("--scaling", type=int, nargs="*", default=[32, 64, 128])
+    args = parser.parse_args()
+    torch.manual_seed(0)
+    model = load_model("smollm2-135m")
+    metric = p0_attention(list(range(12, 30)))
+    tokens = windows(model, max([args.texts, *args.scaling]), args.tokens)
+    fit = tokens[: args.texts]
+    print(
+        f"SmolLM2-135M, {args.texts} texts x {args.tokens} tokens, {torch.get_num_threads()} threads"
+    )
+
+    runner, t_setup = clock(lambda: EdgeRunner(model, fit, metric))
+    print(f"edges {runner.space.n_edges:,}; runner set-up (one clean run) {t_setup:.1f} s")
+    t_fb = clean_forward_backward(model, fit, metric)
+    scores, t_eap = clock(lambda: eap(runner))
+    _, t_ig = clock(lambda: eap_ig(runner, args.steps))
+    print(f"clean forward+backward {t_fb:.1f} s")
+    print(f"EAP     {t_eap:.1f} s = {t_eap / t_fb:.2f}x  (target <= 4x)")
+    print(f"EAP-IG  {t_ig:.1f} s = {t_ig / t_fb:.2f}x with {args.steps} steps "
+          f"(target <= {4 + args.steps}x)")  # fmt: skip
+
+    top = scores.mean(0).abs().argsort(descending=True)[: args.top].tolist()
+    exact, t_exact = clock(lambda: edge_effects(runner, top))
+    n_ref = min(len(top), 20)  # the separate forwards are slow: time a sample, extrapolate
+    ref, t_ref = clock(
+        lambda: torch.stack([separate_forward(model, runner, e) for e in top[:n_ref]])
+    )
+    diff = float((exact[:n_ref] + runner.clean.metric - ref).abs().max())
+    per_ref = t_ref / n_ref
+    print(f"exact path patching of the top {len(top)} edges: {t_exact:.1f} s batched+truncated vs "
+          f"{per_ref * len(top):.1f} s as separate full forwards ({per_ref:.2f} s each, timed on "
+          f"{n_ref}): {per_ref * len(top) / t_exact:.1f}x faster (target >= 5x); "
+          f"max |diff| {diff:.2e} (target <= 1e-4)")  # fmt: skip
+    per_edge = t_exact / len(top)
+    print(f"extrapolated: exact patching of all {runner.space.n_edges:,} edges "
+          f"{per_edge * runner.space.n_edges / 60:.0f} min batched; EAP is "
+          f"{per_edge * runner.space.n_edges / t_eap:,.0f}x faster (target >= 1000x)")  # fmt: skip
+
+    cfg = DiscoveryConfig(ig_steps=args.steps)
+    for n in args.scaling:
+        half = n // 2
+        base = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
+        c, t = clock(lambda half=half: discover(model, tokens[:half], tokens[half:2 * half],
+                                                 metric, config=cfg))  # fmt: skip
+        peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
+        s = c.summary()
+        print(f"discover on {n} texts ({half} fit / {half} held-out): {t:.0f} s, peak RSS "
+              f"{peak / 1e6:.2f} GB (+{(peak - base) / 1e6:.2f}), {s['n_edges']} edges, "
+              f"held-out faithfulness {s['heldout_faithfulness']:.2f}")  # fmt: skip
+
+
+if __name__ == "__main__":
+    main()
