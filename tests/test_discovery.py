@@ -18,6 +18,7 @@ from circuits.discovery import (
     eap,
     eap_ig,
     edge_effects,
+    judge_saved,
     prune,
     read_texts,
     split_texts,
@@ -188,11 +189,16 @@ def planted(tmp_path_factory):
     return planted_p0_model(folder=tmp_path_factory.mktemp("planted"))
 
 
-def test_discover_recovers_the_planted_circuit_on_held_out_texts(planted):
+@pytest.fixture(scope="module")
+def planted_circuit(planted):
     model = planted.model
     fit, held = token_rows(model, TEXTS, 20), token_rows(model, HELD_OUT, 20)
     cfg = DiscoveryConfig(n_curve=10, n_stability=20, n_exact_texts=2, max_exact=100)
-    circuit = discover(model, fit, held, p0_attention(list(planted.sink_layers)), config=cfg)
+    return discover(model, fit, held, p0_attention(list(planted.sink_layers)), config=cfg)
+
+
+def test_discover_recovers_the_planted_circuit_on_held_out_texts(planted, planted_circuit):
+    model, circuit = planted.model, planted_circuit
     summary = circuit.summary()
     assert circuit.reached and summary["heldout_faithfulness"] >= 0.8
     assert summary["random_faithfulness_mean"] < 0.2
@@ -265,3 +271,31 @@ def test_per_text_positions_equal_one_text_at_a_time(tiny, tokens):
     assert together.abs().max() > 1e-6
     with pytest.raises(ValueError, match="one list per text"):
         EdgeRunner(tiny, tokens, metric, positions=[[1], [2]])
+
+
+def test_a_saved_circuit_is_judged_on_new_texts(planted, planted_circuit, tmp_path):
+    from circuits.graph import io as graph_io
+
+    model = planted.model
+    spec = {"metric": "p0_attention", "layers": list(planted.sink_layers)}
+    graph = circuit_graph(planted_circuit, model, data="planted", metric_spec=spec)
+    back = graph_io.read(graph_io.write(graph, tmp_path / "c.graphml"))
+    new = ["Pat hid 7 keys under the blue mat.", "Rain fell on 3 roofs and one barn.",
+           "Eli sang two songs for his sister."]  # fmt: skip
+    got = judge_saved(model, back, new, n_random=5)
+    assert got["n_edges"] == planted_circuit.n_edges and got["n_texts"] == 3
+    assert got["faithfulness"] >= 0.8 and got["random_faithfulness"] < 0.2
+    lo, hi = got["faithfulness_ci"]
+    assert lo <= got["faithfulness"] <= hi
+    other = back.copy()
+    other.graph["model"] = "smollm2-135m"
+    with pytest.raises(ValueError, match="found on model 'smollm2-135m'"):
+        judge_saved(model, other, new)
+    bare = back.copy()
+    bare.remove_edges_from(list(bare.edges))
+    with pytest.raises(ValueError, match="no circuit edges"):
+        judge_saved(model, bare, new)
+    with pytest.raises(ValueError, match="fewer than n_tokens=20"):
+        judge_saved(model, back, ["too short"])
+    with pytest.raises(ValueError, match="lacks metric_spec"):
+        judge_saved(model, circuit_graph(planted_circuit, model, data="x"), new)

@@ -4,7 +4,8 @@
 (many circuits side by side, with gradients when asked); `eap` scores edges (EAP, EAP-IG);
 `path_patching` measures exact direct effects; `faithfulness` evaluates circuits (bootstrap
 interval, random circuits, complement, dead-end pruning); `discover` grows the circuit by score
-until it is faithful and judges it on held-out texts; `texts` reads and splits text files.
+until it is faithful and judges it on held-out texts; `saved` judges a saved circuit graph on
+new texts; `texts` reads and splits text files.
 """
 
 from circuits.discovery.dag import EdgeSpace, Receiver, build_space
@@ -13,6 +14,7 @@ from circuits.discovery.eap import eap, eap_ig
 from circuits.discovery.faithfulness import bootstrap_interval, evaluate, faithfulness, prune
 from circuits.discovery.forward import ABLATIONS, EdgeRunner
 from circuits.discovery.path_patching import edge_effects
+from circuits.discovery.saved import build_metric, judge_saved
 from circuits.discovery.texts import DEFAULT_TEXTS, read_texts, split_texts, token_rows
 
 __all__ = [
@@ -24,6 +26,7 @@ __all__ = [
     "EdgeSpace",
     "Receiver",
     "bootstrap_interval",
+    "build_metric",
     "build_space",
     "circuit_graph",
     "discover",
@@ -32,6 +35,7 @@ __all__ = [
     "edge_effects",
     "evaluate",
     "faithfulness",
+    "judge_saved",
     "prune",
     "read_texts",
     "split_texts",

@@ -353,11 +353,20 @@ def _direct(model, tokens, metric, fit: EdgeRunner, mask, scores, cfg) -> dict[i
     return dict(zip(edges, effects.tolist(), strict=True))
 
 
-def circuit_graph(circuit: EdgeCircuit, model, *, data: str) -> nx.DiGraph:
+def circuit_graph(
+    circuit: EdgeCircuit,
+    model,
+    *,
+    data: str,
+    metric_spec: dict | None = None,
+    first_token: int | None = None,
+) -> nx.DiGraph:
     """The circuit as an edge graph: sender -> receiver input edges (`effect`: the exact direct
     effect, metric change when that edge alone is ablated, negative when the edge supports the
     metric; the EAP score where no exact effect was run), input -> component edges, and the
-    heads whose pattern the metric reads -> the target."""
+    heads whose pattern the metric reads -> the target. With `metric_spec` (see
+    `circuits.discovery.saved.METRICS`) and the texts' `first_token` (None: the texts' own first
+    token) the graph can be judged on new texts (`judge_saved`, `circuits faithfulness`)."""
     from circuits.graph import add_component, add_effect, new_graph
 
     sp, cfg = circuit.runner.space, circuit.config
@@ -373,6 +382,9 @@ def circuit_graph(circuit: EdgeCircuit, model, *, data: str) -> nx.DiGraph:
         method=cfg.method,
         ablation=ablation,
         positions=json.dumps(circuit.runner.positions),
+        n_tokens=int(circuit.runner.tokens.shape[1]),
+        first_token=-1 if first_token is None else int(first_token),
+        **({"metric_spec": json.dumps(metric_spec)} if metric_spec else {}),
         effect_meaning="metric change when this edge alone is ablated (negative: the edge "
         "supports the metric); EAP score where no exact effect was run",
         config=json.dumps(asdict(cfg), sort_keys=True),

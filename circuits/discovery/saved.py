@@ -1,0 +1,152 @@
+"""Judge a saved circuit graph on new texts: rebuild its metric, ablation and edge set from the
+graph's attributes and measure its faithfulness there, with the same baselines as `discover`."""
+
+from __future__ import annotations
+
+import json
+import math
+from collections.abc import Sequence
+
+import networkx as nx
+import numpy as np
+import torch
+
+from circuits.discovery.faithfulness import (
+    N_BOOT,
+    N_RANDOM,
+    bootstrap_interval,
+    evaluate,
+    faithfulness,
+    random_masks,
+)
+from circuits.discovery.forward import EdgeRunner
+from circuits.discovery.texts import token_rows
+from circuits.patching.metrics import Metric, p0_attention, resid_norm
+
+METRICS = {"p0_attention": p0_attention, "resid_norm": resid_norm}
+"""Metrics a saved circuit can name (`metric_spec`: {"metric": name, **arguments})."""
+
+
+def build_metric(spec: dict) -> Metric:
+    """The metric a spec names, e.g. {"metric": "p0_attention", "layers": [12, 13]}."""
+    if not isinstance(spec, dict) or spec.get("metric") not in METRICS:
+        raise ValueError(
+            f"metric spec {spec!r} names no known metric; use one of {', '.join(METRICS)}"
+        )
+    args = {k: v for k, v in spec.items() if k != "metric"}
+    try:
+        return METRICS[spec["metric"]](**args)
+    except TypeError as err:
+        raise ValueError(f"metric spec {spec!r}: {err}") from None
+
+
+def _check_model(graph: nx.DiGraph, model) -> None:
+    info = getattr(model, "circuits_info", None)
+    key = info.key if info else model.cfg.model_name
+    want_hash = graph.graph.get("model_hash", "")
+    have_hash = (info.gguf_sha256 or "") if info else ""
+    if graph.graph.get("model") != key or (want_hash and have_hash and want_hash != have_hash):
+        raise ValueError(
+            f"this circuit was found on model {graph.graph.get('model')!r} "
+            f"(hash {want_hash[:12] or '-'}), not on {key!r} (hash {have_hash[:12] or '-'}); "
+            "evaluate it with --model set to the model it was found on"
+        )
+
+
+def _edge_mask(graph: nx.DiGraph, runner: EdgeRunner) -> torch.Tensor:
+    sp = runner.space
+    index = {name: i for i, name in enumerate(sp.edge_names())}
+    target = f"target:{runner.metric.name}"
+    targets = [r.node for r in sp.receivers if r.kind == "target"]
+    mask = torch.zeros(sp.n_edges, dtype=torch.bool)
+    missing = []
+    for u, v, data in graph.edges(data=True):
+        if data.get("edge_kind") != "direct":
+            continue
+        receiver = targets[0] if v == target and len(targets) == 1 else v
+        name = f"{u}->{receiver}"
+        if name not in index:
+            missing.append(name)
+            continue
+        mask[index[name]] = True
+    if missing:
+        raise ValueError(
+            f"{len(missing)} edges of the graph are not edges of this model's residual DAG "
+            f"(e.g. {missing[0]}); the graph was made for another model or metric"
+        )
+    if not mask.any():
+        raise ValueError(
+            "the graph has no circuit edges (edge_kind 'direct'); give a graph written by "
+            "`circuits p0` or `circuits.discovery.circuit_graph`"
+        )
+    return mask
+
+
+def judge_saved(
+    model,
+    graph: nx.DiGraph,
+    texts: Sequence[str],
+    *,
+    n_random: int = N_RANDOM,
+    n_boot: int = N_BOOT,
+    seed: int = 0,
+    batch_size: int = 64,
+) -> dict:
+    """Faithfulness of the circuit in `graph` on `texts` (cut to the graph's `n_tokens`, with
+    its first token at position 0 when it has one), with a bootstrap interval over texts, the
+    mean and spread of `n_random` random circuits of the same number of edges and the
+    complement's faithfulness."""
+    need = ("metric_spec", "positions", "n_tokens", "first_token")
+    absent = [k for k in need if k not in graph.graph]
+    if absent:
+        raise ValueError(
+            f"the graph lacks {', '.join(absent)}: it was not written by edge discovery "
+            "(`circuits p0` or `circuits.discovery.circuit_graph`)"
+        )
+    _check_model(graph, model)
+    metric = build_metric(json.loads(graph.graph["metric_spec"]))
+    first = int(graph.graph["first_token"])
+    tokens = token_rows(
+        model, list(texts), int(graph.graph["n_tokens"]), None if first < 0 else first
+    )
+    config = json.loads(graph.graph.get("config", "{}"))
+    positions = json.loads(graph.graph["positions"])
+    if positions and isinstance(positions[0], list):
+        raise ValueError(
+            "this circuit was found with positions chosen per text (secondary sinks); they do "
+            "not carry over to new texts, so it cannot be judged here"
+        )
+    runner = EdgeRunner(
+        model, tokens, metric, positions=positions,
+        ablation=config.get("ablation", "mean"), seed=seed,
+    )  # fmt: skip
+    mask = _edge_mask(graph, runner)
+    n = runner.space.n_edges
+    masks = torch.stack(
+        [
+            torch.zeros(n, dtype=torch.bool),
+            mask,
+            ~mask,
+            *random_masks(n, int(mask.sum()), n_random, seed),
+        ]
+    )
+    values = evaluate(runner, masks, batch_size=batch_size).numpy()
+    model_v, empty_v = runner.clean.metric.numpy(), values[0]
+    rand = [faithfulness(v, model_v, empty_v) for v in values[3:]]
+    lo, hi = bootstrap_interval(values[1], model_v, empty_v, n_boot=n_boot, seed=seed)
+    return {
+        "faithfulness": faithfulness(values[1], model_v, empty_v),
+        "faithfulness_ci": [lo, hi],
+        "random_faithfulness": float(np.mean(rand)) if rand else math.nan,
+        "random_faithfulness_sd": float(np.std(rand)) if rand else math.nan,
+        "complement_faithfulness": faithfulness(values[2], model_v, empty_v),
+        "n_edges": int(mask.sum()),
+        "n_texts": len(texts),
+        "metric": metric.name,
+        "model_metric": float(model_v.mean()),
+        "empty_metric": float(empty_v.mean()),
+        "circuit_metric": float(values[1].mean()),
+    }
+
+
+__all__ = ["METRICS", "build_metric", "judge_saved"]
