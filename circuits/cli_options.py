@@ -9,7 +9,7 @@ import math
 from dataclasses import fields
 from pathlib import Path
 
-from circuits.tracing.config import field_kind
+from circuits.config import field_kind
 
 DEFAULT_MODEL = "smollm2-135m"
 DTYPES = ("float32", "bfloat16", "float16")

@@ -4,15 +4,17 @@
 (many circuits side by side, with gradients when asked); `eap` scores edges (EAP, EAP-IG);
 `path_patching` measures exact direct effects; `faithfulness` evaluates circuits (bootstrap
 interval, random circuits, complement, dead-end pruning); `discover` grows the circuit by score
-until it is faithful and judges it on held-out texts; `saved` judges a saved circuit graph on
+until it is faithful and judges it on held-out texts; `graph` turns it into a circuit graph;
+`saved` judges a saved circuit graph on
 new texts; `texts` reads and splits text files.
 """
 
 from circuits.discovery.dag import EdgeSpace, Receiver, build_space
-from circuits.discovery.discover import DiscoveryConfig, EdgeCircuit, circuit_graph, discover
+from circuits.discovery.discover import DiscoveryConfig, EdgeCircuit, discover
 from circuits.discovery.eap import eap, eap_ig
 from circuits.discovery.faithfulness import bootstrap_interval, evaluate, faithfulness, prune
 from circuits.discovery.forward import ABLATIONS, EdgeRunner
+from circuits.discovery.graph import circuit_graph
 from circuits.discovery.path_patching import edge_effects
 from circuits.discovery.saved import build_metric, judge_saved
 from circuits.discovery.texts import DEFAULT_TEXTS, read_texts, split_texts, token_rows

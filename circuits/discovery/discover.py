@@ -15,18 +15,17 @@
 
 from __future__ import annotations
 
-import json
 import math
 from collections.abc import Sequence
-from dataclasses import asdict, dataclass, field
+from dataclasses import dataclass, field
 
-import networkx as nx
 import numpy as np
 import pandas as pd
 import torch
 from jaxtyping import Int
 from torch import Tensor
 
+from circuits.config import Config, option
 from circuits.discovery.eap import eap, eap_ig
 from circuits.discovery.faithfulness import (
     bootstrap_interval,
@@ -47,59 +46,42 @@ GROW = ("greedy", "top")
 
 
 @dataclass(frozen=True)
-class DiscoveryConfig:
-    """Settings of `discover`; every threshold named, with the anchors' defaults."""
+class DiscoveryConfig(Config):
+    """Settings of `discover`; the anchors' defaults where they give one (target 0.8 from the
+    issue, EAP-IG and greedy growth from Hanna et al. 2024), the library's otherwise."""
 
-    method: str = field(default="eap_ig", metadata={"help": "edge scores: eap or eap_ig"})
-    ig_steps: int = field(default=8, metadata={"help": "integration steps of eap_ig"})
-    target: float = field(
-        default=0.8, metadata={"help": "faithfulness the circuit must reach on the fit texts"}
+    method: str = option("eap_ig", "edge scores: eap or eap_ig", choices=tuple(METHODS))
+    ig_steps: int = option(8, "integration steps of eap_ig (midpoint rule)", low=1)
+    target: float = option(
+        0.8, "faithfulness the circuit must reach on the fit texts", low=0, high=1, low_open=True
     )
-    ablation: str = field(
-        default="mean",
-        metadata={"help": "value of an ablated sender: mean (over the text's other positions), "
-                          "resample (another text) or zero"},
-    )  # fmt: skip
-    rank_by: str = field(
-        default="abs", metadata={"help": "grow by |score| (abs, as EAP) or by signed score"}
+    ablation: str = option(
+        "mean",
+        "value of an ablated sender: mean (its mean over the text's other positions, never "
+        "position 0), resample (another text's) or zero",
+        choices=ABLATIONS,
     )
-    grow: str = field(
-        default="greedy",
-        metadata={"help": "greedy (from the targets backwards, EAP-IG's apply_greedy) or top "
-                          "(the top-n edges anywhere)"},
-    )  # fmt: skip
-    n_curve: int = field(default=14, metadata={"help": "sizes on the faithfulness curve"})
-    n_random: int = field(default=10, metadata={"help": "random circuits for the baseline"})
-    n_boot: int = field(default=1000, metadata={"help": "bootstrap resamples for the interval"})
-    n_stability: int = field(
-        default=50, metadata={"help": "bootstrap resamples of the fit texts for edge stability"}
+    grow: str = option(
+        "greedy",
+        "greedy (from the targets backwards, always the best edge into the circuit so far, as "
+        "EAP-IG's apply_greedy) or top (the top-n edges anywhere)",
+        choices=GROW,
     )
-    n_exact_texts: int = field(
-        default=4, metadata={"help": "fit texts used for exact direct effects of circuit edges"}
+    rank_by: str = option(
+        "abs", "order edges by |score| (abs, as EAP) or by signed score", choices=RANK_BY
     )
-    max_exact: int = field(
-        default=300, metadata={"help": "circuit edges given exact direct effects (largest first)"}
+    n_curve: int = option(12, "circuit sizes on the faithfulness curve", low=2)
+    n_random: int = option(10, "random circuits of the circuit's size for the baseline", low=0)
+    n_boot: int = option(1000, "bootstrap resamples of texts for the interval", low=0)
+    n_stability: int = option(50, "bootstrap resamples of the fit texts for edge stability", low=0)
+    n_exact_texts: int = option(
+        2, "fit texts on which circuit edges get exact direct effects", low=0
     )
-    batch_size: int = field(default=64, metadata={"help": "sequences in one forward"})
-    seed: int = field(default=0, metadata={"help": "seed for random circuits and resampling"})
-
-    def __post_init__(self) -> None:
-        if self.method not in METHODS:
-            raise ValueError(f"unknown method {self.method!r}; use one of {', '.join(METHODS)}")
-        if self.ablation not in ABLATIONS:
-            raise ValueError(f"unknown ablation {self.ablation!r}; use {', '.join(ABLATIONS)}")
-        if self.grow not in GROW:
-            raise ValueError(f"grow must be one of {', '.join(GROW)}, got {self.grow!r}")
-        if self.rank_by not in RANK_BY:
-            raise ValueError(f"rank_by must be one of {', '.join(RANK_BY)}, got {self.rank_by!r}")
-        if not (isinstance(self.target, float | int) and 0 < self.target <= 1):
-            raise ValueError(f"target faithfulness must be in (0, 1], got {self.target!r}")
-        for name in ("ig_steps", "n_curve", "batch_size"):
-            if not isinstance(getattr(self, name), int) or getattr(self, name) < 1:
-                raise ValueError(f"{name} must be a positive int, got {getattr(self, name)!r}")
-        for name in ("n_random", "n_boot", "n_stability", "n_exact_texts", "max_exact", "seed"):
-            if not isinstance(getattr(self, name), int) or getattr(self, name) < 0:
-                raise ValueError(f"{name} must be an int >= 0, got {getattr(self, name)!r}")
+    max_exact: int = option(
+        100, "circuit edges (largest scores first) given exact direct effects", low=0
+    )
+    batch_size: int = option(64, "sequences in one forward", low=1)
+    seed: int = option(0, "seed for random circuits and resampling", low=0)
 
 
 @dataclass
@@ -353,75 +335,4 @@ def _direct(model, tokens, metric, fit: EdgeRunner, mask, scores, cfg) -> dict[i
     return dict(zip(edges, effects.tolist(), strict=True))
 
 
-def circuit_graph(
-    circuit: EdgeCircuit,
-    model,
-    *,
-    data: str,
-    metric_spec: dict | None = None,
-    first_token: int | None = None,
-) -> nx.DiGraph:
-    """The circuit as an edge graph: sender -> receiver input edges (`effect`: the exact direct
-    effect, metric change when that edge alone is ablated, negative when the edge supports the
-    metric; the EAP score where no exact effect was run), input -> component edges, and the
-    heads whose pattern the metric reads -> the target. With `metric_spec` (see
-    `circuits.discovery.saved.METRICS`) and the texts' `first_token` (None: the texts' own first
-    token) the graph can be judged on new texts (`judge_saved`, `circuits faithfulness`)."""
-    from circuits.graph import add_component, add_effect, new_graph
-
-    sp, cfg = circuit.runner.space, circuit.config
-    metric = circuit.runner.metric
-    target = f"target:{metric.name}"
-    ablation = f"{cfg.ablation} ablation at positions {circuit.runner.positions}"
-    g = new_graph(
-        model,
-        data=data,
-        metric=metric.name,
-        seed=cfg.seed,
-        thresholds={"target_faithfulness": cfg.target, "top_n": circuit.n_top},
-        method=cfg.method,
-        ablation=ablation,
-        positions=json.dumps(circuit.runner.positions),
-        n_tokens=int(circuit.runner.tokens.shape[1]),
-        first_token=-1 if first_token is None else int(first_token),
-        **({"metric_spec": json.dumps(metric_spec)} if metric_spec else {}),
-        effect_meaning="metric change when this edge alone is ablated (negative: the edge "
-        "supports the metric); EAP score where no exact effect was run",
-        config=json.dumps(asdict(cfg), sort_keys=True),
-        **{k: (json.dumps(v) if isinstance(v, list | dict) else v)
-           for k, v in circuit.summary().items() if k not in ("method", "metric", "ablation",
-                                                             "positions")},
-    )  # fmt: skip
-    add_component(g, target, label=metric.name)
-    mean = circuit.scores.mean(0)
-    for e in circuit.edge_index:
-        r, s = sp.edges[e].tolist()
-        rec = sp.receivers[r]
-        exact = e in circuit.direct
-        effect = circuit.direct[e] if exact else -float(mean[e])
-        receiver = target if rec.kind == "target" else rec.node
-        add_component(g, sp.senders[s])
-        add_component(g, receiver)
-        add_effect(
-            g, sp.senders[s], receiver, effect, intervention=ablation, metric=metric.name,
-            score=float(mean[e]), stability=float(circuit.stability[e]), exact=exact,
-            edge_kind="direct",
-        )  # fmt: skip
-        if rec.kind in ("q", "k", "v"):
-            group = sp.n_heads // sp.n_kv
-            heads = (
-                [rec.head] if rec.kind == "q" else range(rec.head * group, (rec.head + 1) * group)
-            )
-            for hh in heads:
-                add_effect(g, rec.node, f"L{rec.layer}.H{hh}", 0.0, intervention="none (input of)",
-                           metric=metric.name, edge_kind="input")  # fmt: skip
-    for layer in sp.pattern_layers:
-        for hh in range(sp.n_heads):
-            comp = f"L{layer}.H{hh}"
-            if comp in g:
-                add_effect(g, comp, target, 0.0, intervention="none (pattern read by the metric)",
-                           metric=metric.name, edge_kind="read")  # fmt: skip
-    return g
-
-
-__all__ = ["METHODS", "DiscoveryConfig", "EdgeCircuit", "HeldOut", "circuit_graph", "discover"]
+__all__ = ["GROW", "METHODS", "RANK_BY", "DiscoveryConfig", "EdgeCircuit", "HeldOut", "discover"]

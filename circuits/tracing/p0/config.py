@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from circuits.tracing.config import Config, option
+from circuits.config import Config, option
 
 ABLATION = "mean-over-positions at P0"
 """How a component is removed at P0: its activation there is replaced by its mean over the other

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from circuits.tracing.config import Config, option
+from circuits.config import Config, option
 
 TAU = 0.95
 """Wong et al.'s threshold in the paper's text (`circuits.sinks.secondary.TAU`)."""

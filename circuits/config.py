@@ -1,4 +1,4 @@
-"""Validated settings for the tracers: every threshold a named field with its default and a help
+"""Validated settings for the tracers and discovery: every threshold a named field with its default and a help
 string, checked (type, finite, in range) when the config is made.
 
 A tracer's config is a frozen dataclass whose fields are made with `option`:

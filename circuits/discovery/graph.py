@@ -1,0 +1,85 @@
+"""A discovered edge circuit as a circuit graph (`circuits.graph`): sender -> receiver-input
+edges carrying direct effects, input -> component edges, and the heads the metric reads ->
+the target; provenance, settings and the held-out judgement in graph attributes."""
+
+from __future__ import annotations
+
+import json
+from dataclasses import asdict
+
+import networkx as nx
+
+from circuits.discovery.discover import EdgeCircuit
+from circuits.graph import add_component, add_effect, new_graph
+
+
+def circuit_graph(
+    circuit: EdgeCircuit,
+    model,
+    *,
+    data: str,
+    metric_spec: dict | None = None,
+    first_token: int | None = None,
+) -> nx.DiGraph:
+    """The circuit as an edge graph: sender -> receiver input edges (`effect`: the exact direct
+    effect, metric change when that edge alone is ablated, negative when the edge supports the
+    metric; the EAP score where no exact effect was run), input -> component edges, and the
+    heads whose pattern the metric reads -> the target. With `metric_spec` (see
+    `circuits.discovery.saved.METRICS`) and the texts' `first_token` (None: the texts' own first
+    token) the graph can be judged on new texts (`judge_saved`, `circuits faithfulness`)."""
+    sp, cfg = circuit.runner.space, circuit.config
+    metric = circuit.runner.metric
+    target = f"target:{metric.name}"
+    ablation = f"{cfg.ablation} ablation at positions {circuit.runner.positions}"
+    g = new_graph(
+        model,
+        data=data,
+        metric=metric.name,
+        seed=cfg.seed,
+        thresholds={"target_faithfulness": cfg.target, "top_n": circuit.n_top},
+        method=cfg.method,
+        ablation=ablation,
+        positions=json.dumps(circuit.runner.positions),
+        n_tokens=int(circuit.runner.tokens.shape[1]),
+        first_token=-1 if first_token is None else int(first_token),
+        **({"metric_spec": json.dumps(metric_spec)} if metric_spec else {}),
+        effect_meaning="metric change when this edge alone is ablated (negative: the edge "
+        "supports the metric); EAP score where no exact effect was run",
+        config=json.dumps(asdict(cfg), sort_keys=True),
+        **{k: (json.dumps(v) if isinstance(v, list | dict) else v)
+           for k, v in circuit.summary().items() if k not in ("method", "metric", "ablation",
+                                                             "positions")},
+    )  # fmt: skip
+    add_component(g, target, label=metric.name)
+    mean = circuit.scores.mean(0)
+    for e in circuit.edge_index:
+        r, s = sp.edges[e].tolist()
+        rec = sp.receivers[r]
+        exact = e in circuit.direct
+        effect = circuit.direct[e] if exact else -float(mean[e])
+        receiver = target if rec.kind == "target" else rec.node
+        add_component(g, sp.senders[s])
+        add_component(g, receiver)
+        add_effect(
+            g, sp.senders[s], receiver, effect, intervention=ablation, metric=metric.name,
+            score=float(mean[e]), stability=float(circuit.stability[e]), exact=exact,
+            edge_kind="direct",
+        )  # fmt: skip
+        if rec.kind in ("q", "k", "v"):
+            group = sp.n_heads // sp.n_kv
+            heads = (
+                [rec.head] if rec.kind == "q" else range(rec.head * group, (rec.head + 1) * group)
+            )
+            for hh in heads:
+                add_effect(g, rec.node, f"L{rec.layer}.H{hh}", 0.0, intervention="none (input of)",
+                           metric=metric.name, edge_kind="input")  # fmt: skip
+    for layer in sp.pattern_layers:
+        for hh in range(sp.n_heads):
+            comp = f"L{layer}.H{hh}"
+            if comp in g:
+                add_effect(g, comp, target, 0.0, intervention="none (pattern read by the metric)",
+                           metric=metric.name, edge_kind="read")  # fmt: skip
+    return g
+
+
+__all__ = ["circuit_graph"]
