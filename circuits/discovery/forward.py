@@ -29,14 +29,10 @@ import torch
 from jaxtyping import Float, Int
 from torch import Tensor
 
+from circuits.discovery.config import ABLATIONS
 from circuits.discovery.dag import EdgeSpace, build_space
 from circuits.patching.forward import MetricReady, capture_run, forward_from, hook_layer, tile
 from circuits.patching.metrics import Metric
-
-ABLATIONS = ("mean", "resample", "zero")
-"""mean: each sender's mean output over the reference positions (positions outside the ablated
-ones, never position 0) of the same text; resample: its output at the same position in another
-text (a seeded derangement of the texts); zero: 0."""
 
 
 def _attn(model, layer: int):

@@ -9,7 +9,7 @@ from dataclasses import asdict
 
 import networkx as nx
 
-from circuits.discovery.discover import EdgeCircuit
+from circuits.discovery.pipeline import EdgeCircuit
 from circuits.graph import add_component, add_effect, new_graph
 
 

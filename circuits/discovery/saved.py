@@ -11,7 +11,7 @@ import networkx as nx
 import numpy as np
 import torch
 
-from circuits.discovery.faithfulness import (
+from circuits.discovery.evaluation import (
     N_BOOT,
     N_RANDOM,
     bootstrap_interval,

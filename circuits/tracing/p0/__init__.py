@@ -8,14 +8,15 @@ to. Nothing here assumes *which* blocks do it: the formation layers are read off
 
 One module per step, each one result and one function:
 
-    inputs      text_tokens, default_texts, the first-token variants' tokens
+    inputs      default_texts, the first-token variants' tokens (token rows: discovery.texts)
     variants    1. first_token_variants -> Variants        (does the sink stay at P0?)
     position    2. position_vs_content -> DataFrame        (same token at 0 and later)
     formation      find_formation -> Formation             (blocks where the P0 norm jumps)
     localise    3. localise -> Localisation                (heads and MLPs ablated at P0)
     neurons     4. top_neurons -> DataFrame                (neurons writing onto the P0 state)
     confirm     5. confirm -> Confirmation                 (circuit vs all vs random ablated)
-    graph       6. circuit_graph -> nx.DiGraph
+    graph       6. circuit_graph -> nx.DiGraph                (node-level first view)
+    edges       7. edge_circuit -> (EdgeCircuit, nx.DiGraph)  (edge circuit, held-out judged)
     pipeline    trace_p0 -> P0Trace (runs them; P0Config holds every setting)
 
 Ablation throughout is mean-over-positions at P0 (`ablation.p0_ablation`); effects are relative
@@ -30,7 +31,6 @@ import importlib
 _EXPORTS = {
     "P0Config": "config",
     "ABLATION": "config",
-    "text_tokens": "inputs",
     "default_texts": "inputs",
     "N_TEXTS": "inputs",
     "Variants": "variants",
@@ -44,6 +44,7 @@ _EXPORTS = {
     "Confirmation": "confirm",
     "confirm": "confirm",
     "circuit_graph": "graph",
+    "edge_circuit": "edges",
     "P0Trace": "pipeline",
     "trace_p0": "pipeline",
 }

@@ -4,7 +4,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from circuits.config import Config, option
+from circuits.config import option
+from circuits.discovery.config import DiscoveryConfig
 
 ABLATION = "mean-over-positions at P0"
 """How a component is removed at P0: its activation there is replaced by its mean over the other
@@ -13,9 +14,16 @@ would also erase the token's ordinary content)."""
 
 
 @dataclass(frozen=True)
-class P0Config(Config):
-    """Settings of `trace_p0` (Peng et al. 2026 give no numbers; these are the library's)."""
+class P0Config(DiscoveryConfig):
+    """Settings of `trace_p0` (Peng et al. 2026 give no numbers; these are the library's), with
+    every setting of the edge-circuit discovery (`DiscoveryConfig`) it runs."""
 
+    n_fit: int = option(16, "texts the edge circuit is fitted on", low=1)
+    n_heldout: int = option(16, "texts it is judged on (never seen by the fit)", low=1)
+    edge_tokens: int = option(64, "tokens per text for the edge circuit", low=4)
+    n_texts: int = option(
+        4, "fit texts used by the node-level experiments (variants, localisation)", low=1
+    )
     n_tokens: int = option(
         24, "tokens per text (texts are cut to one length so patched runs batch)", low=4
     )

@@ -5,37 +5,13 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 import torch
-from jaxtyping import Int
 from torch import Tensor
 from transformer_lens.model_bridge import TransformerBridge
 
+from circuits.discovery.texts import token_rows
+
 N_TEXTS = 4
 """Corpus problems traced by default (`default_texts`)."""
-
-
-def text_tokens(
-    model: TransformerBridge,
-    texts: Sequence[str],
-    n_tokens: int,
-    first: int | None = None,
-) -> Int[Tensor, "text pos"]:
-    """Texts as equal-length token rows [text, n_tokens]: without the model's BOS; with token id
-    `first` at position 0 when given (then n_tokens - 1 text tokens follow)."""
-    if n_tokens < 4:
-        raise ValueError(f"n_tokens must be at least 4 (P0 and a few queries), got {n_tokens}")
-    if not texts:
-        raise ValueError("no texts given; pass a list of strings (e.g. corpus.load_problems())")
-    body = n_tokens - (first is not None)
-    rows = []
-    for i, text in enumerate(texts):
-        ids = model.to_tokens(text, prepend_bos=False)[0].tolist()
-        if len(ids) < body:
-            raise ValueError(
-                f"text {i} has {len(ids)} tokens, fewer than n_tokens={n_tokens} needs; use "
-                "longer texts or a smaller n_tokens"
-            )
-        rows.append(([first] if first is not None else []) + ids[:body])
-    return torch.tensor(rows)
 
 
 def default_texts(n: int = N_TEXTS) -> list[str]:
@@ -96,8 +72,8 @@ def variant_tokens(
     out = {}
     for name, firsts in variant_first_tokens(model, len(texts), seed).items():
         out[name] = torch.cat(
-            [text_tokens(model, [t], n_tokens, first=f) for t, f in zip(texts, firsts, strict=True)]
+            [token_rows(model, [t], n_tokens, first=f) for t, f in zip(texts, firsts, strict=True)]
         )
-    plain = text_tokens(model, texts, n_tokens)
+    plain = token_rows(model, texts, n_tokens)
     out["repeated"] = plain[:, :1].repeat(1, n_tokens)
     return out

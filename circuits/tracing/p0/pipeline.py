@@ -13,27 +13,31 @@ import torch
 from matplotlib.figure import Figure
 from transformer_lens.model_bridge import TransformerBridge
 
+from circuits.discovery import DEFAULT_TEXTS, EdgeCircuit, read_texts, split_texts, token_rows
+from circuits.graph import edge_table
 from circuits.sinks import measure_tokens
+from circuits.tracing.figures import faithfulness_figure
 from circuits.tracing.p0.config import ABLATION, P0Config
 from circuits.tracing.p0.confirm import Confirmation, confirm
+from circuits.tracing.p0.edges import edge_circuit
 from circuits.tracing.p0.figures import heads_figure, mlps_figure, position_figure, variants_figure
 from circuits.tracing.p0.formation import Formation, find_formation
 from circuits.tracing.p0.graph import circuit_graph
-from circuits.tracing.p0.inputs import default_texts, text_tokens
 from circuits.tracing.p0.localise import Localisation, localise
 from circuits.tracing.p0.position import position_vs_content
 from circuits.tracing.p0.summary import summary_text
 from circuits.tracing.p0.variants import Variants, first_token_variants
 from circuits.tracing.result import Steps, TraceResult
 
-STEPS = ("variants", "position", "localise", "confirm", "graph")
+STEPS = ("variants", "position", "localise", "confirm", "graph", "edges")
 
 
 @dataclass(repr=False)
 class P0Trace(TraceResult):
     """Everything `trace_p0` measured, with the config it used. `main_variant` is the
     first-token variant the circuit is traced on ("bos" when the model prepends one, else
-    "no_bos": position 0 is the text's first token)."""
+    "no_bos": position 0 is the text's first token). `graph` is the edge circuit (experiment 7,
+    the headline); `node_graph` the node-level first view (experiment 6)."""
 
     title = "P0-sink circuit"
     model: str
@@ -45,8 +49,11 @@ class P0Trace(TraceResult):
     localisation: Localisation
     confirmed: Confirmation
     sink_heads: list[tuple[int, int, float]]
+    node_graph: nx.DiGraph
+    edges: EdgeCircuit
     graph: nx.DiGraph
     texts: list[str]
+    heldout_texts: list[str]
     seconds: dict[str, float] = field(default_factory=dict)
 
     @property
@@ -64,19 +71,35 @@ class P0Trace(TraceResult):
             "model": self.model,
             "n_texts": len(self.texts),
             "p0": "BOS" if self.main_variant == "bos" else "first text token",
+            "n_heldout_texts": len(self.heldout_texts),
             "ablation": ABLATION,
             **self.config.to_dict(),
         }
 
     def summary(self) -> dict:
-        """Headline numbers: where the P0 state forms, the circuit, the share of the sink it
-        carries (fractions of the drop that ablating every formation component causes), and
-        whether the sink stays at P0 under each first-token variant."""
+        """Headline numbers: the edge circuit judged on held-out texts (experiment 7), where the
+        P0 state forms, the node-level circuit and the share of the sink it carries (fractions
+        of the drop that ablating every formation component causes), and whether the sink stays
+        at P0 under each first-token variant."""
         conf = self.confirmation.set_index("run")
         frac = conf["fraction"]
         f = self.formation
+        e = self.edges.summary()
         return {
             "model": self.model,
+            "edge_circuit_edges": e["n_edges"],
+            "edge_circuit_of_all_edges": e["n_edges_total"],
+            "edge_circuit_components": e["n_senders"],
+            "heldout_faithfulness": e["heldout_faithfulness"],
+            "heldout_faithfulness_ci": e["heldout_faithfulness_ci"],
+            "random_faithfulness_mean": e["random_faithfulness_mean"],
+            "random_faithfulness_sd": e["random_faithfulness_sd"],
+            "complement_faithfulness": e["complement_faithfulness"],
+            "fit_faithfulness": e["fit_faithfulness"],
+            "target_reached_on_fit": e["reached_on_fit"],
+            "edge_stability_mean": e["stability_mean"],
+            "n_fit_texts": e["n_fit_texts"],
+            "n_heldout_texts": e["n_heldout_texts"],
             "jump_layers": f.jump_layers,
             "late_layers": f"{f.late_layers[0]}-{f.late_layers[-1]}",
             "p0_norm_after_last_jump": f.p0_norm[f.last_jump],
@@ -121,6 +144,9 @@ class P0Trace(TraceResult):
             "neurons": self.localisation.neurons,
             "confirmation": self.confirmation,
             "confirmation_by_text": self.confirmation_by_text,
+            "node_graph_edges": edge_table(self.node_graph),
+            "edge_circuit": self.edges.edges_frame(),
+            "faithfulness_curve": self.edges.curve,
         }
 
     def figures(self) -> dict[str, Figure]:
@@ -131,6 +157,7 @@ class P0Trace(TraceResult):
             "heads": heads_figure(self.localisation.heads, self.model),
             "mlps": mlps_figure(self.localisation.mlps, self.model),
             "position": position_figure(self.position, self.model),
+            "faithfulness_curve": faithfulness_figure(self.edges, self.model),
         }
 
     def text(self) -> str:
@@ -151,18 +178,23 @@ def trace_p0(
     progress: bool = True,
     **overrides: Any,
 ) -> P0Trace:
-    """Run experiments 1-6 on `texts` (default: the first corpus problems), all cut to
-    `config.n_tokens` tokens; `overrides` change single config fields (`n_tokens=16`). The
-    circuit is traced on the raw texts (no BOS: position 0 is the text's first token) unless
-    the model prepends a BOS, in which case the BOS stays at P0."""
+    """Run experiments 1-7 on `texts` (default: `circuits.discovery.DEFAULT_TEXTS`, prose of the
+    Python reference), split with `config.seed` into `n_fit` fit and `n_heldout` held-out
+    texts. Experiments 1-6 (the node-level first view) use the first `n_texts` fit texts cut to
+    `n_tokens`; experiment 7, the edge circuit, is fitted on the fit texts and judged on the
+    held-out ones, cut to `edge_tokens`. `overrides` change single config fields
+    (`n_tokens=16`). Position 0 is the text's first token unless the model prepends a BOS, in
+    which case the BOS stays at P0."""
     config = config.with_options(**overrides) if overrides else config
     torch.manual_seed(config.seed)
-    texts = list(texts) if texts is not None else default_texts()
+    texts = list(texts) if texts is not None else read_texts(DEFAULT_TEXTS)
+    fit_texts, heldout = split_texts(texts, config.n_fit, config.n_heldout, config.seed)
+    texts = fit_texts[: config.n_texts]
     info = getattr(model, "circuits_info", None)
     key = info.key if info else model.cfg.model_name
     bos = info.prepend_bos if info else bool(model.cfg.default_prepend_bos)
     first = model.tokenizer.bos_token_id if bos else None
-    tokens = text_tokens(model, texts, config.n_tokens, first=first)
+    tokens = token_rows(model, texts, config.n_tokens, first=first)
     main = "bos" if bos else "no_bos"
     steps = Steps(len(STEPS), "p0 circuit", progress)
     variants = steps.run(
@@ -189,14 +221,15 @@ def trace_p0(
         (layer, h, float(rep.p0_mass[layer, h])) for layer, h in rep.sink_heads if layer in late
     ]
     sink_heads = sorted(masses, key=lambda x: -x[2])[: config.n_sink_heads]
-    data = (
-        f"{len(texts)} corpus texts x {config.n_tokens} tokens ({'BOS' if bos else 'no BOS'} at P0)"
-    )
-    graph = steps.run(
+    data = f"{len(texts)} texts x {config.n_tokens} tokens ({'BOS' if bos else 'no BOS'} at P0)"
+    node_graph = steps.run(
         "graph", circuit_graph, model, tokens, formation, loc, sink_heads, data=data,
         config=config,
     )  # fmt: skip
+    edges, graph = steps.run(
+        "edges", edge_circuit, model, fit_texts, heldout, formation, config, first=first
+    )
     return P0Trace(
-        key, config, main, variants, position, formation, loc, confirmed, sink_heads, graph,
-        texts, steps.close(),
+        key, config, main, variants, position, formation, loc, confirmed, sink_heads,
+        node_graph, edges, graph, fit_texts, heldout, steps.close(),
     )  # fmt: skip

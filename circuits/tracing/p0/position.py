@@ -10,10 +10,10 @@ import torch
 from torch import Tensor
 from transformer_lens.model_bridge import TransformerBridge
 
+from circuits.discovery.texts import token_rows
 from circuits.sinks.attention import sink_score
 from circuits.sites import hook_name
 from circuits.tracing.p0.config import P0Config
-from circuits.tracing.p0.inputs import text_tokens
 
 
 def _states(model: TransformerBridge, tokens: Tensor) -> tuple[Tensor, Tensor]:
@@ -40,7 +40,7 @@ def position_vs_content(
     """Experiment 2: each text's own first token at position 0 and again at `position`
     (default n_tokens // 2). Per layer, mean over texts: the L2 norm of both copies, their
     cosine, and the attention each receives (mean over heads and later queries)."""
-    tokens = text_tokens(model, texts, n_tokens)
+    tokens = token_rows(model, texts, n_tokens)
     k = n_tokens // 2 if position is None else position
     if not 1 <= k < n_tokens - 1:
         raise ValueError(f"position must be in 1..{n_tokens - 2} (queries must follow it), got {k}")

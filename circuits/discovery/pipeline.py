@@ -25,9 +25,9 @@ import torch
 from jaxtyping import Int
 from torch import Tensor
 
-from circuits.config import Config, option
-from circuits.discovery.eap import eap, eap_ig
-from circuits.discovery.faithfulness import (
+from circuits.discovery.attribution import eap, eap_ig
+from circuits.discovery.config import DiscoveryConfig
+from circuits.discovery.evaluation import (
     bootstrap_interval,
     evaluate,
     faithfulness,
@@ -35,53 +35,12 @@ from circuits.discovery.faithfulness import (
     prune,
     random_masks,
 )
-from circuits.discovery.forward import ABLATIONS, EdgeRunner
+from circuits.discovery.forward import EdgeRunner
 from circuits.discovery.path_patching import edge_effects
 from circuits.patching.metrics import Metric
 
 METHODS = {"eap": lambda runner, cfg: eap(runner), "eap_ig": lambda r, cfg: eap_ig(r, cfg.ig_steps)}
-"""Edge scoring methods by name."""
-RANK_BY = ("abs", "signed")
-GROW = ("greedy", "top")
-
-
-@dataclass(frozen=True)
-class DiscoveryConfig(Config):
-    """Settings of `discover`; the anchors' defaults where they give one (target 0.8 from the
-    issue, EAP-IG and greedy growth from Hanna et al. 2024), the library's otherwise."""
-
-    method: str = option("eap_ig", "edge scores: eap or eap_ig", choices=tuple(METHODS))
-    ig_steps: int = option(8, "integration steps of eap_ig (midpoint rule)", low=1)
-    target: float = option(
-        0.8, "faithfulness the circuit must reach on the fit texts", low=0, high=1, low_open=True
-    )
-    ablation: str = option(
-        "mean",
-        "value of an ablated sender: mean (its mean over the text's other positions, never "
-        "position 0), resample (another text's) or zero",
-        choices=ABLATIONS,
-    )
-    grow: str = option(
-        "greedy",
-        "greedy (from the targets backwards, always the best edge into the circuit so far, as "
-        "EAP-IG's apply_greedy) or top (the top-n edges anywhere)",
-        choices=GROW,
-    )
-    rank_by: str = option(
-        "abs", "order edges by |score| (abs, as EAP) or by signed score", choices=RANK_BY
-    )
-    n_curve: int = option(12, "circuit sizes on the faithfulness curve", low=2)
-    n_random: int = option(10, "random circuits of the circuit's size for the baseline", low=0)
-    n_boot: int = option(1000, "bootstrap resamples of texts for the interval", low=0)
-    n_stability: int = option(50, "bootstrap resamples of the fit texts for edge stability", low=0)
-    n_exact_texts: int = option(
-        2, "fit texts on which circuit edges get exact direct effects", low=0
-    )
-    max_exact: int = option(
-        100, "circuit edges (largest scores first) given exact direct effects", low=0
-    )
-    batch_size: int = option(64, "sequences in one forward", low=1)
-    seed: int = option(0, "seed for random circuits and resampling", low=0)
+"""Edge scoring methods by name (`DiscoveryConfig.method`)."""
 
 
 @dataclass
@@ -204,7 +163,7 @@ def _curve_values(runner, space, order, sizes, cfg) -> tuple[list[Tensor], Tenso
 def discover(
     model,
     fit_tokens: Int[Tensor, "text pos"],
-    heldout_tokens: Int[Tensor, "text pos"],
+    heldout_tokens: Int[Tensor, "heldout pos"],
     metric: Metric,
     *,
     positions: Sequence[int] | Sequence[Sequence[int]] | None = (0,),
@@ -335,4 +294,4 @@ def _direct(model, tokens, metric, fit: EdgeRunner, mask, scores, cfg) -> dict[i
     return dict(zip(edges, effects.tolist(), strict=True))
 
 
-__all__ = ["GROW", "METHODS", "RANK_BY", "DiscoveryConfig", "EdgeCircuit", "HeldOut", "discover"]
+__all__ = ["METHODS", "DiscoveryConfig", "EdgeCircuit", "HeldOut", "discover"]

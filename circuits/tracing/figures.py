@@ -1,0 +1,43 @@
+"""Plots every tracer shares, as matplotlib Figures (no pyplot state)."""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+from matplotlib.figure import Figure
+
+if TYPE_CHECKING:
+    from circuits.discovery import EdgeCircuit
+
+
+def faithfulness_figure(circuit: EdgeCircuit, model: str) -> Figure:
+    """Faithfulness against circuit size (edges after pruning) on the fit and the held-out
+    texts, with the target, the chosen circuit, and the random circuits of its size."""
+    curve = circuit.curve.sort_values("n_edges")
+    curve = curve[curve.n_edges > 0]
+    h = circuit.heldout
+    fig = Figure(figsize=(7, 4))
+    ax = fig.subplots()
+    ax.plot(
+        curve.n_edges, curve.faithfulness_fit, "o-", label=f"fit ({circuit.scores.shape[0]} texts)"
+    )
+    ax.plot(curve.n_edges, curve.faithfulness_heldout, "s-", label=f"held-out ({h.n_texts} texts)")
+    ax.axhline(circuit.config.target, color="grey", ls=":", label=f"target {circuit.config.target}")
+    ax.axvline(circuit.n_edges, color="k", lw=0.8, label=f"circuit: {circuit.n_edges} edges")
+    ax.errorbar(
+        [circuit.n_edges], [h.random_mean], yerr=[h.random_sd], fmt="x", color="tab:red",
+        capsize=3, label=f"{len(h.random_faithfulness)} random circuits of that size",
+    )  # fmt: skip
+    ax.set_xscale("log")
+    ax.set_xlabel(f"edges kept (of {circuit.runner.space.n_edges:,}; greedy growth, pruned)")
+    ax.set_ylabel("faithfulness")
+    ax.set_title(
+        f"{model}: {circuit.config.method} edge circuit of {circuit.runner.metric.name}"[:110],
+        fontsize=8,
+    )
+    ax.legend(fontsize=7)
+    fig.tight_layout()
+    return fig
+
+
+__all__ = ["faithfulness_figure"]
