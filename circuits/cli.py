@@ -3,7 +3,13 @@
 Adding a subcommand is two functions and one list entry (the helpers are in
 `circuits.cli_options`):
 
-    def add_faithfulness(sub) -> None:               # its arguments
+    def _registry_keys() -> tuple[str, ...]:
+    from circuits.models.registry import MODELS
+
+    return tuple(MODELS)
+
+
+def add_faithfulness(sub) -> None:               # its arguments
         p = sub.add_parser("faithfulness", help="...")
         model_options(p)                              # --model, --device, --dtype
         out_option(p, "folder for the tables")        # --out, checked before any work
@@ -152,40 +158,92 @@ def _write(trace, out: Path, model=None) -> None:
     print(f"report: {report}")
 
 
+def _texts(path: str | None) -> list[str] | None:
+    from circuits.discovery.texts import read_texts
+
+    return None if path is None else read_texts(path)
+
+
+TEXTS_HELP = (
+    "text file: one text a line, or JSONL with a 'text' field (default: data/texts/"
+    "python_reference.jsonl, 78 prose paragraphs)"
+)
+
+
 def _cmd_p0(args: argparse.Namespace) -> int:
     out = check_out(args.out)
     config = config_from(args, P0Config)
-    texts = _read_lines(args.file) if args.file is not None else None
-    from circuits.tracing.p0 import default_texts, trace_p0
+    texts = _texts(args.texts)
+    if texts is not None and len(texts) < config.n_fit + config.n_heldout:
+        raise ValueError(
+            f"{args.texts} holds {len(texts)} texts; --n-fit {config.n_fit} + --n-heldout "
+            f"{config.n_heldout} are needed (add texts or lower them)"
+        )
+    from circuits.tracing.p0 import trace_p0
 
-    texts = texts if texts is not None else default_texts(args.texts)
     model = load(args)
     _write(trace_p0(model, texts, config), out, model)
     return 0
-
-
-def _read_lines(path: str) -> list[str]:
-    file = Path(path)
-    if not file.is_file():
-        raise ValueError(f"no text file at {path}; pass a file with one text per line")
-    try:
-        text = file.read_text(encoding="utf-8")
-    except UnicodeDecodeError as err:
-        raise ValueError(f"{path} is not UTF-8 text (byte {err.start}); save it as UTF-8") from None
-    lines = [line for line in text.splitlines() if line.strip()]
-    if not lines:
-        raise ValueError(f"{path} has no non-empty lines; put one text per line")
-    return lines
 
 
 def add_p0(sub) -> None:
     p = sub.add_parser("p0", help="trace the P0-sink circuit and write a report")
     model_options(p)
     out_option(p, "report.html, summary.json, tables, graphs, plots")
-    p.add_argument("--file", help="texts, one per line (default: the corpus math problems)")
-    p.add_argument("--texts", type=positive_int, default=4, help="corpus texts (%(default)s)")
+    p.add_argument("--texts", metavar="PATH", help=TEXTS_HELP)
     config_options(p, P0Config)
     p.set_defaults(func=_cmd_p0)
+
+
+def _cmd_faithfulness(args: argparse.Namespace) -> int:
+    out = check_out(args.out) if args.out else None
+    from circuits._io import strict_json, write_json
+    from circuits.discovery.saved import judge_saved
+    from circuits.graph.io import read
+
+    graph = read(args.circuit)
+    texts = _texts(args.texts)
+    found_on = graph.graph.get("model")
+    if found_on != args.model and args.model in _registry_keys():
+        raise ValueError(
+            f"{args.circuit} was found on model {found_on!r}, not {args.model!r}; pass "
+            f"--model {found_on}"
+        )
+    model = load(args)
+    result = judge_saved(
+        model, graph, texts, n_random=args.n_random, n_boot=args.n_boot, seed=args.seed
+    )
+    result = {"circuit": str(args.circuit), "model": args.model, **result}
+    print(strict_json(result))
+    if out is not None:
+        out.mkdir(parents=True, exist_ok=True)
+        write_json(out / "faithfulness.json", result)
+    return 0
+
+
+def _registry_keys() -> tuple[str, ...]:
+    from circuits.models.registry import MODELS
+
+    return tuple(MODELS)
+
+
+def add_faithfulness(sub) -> None:
+    p = sub.add_parser(
+        "faithfulness",
+        help="judge a saved circuit graph on new texts (faithfulness, interval, baselines)",
+    )
+    p.add_argument("circuit", help="a circuit graph written by `circuits p0` (.graphml, .json ...)")
+    model_options(p)
+    p.add_argument("--texts", metavar="PATH", required=True, help=TEXTS_HELP.split(" (")[0])
+    p.add_argument("--out", help="folder to write faithfulness.json into (optional)")
+    p.add_argument(
+        "--n-random", type=count_int, default=10, help="random circuits of its size (%(default)s)"
+    )
+    p.add_argument(
+        "--n-boot", type=count_int, default=1000, help="bootstrap resamples of texts (%(default)s)"
+    )
+    p.add_argument("--seed", type=count_int, default=0, help="random seed (%(default)s)")
+    p.set_defaults(func=_cmd_faithfulness)
 
 
 def _cmd_sinks(args: argparse.Namespace) -> int:
@@ -347,7 +405,10 @@ def add_secondary(sub) -> None:
     p.set_defaults(func=_cmd_secondary)
 
 
-COMMANDS = [add_models, add_export, add_generate, add_p0, add_sinks, add_trigger, add_secondary]
+COMMANDS = [
+    add_models, add_export, add_generate, add_p0, add_faithfulness, add_sinks, add_trigger,
+    add_secondary,
+]  # fmt: skip
 
 
 def build_parser() -> argparse.ArgumentParser:

@@ -15,7 +15,7 @@ import pytest
 
 from circuits import cli
 
-COMMANDS = ("models", "export", "generate", "p0", "sinks", "trigger", "secondary")
+COMMANDS = ("models", "export", "generate", "p0", "faithfulness", "sinks", "trigger", "secondary")
 HEAVY = ("torch", "transformer_lens", "transformers")
 
 
@@ -107,8 +107,32 @@ def test_export_refuses_a_folder_as_out(tmp_path, capsys):
 def test_texts_file_errors_name_the_file(tmp_path, capsys, no_model):
     bad = tmp_path / "texts.txt"
     bad.write_bytes(b"caf\xe9\n")
-    assert cli.main(["p0", "--file", str(bad), "--out", str(tmp_path / "o")]) == 2
-    assert f"{bad} is not UTF-8" in capsys.readouterr().err
+    assert cli.main(["p0", "--texts", str(bad), "--out", str(tmp_path / "o")]) == 2
+    assert f"{bad}: not UTF-8" in capsys.readouterr().err
+    few = tmp_path / "few.txt"
+    few.write_text("one text\ntwo texts\n")
+    assert cli.main(["p0", "--texts", str(few), "--out", str(tmp_path / "o")]) == 2
+    assert "holds 2 texts; --n-fit 16 + --n-heldout 16" in capsys.readouterr().err
+    empty = tmp_path / "empty.txt"
+    empty.write_text("\n")
+    graph = tmp_path / "c.graphml"
+    graph.write_text("<graphml/>")
+    assert cli.main(["faithfulness", str(graph), "--texts", str(empty)]) == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and "Traceback" not in err
+
+
+def test_faithfulness_refuses_another_models_graph_before_loading(tmp_path, capsys, no_model):
+    from circuits.graph import add_effect, new_graph
+    from circuits.graph import io as graph_io
+
+    g = new_graph("qwen2.5-0.5b", data="test", metric="m", seed=0)
+    add_effect(g, "embed", "L0.MLP", -0.5, intervention="mean")
+    path = graph_io.write(g, tmp_path / "c.json")
+    texts = tmp_path / "t.txt"
+    texts.write_text("a text\n")
+    assert cli.main(["faithfulness", str(path), "--texts", str(texts)]) == 2
+    assert "found on model 'qwen2.5-0.5b'" in capsys.readouterr().err
 
 
 @pytest.mark.slow
@@ -117,7 +141,7 @@ def test_sigterm_leaves_no_half_written_folder(tmp_path):
     out.mkdir()
     (out / "old.txt").write_text("an earlier run")
     proc = subprocess.Popen(
-        [sys.executable, "-m", "circuits.cli", "p0", "--out", str(out), "--texts", "1"],
+        [sys.executable, "-m", "circuits.cli", "p0", "--out", str(out)],
         stderr=subprocess.PIPE,
         text=True,
     )
