@@ -5,7 +5,7 @@ PY := $(VENV)/bin/python
 TEST_MODELS := smollm2-135m qwen2.5-0.5b
 OUT ?= out
 
-.PHONY: install demo docs test lint format clean
+.PHONY: install demo docs test lint format clean notebooks
 
 install: $(VENV)/.installed
 
@@ -47,3 +47,9 @@ test: lint
 
 clean:
 	rm -rf $(VENV) $(OUT) .pytest_cache .ruff_cache
+
+# Write the generated notebooks, then execute every notebook in place so that the committed
+# notebooks show their outputs (nbclient; Jupyter itself is the `notebooks` extra).
+notebooks: install
+	$(PY) scripts/make_notebooks.py
+	$(PY) scripts/run_notebooks.py

@@ -1,7 +1,8 @@
 """Write the lead's notebooks (00 quickstart, 01 P0 circuit) from the cells below.
 
-Notebooks stay thin: each cell calls the library and shows a result. Run this after editing the
-cells; outputs are not committed (the test suite executes every notebook top to bottom).
+Notebooks stay thin: each cell calls the library and shows a result. `make notebooks` runs this
+after editing the cells, then executes every notebook in place (scripts/run_notebooks.py) so that
+the committed notebooks show their outputs; the test suite still executes every notebook fresh.
 """
 
 from __future__ import annotations
@@ -59,6 +60,7 @@ P0 = [
         "runs the defaults and writes the full report."
     ),
     new_code_cell(
+        "%matplotlib inline\n"
         "from IPython.display import HTML, display\n\n"
         "from circuits import load_model\n"
         "from circuits.report.draw import draw_circuit\n"
