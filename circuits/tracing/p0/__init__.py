@@ -8,7 +8,7 @@ to. Nothing here assumes *which* blocks do it: the formation layers are read off
 
 One module per step, each one result and one function:
 
-    inputs      default_texts, the first-token variants' tokens (token rows: discovery.texts)
+    inputs      the first-token variants' tokens (token rows: discovery.texts)
     variants    1. first_token_variants -> Variants        (does the sink stay at P0?)
     position    2. position_vs_content -> DataFrame        (same token at 0 and later)
     formation      find_formation -> Formation             (blocks where the P0 norm jumps)
@@ -31,8 +31,6 @@ import importlib
 _EXPORTS = {
     "P0Config": "config",
     "ABLATION": "config",
-    "default_texts": "inputs",
-    "N_TEXTS": "inputs",
     "Variants": "variants",
     "first_token_variants": "variants",
     "position_vs_content": "position",

@@ -10,19 +10,6 @@ from transformer_lens.model_bridge import TransformerBridge
 
 from circuits.discovery.texts import token_rows
 
-N_TEXTS = 4
-"""Corpus problems traced by default (`default_texts`)."""
-
-
-def default_texts(n: int = N_TEXTS) -> list[str]:
-    """The first `n` math problems of the project corpus, each with its instruction appended
-    (so they are long enough)."""
-    from circuits.corpus import INSTRUCTION, load_problems
-
-    if n < 1:
-        raise ValueError(f"n must be >= 1 (texts to trace), got {n}")
-    return [f"{p.problem} {INSTRUCTION}" for p in load_problems()[:n]]
-
 
 def variant_first_tokens(model: TransformerBridge, n_texts: int, seed: int) -> dict[str, list]:
     """First tokens per variant: one id for every text, or one per text (`random`)."""
