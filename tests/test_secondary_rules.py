@@ -7,17 +7,16 @@ import math
 import pytest
 import torch
 
-from circuits.sinks.secondary import (
+from circuits.sinks.rules import (
     RULES,
     Rule,
     clipper_window,
     compare_rules,
     detect,
     get_rule,
-    lifetime_bounds,
-    lifetime_label,
     reference_sink,
 )
+from circuits.sinks.secondary import lifetime_bounds, lifetime_label
 
 N_LAYERS = 24
 SINK_NORM = [1.0] * 6 + [10.0] * 12 + [2.0] * 6

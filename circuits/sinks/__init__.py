@@ -2,6 +2,7 @@
 
 Pure metric functions (`attention`, `primary`, `secondary`) take tensors and never run a
 model; `runner.measure` runs one, caching only what they need, and returns a `SinkReport`.
+`rules` holds the secondary-sink detection presets (paper, authors' code, library).
 """
 
 from circuits.sinks.attention import gu_alpha, later_query_counts, sink_score
@@ -29,6 +30,18 @@ from circuits.sinks.primary import (
     state_profile,
 )
 from circuits.sinks.results import SinkReport, TextSinks
+from circuits.sinks.rules import (
+    AUTHORS_TAU,
+    RULES,
+    Detection,
+    Rule,
+    RuleEvent,
+    clipper_window,
+    compare_rules,
+    detect,
+    get_rule,
+    reference_sink,
+)
 from circuits.sinks.runner import measure, measure_corpus, measure_tokens
 from circuits.sinks.secondary import (
     LABELS,
@@ -47,28 +60,37 @@ from circuits.sinks.secondary import (
 from circuits.sinks.settings import Settings
 
 __all__ = [
+    "AUTHORS_TAU",
     "LABELS",
     "MASSIVE_RATIO",
     "NOISE_FRACTION",
     "PRIMARY_FRACTION",
     "RISE_MASS",
+    "RULES",
     "SINK_EPS",
     "SUN_MIN_RATIO",
     "SUN_MIN_VALUE",
     "TAU",
     "TOP_DIMS",
-    "StateProfile",
+    "Detection",
     "PrimarySink",
+    "Rule",
+    "RuleEvent",
     "Settings",
     "SinkEvent",
     "SinkReport",
+    "StateProfile",
     "TextSinks",
     "attention_rise_layer",
+    "clipper_window",
+    "compare_rules",
     "consecutive_cosine",
     "cross_text_cosine",
+    "detect",
     "events_frame",
     "find_primary_sink",
     "first_layer_above",
+    "get_rule",
     "gu_alpha",
     "later_query_counts",
     "lifetime_bounds",
@@ -81,6 +103,7 @@ __all__ = [
     "measure_tokens",
     "p0_mass",
     "p0_mass_per_query",
+    "reference_sink",
     "sink_cosine",
     "sink_events",
     "sink_heads",
