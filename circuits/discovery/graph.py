@@ -10,7 +10,10 @@ from dataclasses import asdict
 import networkx as nx
 
 from circuits.discovery.pipeline import EdgeCircuit
-from circuits.graph import add_component, add_effect, new_graph
+from circuits.graph import add_component, add_effect, new_graph, record_threshold
+
+DRAWN_EDGES = 30
+"""Direct edges a drawing of the circuit shows (the strongest; recorded as `min_abs_effect`)."""
 
 
 def circuit_graph(
@@ -44,7 +47,7 @@ def circuit_graph(
         first_token=-1 if first_token is None else int(first_token),
         **({"metric_spec": json.dumps(metric_spec)} if metric_spec else {}),
         effect_meaning="metric change when this edge alone is ablated (negative: the edge "
-        "supports the metric); EAP score where no exact effect was run",
+        "supports the metric); minus the EAP score where no exact effect was run",
         config=json.dumps(asdict(cfg), sort_keys=True),
         **{k: (json.dumps(v) if isinstance(v, list | dict) else v)
            for k, v in circuit.summary().items() if k not in ("method", "metric", "ablation",
@@ -79,6 +82,11 @@ def circuit_graph(
             if comp in g:
                 add_effect(g, comp, target, 0.0, intervention="none (pattern read by the metric)",
                            metric=metric.name, edge_kind="read")  # fmt: skip
+    # Drawings show the strongest direct edges only (the circuit keeps every edge).
+    effects = sorted((abs(d["effect"]) for *_, d in g.edges(data=True) if d["edge_kind"] == "direct"),
+                     reverse=True)  # fmt: skip
+    if len(effects) > DRAWN_EDGES:
+        record_threshold(g, "min_abs_effect", effects[DRAWN_EDGES - 1])
     return g
 
 

@@ -33,6 +33,7 @@ from circuits._io import atomic_write
 from circuits.graph.circuit import edge_table
 from circuits.report.attention import AttentionView, circuitsvis_script
 from circuits.report.draw import draw_circuit
+from circuits.report.graph_view import cytoscape_script, graph_view_html
 
 
 @dataclass
@@ -173,7 +174,7 @@ def _image_html(item: Image) -> str:
     raise ValueError(f"cannot embed {path.name}: images must be .png or .svg files")
 
 
-def _graph_html(item: GraphView) -> str:
+def _graph_html(item: GraphView, element_id: str) -> str:
     g = item.graph
     buf = io.StringIO()
     with matplotlib.rc_context({"svg.fonttype": "none", "svg.hashsalt": "circuits"}):
@@ -182,7 +183,9 @@ def _graph_html(item: GraphView) -> str:
     return "\n".join(
         [
             _figure_html(_svg_inline(buf.getvalue()), item.caption),
-            f"<p>{g.number_of_nodes()} nodes, {n_edges} edges.</p>",
+            f"<p>{g.number_of_nodes()} nodes, {n_edges} edges. Interactive view (drag to pan, "
+            "scroll to zoom, click a node or edge for its scores):</p>",
+            graph_view_html(g, element_id),
             _table_html(_key_values(g.graph, "graph attribute")),
             _table_html(
                 Table(edge_table(g), "edges, strongest first", max_rows=item.max_edges, index=False)
@@ -224,8 +227,8 @@ def render_report(
         if not isinstance(s, Section):
             raise TypeError(f"sections must be Section objects, got {type(s).__name__}")
     wrapped = [(s.heading, [_wrap(item) for item in s.items]) for s in sections]
-    renderers = {Text: _text_html, Table: _table_html, Image: _image_html, GraphView: _graph_html}
-    body, n_views = [], 0
+    renderers = {Text: _text_html, Table: _table_html, Image: _image_html}
+    body, n_views, n_graphs = [], 0, 0
     if settings:
         body += ["<h2>Settings</h2>", _table_html(_key_values(settings, "setting"))]
     for heading, items in wrapped:
@@ -234,6 +237,9 @@ def render_report(
             if isinstance(item, AttentionView):
                 body.append(item.to_html(f"circuits-attention-{n_views}"))
                 n_views += 1
+            elif isinstance(item, GraphView):
+                body.append(_graph_html(item, f"circuits-graph-{n_graphs}"))
+                n_graphs += 1
             else:
                 body.append(renderers[type(item)](item))
     stamp = _dt.datetime.now().isoformat(timespec="seconds")
@@ -244,6 +250,7 @@ def render_report(
             f"<title>{html.escape(title)}</title><style>{CSS}</style>",
             # The attention views call CircuitsVis, so its bundle comes first.
             circuitsvis_script() if n_views else "",
+            cytoscape_script() if n_graphs else "",
             "</head><body>",
             f"<h1>{html.escape(title)}</h1>",
             *body,
