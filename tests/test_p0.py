@@ -125,7 +125,14 @@ def test_bad_inputs(planted):
 def test_default_model_p0_circuit(smollm2):
     """SmolLM2-135M (measured 2026-12-02): the P0 norm jumps in block 2 (~800) and again in
     block 11 (~25,000); the late sink (layers 12-29) rests on a small set of early components."""
-    trace = trace_p0(smollm2, n_tokens=24, progress=False)
+    # A smaller edge fit than the defaults (8 + 8 texts x 32 tokens) keeps the test short.
+    small = {"n_fit": 8, "n_heldout": 8, "edge_tokens": 32, "n_stability": 10, "n_curve": 8}
+    trace = trace_p0(smollm2, n_tokens=24, progress=False, **small)
+    edge = trace.summary()
+    print({k: edge[k] for k in list(edge)[:14]})
+    assert edge["target_reached_on_fit"] and edge["heldout_faithfulness"] >= 0.6
+    assert edge["random_faithfulness_mean"] < 0.2 and edge["complement_faithfulness"] < 0.2
+    assert edge["edge_circuit_edges"] < 0.1 * edge["edge_circuit_of_all_edges"]
     f = trace.formation
     assert 11 in f.jump_layers and f.late_layers[0] == f.last_jump + 1
     assert f.p0_norm[f.last_jump] > 5000
