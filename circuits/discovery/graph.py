@@ -74,13 +74,13 @@ def circuit_graph(
                 [rec.head] if rec.kind == "q" else range(rec.head * group, (rec.head + 1) * group)
             )
             for hh in heads:
-                add_effect(g, rec.node, f"L{rec.layer}.H{hh}", 0.0, intervention="none (input of)",
+                add_effect(g, rec.node, f"L{rec.layer}.H{hh}", 0.0, intervention="structure: input of the head",
                            metric=metric.name, edge_kind="input")  # fmt: skip
     for layer in sp.pattern_layers:
         for hh in range(sp.n_heads):
             comp = f"L{layer}.H{hh}"
             if comp in g:
-                add_effect(g, comp, target, 0.0, intervention="none (pattern read by the metric)",
+                add_effect(g, comp, target, 0.0, intervention="structure: pattern read by the metric",
                            metric=metric.name, edge_kind="read")  # fmt: skip
     # Drawings show the strongest direct edges only (the circuit keeps every edge).
     effects = sorted((abs(d["effect"]) for *_, d in g.edges(data=True) if d["edge_kind"] == "direct"),
