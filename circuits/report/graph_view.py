@@ -2,10 +2,10 @@
 edge to read its attributes (scores, effects, interventions).
 
 Drawn by cytoscape.js (vendored in `circuits/report/vendor/`, inlined like circuitsvis's
-bundle: no network needed). Nodes sit where the static picture puts them (`draw.circuit_layout`:
+bundle: no network needed). Nodes sit where the static picture puts them (`circuit_layout`:
 one column per layer) and edges carry the same meaning and colours as in `draw.draw_circuit`:
 blue supports the sink, orange opposes it, dashed grey is an observed value. Edges outside the
-circuit (see `draw.circuit_edges`) are hidden behind a "show all edges" switch.
+circuit (see `circuit_style.circuit_edges`) are hidden behind a "show all edges" switch.
 
 A page inlines the library once, then any number of views:
 
@@ -24,15 +24,13 @@ from pathlib import Path
 import networkx as nx
 
 from circuits.graph.circuit import KIND_COLORS, validate
-from circuits.report.draw import (
+from circuits.report.circuit_layout import _point_on, circuit_layout, node_text
+from circuits.report.circuit_style import (
     ROLE_COLORS,
-    _point_on,
     circuit_edges,
-    circuit_layout,
     edge_label,
     edge_roles,
     effect_meaning,
-    node_text,
     role_legend,
     support_sign,
 )

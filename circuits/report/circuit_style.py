@@ -1,0 +1,233 @@
+"""What a circuit picture says about each edge: its role (supports / opposes the sink,
+neutral, observed), the colour and legend words of that role, its label, which edges are drawn
+(`circuit_edges` and its threshold rules) and the caption saying so.
+
+For effects measured by removing the source (ablation, token swap: the graphs of
+`circuits.tracing`) a *negative* effect means the source supports the target; a graph may say
+otherwise in its `effect_meaning` attribute (e.g. "attribution: positive = supports").
+"""
+
+from __future__ import annotations
+
+import math
+import re
+from dataclasses import dataclass
+
+import networkx as nx
+
+from circuits.graph.circuit import thresholds
+
+# What an edge does, in colours a colour-blind reader can tell apart (blue / orange / grey).
+ROLE_COLORS = {
+    "supports": "#1f6fb4",
+    "opposes": "#e0620d",
+    "neutral": "#7f7f7f",
+    "observed": "#8c8c8c",
+}
+
+
+# -- what an edge means -------------------------------------------------------------------------
+
+
+def is_observed(data: dict) -> bool:
+    """True for an edge carrying an observed value (intervention "none ..." / "observed"), not
+    the effect of an intervention."""
+    text = str(data.get("intervention", "")).strip().lower()
+    return text == "" or text.startswith("none") or "observed" in text
+
+
+_SUPPORT_WORDS = r"(?:support|help|promot|increas|strengthen|raise)"
+
+
+def support_sign(g: nx.DiGraph) -> int:
+    """The sign of an effect that means "the source supports its target": -1 when effects are
+    changes under removal of the source (ablation, token swap; the default), +1 when they are
+    contributions or attributions. Read from the graph attribute `effect_meaning` when present
+    (e.g. "relative change under ablation of the source: negative = supports")."""
+    meaning = str(g.graph.get("effect_meaning", "")).lower()
+    if meaning:
+        for pattern, sign in (
+            (rf"(?:negative|<\s*0|\bneg\b)[^.;]{{0,40}}{_SUPPORT_WORDS}", -1),
+            (rf"(?:positive|>\s*0|\bpos\b)[^.;]{{0,40}}{_SUPPORT_WORDS}", +1),
+            (rf"{_SUPPORT_WORDS}\w*[^.;]{{0,30}}(?:negative|<\s*0)", -1),
+            (rf"{_SUPPORT_WORDS}\w*[^.;]{{0,30}}(?:positive|>\s*0)", +1),
+        ):
+            if re.search(pattern, meaning):
+                return sign
+        if re.search(r"ablat|remov|knock|swap|zero|mean-over|resample|relative change", meaning):
+            return -1
+        if re.search(r"attribut|contribut|direct effect|restor|logit|gradient", meaning):
+            return +1
+    return -1
+
+
+def effect_meaning(g: nx.DiGraph) -> str:
+    """One sentence saying what an edge value is, from `effect_meaning` or else the metric."""
+    meaning = str(g.graph.get("effect_meaning", "")).strip()
+    if meaning:
+        return meaning.rstrip(".")
+    metric = str(g.graph.get("metric", "")).strip()
+    removal = support_sign(g) == -1
+    what = "change of the target when the source is removed" if removal else "effect"
+    return f"{what} ({metric})" if metric else what
+
+
+def edge_roles(g: nx.DiGraph, *, sign: int | None = None) -> dict[tuple[str, str], str]:
+    """Each edge's role: "supports" / "opposes" (its target, e.g. the sink), "neutral" (zero
+    effect) or "observed" (a value, not an intervention's effect). `sign` is the effect sign that
+    means "supports" (default: `support_sign(g)`)."""
+    sign = support_sign(g) if sign is None else sign
+    if sign not in (-1, 1):
+        raise ValueError(f"sign must be -1 or +1 (the sign of a supporting effect), got {sign!r}")
+    roles = {}
+    for u, v, d in g.edges(data=True):
+        effect = float(d.get("effect", 0.0))
+        if is_observed(d):
+            roles[u, v] = "observed"
+        elif effect == 0:
+            roles[u, v] = "neutral"
+        else:
+            roles[u, v] = "supports" if math.copysign(1, effect) == sign else "opposes"
+    return roles
+
+
+def role_legend(g: nx.DiGraph, *, sign: int | None = None) -> dict[str, str]:
+    """The legend text of each role, in words."""
+    sign = support_sign(g) if sign is None else sign
+    if sign == -1:
+        sup = "supports the sink: removing the source lowers its target"
+        opp = "opposes it: removing the source raises its target"
+    else:
+        sup = "supports the sink: the source raises its target (effect > 0)"
+        opp = "opposes it: the source lowers its target (effect < 0)"
+    return {
+        "supports": sup,
+        "opposes": opp,
+        "neutral": "no effect",
+        "observed": "observed value, no intervention (dashed)",
+    }
+
+
+def is_relative(g: nx.DiGraph) -> bool:
+    """True when edge effects are relative changes (shown as percentages)."""
+    text = f"{g.graph.get('effect_meaning', '')} {g.graph.get('metric', '')}".lower()
+    return "relative" in text
+
+
+def format_value(value: float, *, percent: bool = False) -> str:
+    """A compact edge label: "-93%", "+4.1%", "0.99", "-0.012", "2.5e+04"."""
+    if percent:
+        p = 100 * value
+        return f"{p:+.0f}%" if abs(p) >= 9.5 else f"{p:+.1f}%"
+    a = abs(value)
+    if a == 0:
+        return "0"
+    if a >= 1e4 or a < 1e-3:
+        return f"{value:.1e}"
+    if a >= 100:
+        return f"{value:.0f}"
+    return f"{value:.2f}" if a >= 0.1 else f"{value:.3f}"
+
+
+def edge_label(g: nx.DiGraph, u: str, v: str) -> str:
+    """The label of edge u -> v: its effect (a percentage for relative changes) or its observed
+    value."""
+    d = g.edges[u, v]
+    if is_observed(d):
+        return format_value(float(d["effect"]))
+    return format_value(float(d["effect"]), percent=is_relative(g))
+
+
+# -- which edges are drawn ----------------------------------------------------------------------
+
+
+@dataclass
+class Selection:
+    """The edges and nodes a picture shows and a sentence saying how they were chosen."""
+
+    edges: list[tuple[str, str]]
+    nodes: list[str]
+    rule: str
+    hidden: int = 0
+
+
+def circuit_edges(
+    g: nx.DiGraph,
+    *,
+    min_abs_effect: float | None = None,
+    min_share: float | None = None,
+    roles: dict[tuple[str, str], str] | None = None,
+) -> Selection:
+    """The edges in the circuit, by the first rule that applies:
+
+    1. `in_graph` true, when any edge carries that attribute (pruned EAP-style graphs);
+    2. |effect| >= `min_abs_effect` (given here, or the threshold of that name recorded on the
+       graph by `prune_threshold`);
+    3. |effect| >= `min_share` x the strongest effect of the same role (supports / opposes)
+       into the same node (given here, or the `keep_share` threshold the circuit recorded: the
+       rule that chose its components, applied to its edges);
+    4. all edges.
+    Observed values are kept under rules 2-3. Nodes: those marked `in_graph` when nodes carry
+    it, else those touching a kept edge, plus every target."""
+    roles = edge_roles(g) if roles is None else roles
+    recorded = thresholds(g)
+    edges = list(g.edges)
+    if any("in_graph" in d for *_, d in g.edges(data=True)):
+        edges = [(u, v) for u, v, d in g.edges(data=True) if d.get("in_graph") is True]
+        rule = "those marked in_graph"
+        if min_abs_effect is not None:
+            edges = [e for e in edges if g.edges[e]["abs_effect"] >= min_abs_effect]
+            rule += f" with |effect| >= {min_abs_effect:g}"
+    elif min_abs_effect is not None or isinstance(recorded.get("min_abs_effect"), int | float):
+        cut = float(min_abs_effect if min_abs_effect is not None else recorded["min_abs_effect"])
+        if cut < 0:
+            raise ValueError(f"min_abs_effect must be >= 0, got {cut}")
+        edges = [e for e in edges if roles[e] == "observed" or g.edges[e]["abs_effect"] >= cut]
+        rule = f"those with |effect| >= {cut:g}"
+    elif min_share is not None or isinstance(recorded.get("keep_share"), int | float):
+        share = float(min_share if min_share is not None else recorded["keep_share"])
+        if not 0 <= share <= 1:
+            raise ValueError(f"min_share must be in [0, 1], got {share}")
+        strongest: dict[tuple[str, str], float] = {}
+        for (u, v), role in roles.items():
+            key = (v, role)
+            strongest[key] = max(strongest.get(key, 0.0), g.edges[u, v]["abs_effect"])
+        edges = [
+            (u, v)
+            for u, v in edges
+            if roles[u, v] == "observed"
+            or g.edges[u, v]["abs_effect"] >= share * strongest[v, roles[u, v]]
+        ]
+        source = "" if min_share is not None else ", the circuit's keep_share"
+        rule = (
+            f"those with |effect| >= {share:.0%} of the strongest of their kind (supports / "
+            f"opposes) into the same node{source}"
+        )
+    else:
+        rule = "all edges"
+    if any("in_graph" in d for _, d in g.nodes(data=True)):
+        nodes = [n for n, d in g.nodes(data=True) if d.get("in_graph") is True]
+        keep = set(nodes)
+        edges = [(u, v) for u, v in edges if u in keep and v in keep]
+    else:
+        touched = {n for e in edges for n in e}
+        nodes = [n for n, k in g.nodes(data="kind") if n in touched or k == "target"]
+        if not edges:
+            nodes = list(g.nodes)
+    return Selection(edges, nodes, rule, hidden=g.number_of_edges() - len(edges))
+
+
+def drawing_caption(
+    g: nx.DiGraph, sel: Selection, labelled: int, n_effects: int, *, sign: int
+) -> str:
+    """The sentence under a circuit picture: which edges, what the values mean, what was
+    labelled."""
+    total = len(sel.edges) + sel.hidden
+    drawn = f"Drawn: {len(sel.edges)} of {total} edges" if sel.hidden else f"All {total} edges"
+    parts = [drawn + ("" if sel.rule == "all edges" else f", {sel.rule}")]
+    parts.append(f"edge value: {effect_meaning(g)}")
+    if labelled < n_effects:
+        parts.append(f"labelled on the {labelled} strongest of {n_effects} effects")
+    word = "negative" if sign == -1 else "positive"
+    parts.append(f"a {word} value means the source supports its target")
+    return "; ".join(parts[:2]) + ("; " if len(parts) > 2 else "") + "; ".join(parts[2:]) + "."
