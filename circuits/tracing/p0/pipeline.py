@@ -1,4 +1,4 @@
-"""`trace_p0`: the six P0 experiments in order, and `P0Trace`, what they found."""
+"""`trace_p0`: the seven P0 experiments in order, and `P0Trace`, what they found."""
 
 from __future__ import annotations
 
