@@ -26,7 +26,10 @@ from circuits.report.draw import (
     support_sign,
 )
 
-P0_GRAPH = Path(__file__).parents[1] / "docs" / "p0" / "smollm2-135m" / "circuit.graphml"
+# The node-level SmolLM2 P0 circuit as `circuits p0` wrote it before the edge circuits (69 edges).
+P0_GRAPH = Path(__file__).parent / "data" / "smollm2_p0_node_graph.graphml"
+# The edge circuit `circuits p0` writes now (docs/p0; 1,613 direct edges plus structure).
+EDGE_GRAPH = Path(__file__).parents[1] / "docs" / "p0" / "smollm2-135m" / "circuit.graphml"
 needs_dot = pytest.mark.skipif(shutil.which("dot") is None, reason="Graphviz dot not installed")
 LAYOUTS = ["multipartite", pytest.param("dot", marks=needs_dot)]
 
@@ -173,7 +176,15 @@ def test_columns_are_layers_left_to_right(layout):
     assert set(lay.columns) == {"L0", "L1", "L2", "targets"}
 
 
-@pytest.mark.skipif(not P0_GRAPH.is_file(), reason="docs/p0 graph not present")
+@pytest.mark.parametrize("layout", LAYOUTS)
+def test_the_smollm2_edge_circuit_draws_its_strongest_edges_in_a_column(layout):
+    g = read(EDGE_GRAPH)
+    fig = draw_circuit(g, layout=layout)
+    assert fig.get_figwidth() <= 11.5
+    drawn = circuit_edges(g).edges
+    assert 0 < len(drawn) <= 40 < g.number_of_edges()  # the 30 strongest direct edges
+
+
 @pytest.mark.parametrize("layout", LAYOUTS)
 def test_the_smollm2_p0_circuit_fits_a_report_column(layout):
     g = read(P0_GRAPH)
