@@ -78,7 +78,12 @@ class Steps:
     def run(self, name: str, fn: Callable[..., Any], *args: Any, **kwargs: Any) -> Any:
         """`fn(*args, **kwargs)`, timed as step `name`."""
         t = time.perf_counter()
-        out = fn(*args, **kwargs)
+        try:
+            out = fn(*args, **kwargs)
+        except BaseException:
+            # Closed now, so the bar is not redrawn after the caller's message (Ctrl-C, SIGTERM).
+            self._bar.close()
+            raise
         self.seconds[name] = round(time.perf_counter() - t, 2)
         self._bar.update(1)
         return out
