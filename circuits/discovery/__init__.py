@@ -13,7 +13,7 @@ does for `--help`) loads no torch.
 
 from __future__ import annotations
 
-import importlib
+from circuits._lazy import lazy_exports
 
 _EXPORTS = {
     "ABLATIONS": "config",
@@ -41,8 +41,4 @@ _EXPORTS = {
 }
 __all__ = sorted(_EXPORTS)
 
-
-def __getattr__(name: str):
-    if name not in _EXPORTS:
-        raise AttributeError(f"module 'circuits.discovery' has no attribute {name!r}")
-    return getattr(importlib.import_module(f"circuits.discovery.{_EXPORTS[name]}"), name)
+__getattr__ = lazy_exports(__name__, _EXPORTS)

@@ -26,7 +26,7 @@ config, as the CLI does for `--help`) loads no model code.
 
 from __future__ import annotations
 
-import importlib
+from circuits._lazy import lazy_exports
 
 _EXPORTS = {
     "P0Config": "config",
@@ -48,8 +48,4 @@ _EXPORTS = {
 }
 __all__ = sorted(_EXPORTS)
 
-
-def __getattr__(name: str):
-    if name not in _EXPORTS:
-        raise AttributeError(f"module 'circuits.tracing.p0' has no attribute {name!r}")
-    return getattr(importlib.import_module(f"circuits.tracing.p0.{_EXPORTS[name]}"), name)
+__getattr__ = lazy_exports(__name__, _EXPORTS)

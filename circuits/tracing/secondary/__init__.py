@@ -28,7 +28,7 @@ Names resolve lazily, so importing this package (or its config) loads no model c
 
 from __future__ import annotations
 
-import importlib
+from circuits._lazy import lazy_exports
 
 _EXPORTS = {
     "SecondaryConfig": "config",
@@ -60,8 +60,4 @@ _EXPORTS = {
 }
 __all__ = sorted(_EXPORTS)
 
-
-def __getattr__(name: str):
-    if name not in _EXPORTS:
-        raise AttributeError(f"module 'circuits.tracing.secondary' has no attribute {name!r}")
-    return getattr(importlib.import_module(f"circuits.tracing.secondary.{_EXPORTS[name]}"), name)
+__getattr__ = lazy_exports(__name__, _EXPORTS)
