@@ -12,6 +12,7 @@ the same ids back (special tokens, a second BOS).
 from __future__ import annotations
 
 import datetime as dt
+import gzip
 import json
 import time
 from collections.abc import Sequence
@@ -206,21 +207,29 @@ def generate_traces(
 
 
 def write_traces(traces: Sequence[Trace], path: str | Path) -> Path:
-    """Write traces as JSONL (one trace a line), atomically; returns the path."""
+    """Write traces as JSONL, one trace a line (gzip if the name ends in `.gz`, with a fixed
+    header time so the bytes depend only on the traces), atomically; returns the path."""
     path = Path(path)
-    with atomic_write(path) as fh:
-        for t in traces:
-            fh.write(json.dumps(t.to_dict(), ensure_ascii=False) + "\n")
+    data = "".join(json.dumps(t.to_dict(), ensure_ascii=False) + "\n" for t in traces).encode()
+    if path.suffix == ".gz":
+        data = gzip.compress(data, mtime=0)
+    with atomic_write(path, "wb") as fh:
+        fh.write(data)
     return path
 
 
 def read_traces(path: str | Path) -> list[Trace]:
-    """Traces written by `write_traces`."""
+    """Traces written by `write_traces` (gzip-compressed if the name ends in `.gz`)."""
     path = Path(path)
     if not path.is_file():
-        raise FileNotFoundError(f"no trace file at {path}; make one with `circuits generate`")
+        raise FileNotFoundError(
+            f"no trace file at {path}; make one with `circuits generate` (or "
+            "circuits.generation.generate_long_traces)"
+        )
+    raw = path.read_bytes()
+    text = (gzip.decompress(raw) if path.suffix == ".gz" else raw).decode("utf-8")
     traces = []
-    for n, line in enumerate(path.read_text(encoding="utf-8").splitlines(), 1):
+    for n, line in enumerate(text.splitlines(), 1):
         if not line.strip():
             continue
         try:
@@ -228,7 +237,7 @@ def read_traces(path: str | Path) -> list[Trace]:
         except (ValueError, TypeError) as err:
             raise ValueError(
                 f"{path}:{n}: not a trace record ({err}); trace files are written by "
-                "`circuits generate`"
+                "`circuits generate` or circuits.generation, and this one was not or was cut off"
             ) from None
     return traces
 

@@ -20,10 +20,7 @@ longer than the model's context.
 
 from __future__ import annotations
 
-import gzip
 import hashlib
-import io
-import json
 import resource
 import sys
 import time
@@ -36,7 +33,6 @@ from transformer_lens.model_bridge import TransformerBridge
 from transformers import LogitsProcessor, LogitsProcessorList
 from transformers.generation.streamers import BaseStreamer
 
-from circuits._io import atomic_write
 from circuits.corpus import (
     PROBLEMS_PATH,
     Problem,
@@ -45,6 +41,8 @@ from circuits.corpus import (
     load_problems,
     plain_hf_model,
     prompt_ids,
+    read_traces,
+    write_traces,
 )
 
 MAX_NEW_TOKENS = 1024
@@ -139,45 +137,6 @@ def _eos_ids(model: TransformerBridge, hf: torch.nn.Module) -> list[int]:
     return ids
 
 
-def _open_text(path: Path, mode: str):
-    if path.suffix == ".gz":
-        return io.TextIOWrapper(gzip.open(path, mode + "b"), encoding="utf-8")
-    return path.open(mode, encoding="utf-8")
-
-
-def read_trace_file(path: str | Path) -> list[Trace]:
-    """Every trace in a JSONL file (gzip-compressed if the name ends in `.gz`)."""
-    path = Path(path)
-    if not path.is_file():
-        raise FileNotFoundError(f"no trace file at {path}; make one with generate_long_traces")
-    traces = []
-    with _open_text(path, "r") as fh:
-        for n, line in enumerate(fh, 1):
-            if not line.strip():
-                continue
-            try:
-                traces.append(Trace(**json.loads(line)))
-            except (ValueError, TypeError) as err:
-                raise ValueError(
-                    f"{path}:{n}: not a trace record ({err}); it was not written by "
-                    "generate_long_traces, or was cut off"
-                ) from None
-    return traces
-
-
-def write_trace_file(traces: Sequence[Trace], path: str | Path) -> Path:
-    """Write traces as JSONL (gzip if the name ends in `.gz`, with a fixed header time so the
-    bytes depend only on the traces), atomically: the file is whole or as it was."""
-    path = Path(path)
-    lines = "".join(json.dumps(t.to_dict(), ensure_ascii=False) + "\n" for t in traces)
-    data = lines.encode("utf-8")
-    if path.suffix == ".gz":
-        data = gzip.compress(data, mtime=0)
-    with atomic_write(path, "wb") as fh:
-        fh.write(data)
-    return path
-
-
 def check_traces(traces: Sequence[Trace], model: TransformerBridge, source: str = "traces") -> None:
     """Raise unless every trace can belong to `model`: hashes recorded in its settings match the
     model's, its token ids are inside the vocabulary and it fits the context."""
@@ -212,7 +171,7 @@ def check_traces(traces: Sequence[Trace], model: TransformerBridge, source: str 
 
 def load_traces(path: str | Path, model: TransformerBridge) -> list[Trace]:
     """The traces in `path`, checked against `model` (see `check_traces`)."""
-    traces = read_trace_file(path)
+    traces = read_traces(path)
     check_traces(traces, model, str(path))
     return traces
 
@@ -223,7 +182,7 @@ def _resume(path: Path, settings: dict) -> dict[int, Trace]:
     if not path.exists():
         return {}
     done = {}
-    for t in read_trace_file(path):
+    for t in read_traces(path):
         differ = [k for k in RESUME_KEYS if t.generation.get(k) != settings.get(k)]
         if differ:
             raise ValueError(
@@ -327,7 +286,7 @@ def generate_long_traces(
                 "peak_rss_mib": peak_rss_mib(),
             },
         )
-        write_trace_file([done[i] for i in sorted(done)], out)
+        write_traces([done[i] for i in sorted(done)], out)
     bar.close()
     return [done[p.id] for p in problems]
 

@@ -31,3 +31,35 @@ def smollm2():
     from circuits.models import load_model
 
     return load_model("smollm2-135m")
+
+
+@pytest.fixture
+def chromium_dom(tmp_path):
+    """`render(path)`: the DOM of an HTML file after headless Debian chromium ran its scripts
+    (no network, a fresh profile, 10 s of virtual time)."""
+    import subprocess
+
+    def render(path) -> str:
+        out = subprocess.run(
+            [
+                "chromium",
+                "--headless",
+                "--no-sandbox",
+                "--disable-gpu",
+                "--disable-background-networking",
+                "--disable-component-update",
+                "--disable-sync",
+                "--no-first-run",
+                f"--user-data-dir={tmp_path / 'chromium-profile'}",
+                "--virtual-time-budget=10000",
+                "--dump-dom",
+                path.as_uri(),
+            ],
+            capture_output=True,
+            text=True,
+            timeout=180,
+        )
+        assert out.returncode == 0, out.stderr[-2000:]
+        return out.stdout
+
+    return render

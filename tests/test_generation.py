@@ -8,13 +8,11 @@ from dataclasses import replace
 import pytest
 import torch
 
-from circuits.corpus import Problem, prompt_ids
+from circuits.corpus import Problem, prompt_ids, read_traces, write_traces
 from circuits.generation import (
     generate_long_traces,
     load_traces,
-    read_trace_file,
     weights_sha256,
-    write_trace_file,
 )
 
 PROBLEMS = [Problem(0, "What is 2 + 3?", 5), Problem(1, "Name a colour."), Problem(2, "7 - 4?", 3)]
@@ -42,11 +40,11 @@ def test_cached_traces_equal_uncached_decoding_and_resume(tiny, tmp_path):
         assert g["new_tokens"] == len(t.tokens) - t.prompt_len <= 12
         assert g["kv_cache"] and g["weights_sha256"] == weights_sha256(tiny)
         assert g["tokens_per_s"] > 0 and g["peak_rss_mib"] > 0 and g["seconds"] > 0
-    assert read_trace_file(out) == first
+    assert read_traces(out) == first
     # Resume: the two traces on file are kept as they are (same timings), one is added.
     every = generate_long_traces(tiny, PROBLEMS, out, max_new_tokens=12, progress=False)
     assert every[:2] == first
-    assert [t.id for t in read_trace_file(out)] == [0, 1, 2]
+    assert [t.id for t in read_traces(out)] == [0, 1, 2]
     # Another setting cannot resume into the same file.
     with pytest.raises(ValueError, match="max_new_tokens: 12 vs 8"):
         generate_long_traces(tiny, PROBLEMS, out, max_new_tokens=8, progress=False)
@@ -67,7 +65,7 @@ def test_eos_suppressed_traces_are_full_length(tiny, tmp_path):
     natural = t.generation["natural_end"]
     assert natural is None or 0 <= natural < 10
     assert t.generation["stop_at_eos"] is False
-    assert read_trace_file(tmp_path / "t.jsonl.gz") == traces
+    assert read_traces(tmp_path / "t.jsonl.gz") == traces
 
 
 def test_too_long_for_the_context_is_refused_before_generating(tiny, tmp_path):
@@ -95,11 +93,11 @@ def test_trace_files_from_another_model_are_refused(tiny, tmp_path):
         "context is 256": replace(trace, tokens=trace.tokens * 40),
     }
     for message, bad in cases.items():
-        write_trace_file([bad], out)
+        write_traces([bad], out)
         with pytest.raises(ValueError, match=message):
             load_traces(out, tiny)
     gguf = replace(trace, generation={**trace.generation, "gguf_sha256": "ab" * 32})
-    write_trace_file([gguf], out)
+    write_traces([gguf], out)
     tiny.circuits_info = replace(tiny.circuits_info, gguf_sha256="cd" * 32)
     try:
         with pytest.raises(ValueError, match="comes from GGUF abababab"):
@@ -108,4 +106,4 @@ def test_trace_files_from_another_model_are_refused(tiny, tmp_path):
         tiny.circuits_info = replace(tiny.circuits_info, gguf_sha256=None)
     out.write_text(json.dumps(trace.to_dict())[:50] + "\n")
     with pytest.raises(ValueError, match="t.jsonl:1: not a trace record"):
-        read_trace_file(out)
+        read_traces(out)

@@ -5,7 +5,6 @@ from __future__ import annotations
 import json
 import re
 import shutil
-import subprocess
 
 import pytest
 
@@ -75,7 +74,7 @@ def test_the_fragment_cannot_be_broken_by_labels():
     shutil.which("chromium") is None,
     reason="chromium is not installed (apt-get install -y chromium); CI installs it",
 )
-def test_headless_chromium_draws_the_view_and_shows_a_node_on_click(tmp_path):
+def test_headless_chromium_draws_the_view_and_shows_a_node_on_click(tmp_path, chromium_dom):
     page = graph_view_page(small_graph(), "circuit", element_id="cg")
     # What a click does: tap a node, then switch on the edges outside the circuit.
     page = page.replace(
@@ -89,27 +88,7 @@ def test_headless_chromium_draws_the_view_and_shows_a_node_on_click(tmp_path):
     )
     path = tmp_path / "view.html"
     path.write_text(page, encoding="utf-8")
-    out = subprocess.run(
-        [
-            "chromium",
-            "--headless",
-            "--no-sandbox",
-            "--disable-gpu",
-            "--disable-background-networking",
-            "--disable-component-update",
-            "--disable-sync",
-            "--no-first-run",
-            f"--user-data-dir={tmp_path / 'profile'}",
-            "--virtual-time-budget=10000",
-            "--dump-dom",
-            path.as_uri(),
-        ],
-        capture_output=True,
-        text=True,
-        timeout=180,
-    )
-    assert out.returncode == 0, out.stderr[-2000:]
-    dom = out.stdout
+    dom = chromium_dom(path)
     tag = re.search(r'<figure class="circuits-graph" id="cg"[^>]*>', dom).group(0)
     attrs = dict(re.findall(r'([\w-]+)="([^"]*)"', tag))
     assert attrs["data-rendered"] == "true"  # set by the script once cytoscape was ready

@@ -5,7 +5,6 @@ from __future__ import annotations
 import json
 import re
 import shutil
-import subprocess
 import xml.etree.ElementTree as ET
 
 import numpy as np
@@ -260,29 +259,9 @@ def test_bad_report_items_raise_before_anything_is_written(tmp_path):
     shutil.which("chromium") is None,
     reason="chromium is not installed (apt-get install -y chromium); CI installs it",
 )
-def test_the_report_renders_in_headless_chromium(report, tmp_path):
+def test_the_report_renders_in_headless_chromium(report, chromium_dom):
     path, views = report
-    out = subprocess.run(
-        [
-            "chromium",
-            "--headless",
-            "--no-sandbox",
-            "--disable-gpu",
-            "--disable-background-networking",
-            "--disable-component-update",
-            "--disable-sync",
-            "--no-first-run",
-            f"--user-data-dir={tmp_path / 'profile'}",
-            "--virtual-time-budget=10000",
-            "--dump-dom",
-            path.as_uri(),
-        ],
-        capture_output=True,
-        text=True,
-        timeout=180,
-    )
-    assert out.returncode == 0, out.stderr[-2000:]
-    dom = out.stdout
+    dom = chromium_dom(path)
     for i, view in enumerate(views):
         start = dom.index(f'id="circuits-attention-{i}"')
         rendered = dom[start : dom.index("<script>", start)]
