@@ -7,7 +7,7 @@ import argparse
 import sys
 from pathlib import Path
 
-from circuits.cli_options import DEFAULT_MODEL, count_int, positive_int
+from circuits.cli_options import count_int, model_options, positive_int
 
 
 def _cmd_models(args: argparse.Namespace) -> int:
@@ -86,28 +86,44 @@ def add_export(sub) -> None:
 
 
 def _cmd_generate(args: argparse.Namespace) -> int:
-    from circuits.corpus import generate_file
+    import torch
 
-    out = Path(args.out)
-    if out.is_dir():
-        raise ValueError(f"--out {out} is a folder; give a .jsonl file name")
-    if not out.parent.is_dir():
-        raise ValueError(f"--out {out}: folder {out.parent} does not exist; create it first")
-    traces = generate_file(
-        args.model, out, n=args.n, max_new_tokens=args.max_new_tokens, seed=args.seed
-    )
+    from circuits.generation import generate_long_file
+
+    traces = generate_long_file(
+        args.model, args.out, n=args.n, max_new_tokens=args.max_new_tokens, seed=args.seed,
+        stop_at_eos=args.stop_at_eos, threads=args.threads, device=args.device,
+        dtype=getattr(torch, args.dtype),
+    )  # fmt: skip
     n_new = sum(len(t.tokens) - t.prompt_len for t in traces)
-    print(f"{len(traces)} traces, {n_new} generated tokens -> {out}")
+    print(f"{len(traces)} traces, {n_new} generated tokens -> {args.out}")
     return 0
 
 
 def add_generate(sub) -> None:
-    p = sub.add_parser("generate", help="greedy reasoning traces on the math problems (JSONL)")
-    p.add_argument("--model", default=DEFAULT_MODEL, help="model key or path (%(default)s)")
-    p.add_argument("--out", required=True, help="output JSONL file")
+    p = sub.add_parser(
+        "generate",
+        help="greedy reasoning traces on the math problems (JSONL), resumable",
+        description="Answer the math problems by greedy decoding into a trace file, rewritten "
+        "after every problem: run the same command again to resume (the problems already in "
+        "the file are kept when made with the same settings; other settings are refused).",
+    )
+    model_options(p)
+    p.add_argument("--out", required=True, help="output trace file (.jsonl or .jsonl.gz)")
     p.add_argument("--n", type=positive_int, help="number of problems (default: all)")
     p.add_argument(
         "--max-new-tokens", type=positive_int, default=100, help="tokens per trace (%(default)s)"
     )
     p.add_argument("--seed", type=count_int, default=0, help="random seed (%(default)s)")
+    p.add_argument(
+        "--stop-at-eos",
+        action=argparse.BooleanOptionalAction,
+        default=True,
+        help="end a trace at the end-of-sequence token; --no-stop-at-eos forbids it, so every "
+        "trace has exactly --max-new-tokens (where it would have ended is recorded as "
+        "natural_end)",
+    )
+    p.add_argument(
+        "--threads", type=positive_int, help="torch CPU threads (default: torch's choice)"
+    )
     p.set_defaults(func=_cmd_generate)

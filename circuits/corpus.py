@@ -2,26 +2,23 @@
 reasoning traces on them (Wong et al. measure secondary sinks on model-generated reasoning).
 
 Problems live in `data/math_problems.jsonl` (`id`, `problem`, `answer`), written by hand for this
-project. `generate_traces` answers each one by greedy decoding and returns `Trace`s; each record
-written by `write_traces` carries the generation settings (model key, GGUF sha256, prompt
-format, max_new_tokens, seed, library versions, date), so a trace file says how it was made.
-Token ids are stored with the text because re-tokenising a decoded chat transcript does not give
-the same ids back (special tokens, a second BOS).
+project. `circuits.generation` answers them by greedy decoding (`circuits generate`) into
+`Trace`s; each record written by `write_traces` carries the generation settings (model key,
+weights and GGUF sha256, prompt format, max_new_tokens, seed, library versions, date), so a
+trace file says how it was made. Token ids are stored with the text because re-tokenising a
+decoded chat transcript does not give the same ids back (special tokens, a second BOS).
 """
 
 from __future__ import annotations
 
-import datetime as dt
 import gzip
 import json
-import time
 from collections.abc import Sequence
 from dataclasses import asdict, dataclass, field
 from itertools import chain
 from pathlib import Path
 
 import torch
-from tqdm.auto import tqdm
 from transformer_lens.model_bridge import TransformerBridge
 
 from circuits._io import atomic_write
@@ -134,78 +131,6 @@ def plain_hf_model(model: TransformerBridge) -> torch.nn.Module:
     return plain.eval()
 
 
-def _settings(model: TransformerBridge, max_new_tokens: int, seed: int, chat: bool) -> dict:
-    from importlib.metadata import version
-
-    info = getattr(model, "circuits_info", None)
-    return {
-        "model": info.key if info else model.cfg.model_name,
-        "gguf_sha256": info.gguf_sha256 if info else None,
-        "source": info.source if info else None,
-        "decoding": "greedy",
-        "max_new_tokens": max_new_tokens,
-        "stop_at_eos": True,
-        "seed": seed,
-        "chat_template": chat,
-        "instruction": INSTRUCTION,
-        "dtype": str(model.cfg.dtype).removeprefix("torch."),
-        "torch": version("torch"),
-        "transformers": version("transformers"),
-        "transformer_lens": version("transformer-lens"),
-        "date": dt.datetime.now(dt.UTC).isoformat(timespec="seconds"),
-    }
-
-
-def generate_traces(
-    model: TransformerBridge,
-    problems: Sequence[Problem],
-    max_new_tokens: int = 100,
-    seed: int = 0,
-    *,
-    chat_template: bool = True,
-    progress: bool = True,
-) -> list[Trace]:
-    """Answer each problem by greedy decoding (at most `max_new_tokens` new tokens, stopping at
-    EOS), one problem at a time so no padding enters. Greedy decoding is deterministic; `seed`
-    is set anyway and recorded. Each trace carries the settings in `generation`."""
-    if max_new_tokens < 1:
-        raise ValueError(f"max_new_tokens must be >= 1, got {max_new_tokens}")
-    if not problems:
-        raise ValueError("no problems given; load some with load_problems()")
-    chat = bool(chat_template and getattr(model.tokenizer, "chat_template", None))
-    settings = _settings(model, max_new_tokens, seed, chat)
-    hf = plain_hf_model(model)
-    tok = model.tokenizer
-    torch.manual_seed(seed)
-    traces = []
-    for p in tqdm(problems, desc="generate", unit="problem", disable=not progress):
-        ids = prompt_ids(model, p.problem, chat)
-        start = time.perf_counter()
-        with torch.no_grad():
-            out = hf.generate(
-                torch.tensor([ids]),
-                attention_mask=torch.ones(1, len(ids), dtype=torch.long),
-                max_new_tokens=max_new_tokens,
-                do_sample=False,
-                pad_token_id=tok.pad_token_id if tok.pad_token_id is not None else tok.eos_token_id,
-            )
-        seq = out[0].tolist()
-        traces.append(
-            Trace(
-                id=p.id,
-                problem=p.problem,
-                answer=p.answer,
-                model=settings["model"],
-                tokens=seq,
-                prompt_len=len(ids),
-                text=tok.decode(seq),
-                completion=tok.decode(seq[len(ids) :], skip_special_tokens=True),
-                generation={**settings, "seconds": round(time.perf_counter() - start, 3)},
-            )
-        )
-    return traces
-
-
 def write_traces(traces: Sequence[Trace], path: str | Path) -> Path:
     """Write traces as JSONL, one trace a line (gzip if the name ends in `.gz`, with a fixed
     header time so the bytes depend only on the traces), atomically; returns the path."""
@@ -239,33 +164,6 @@ def read_traces(path: str | Path) -> list[Trace]:
                 f"{path}:{n}: not a trace record ({err}); trace files are written by "
                 "`circuits generate` or circuits.generation, and this one was not or was cut off"
             ) from None
-    return traces
-
-
-def generate_file(
-    model: str,
-    out: str | Path,
-    *,
-    n: int | None = None,
-    max_new_tokens: int = 100,
-    seed: int = 0,
-    problems: str | Path = PROBLEMS_PATH,
-    progress: bool = True,
-) -> list[Trace]:
-    """Load `model` (a registry key or path), answer the first `n` problems (all if None) and
-    write the traces to `out`; returns them. The checks run before the model loads."""
-    from circuits.models import load_model
-
-    if n is not None and n < 1:
-        raise ValueError(f"--n must be >= 1, got {n}")
-    if max_new_tokens < 1:
-        raise ValueError(f"--max-new-tokens must be >= 1, got {max_new_tokens}")
-    out = Path(out)
-    if not out.parent.is_dir():
-        raise FileNotFoundError(f"folder {out.parent} does not exist; create it first")
-    chosen = load_problems(problems)[:n]
-    traces = generate_traces(load_model(model), chosen, max_new_tokens, seed, progress=progress)
-    write_traces(traces, out)
     return traces
 
 

@@ -1,17 +1,21 @@
-"""Long reasoning traces (Wong et al. measure secondary sinks on thousands of generated tokens):
-greedy decoding with a KV cache, resumable problem by problem.
+"""Reasoning traces on the math problems (`circuits generate`): greedy decoding with a KV
+cache, resumable problem by problem. Wong et al. measure secondary sinks on thousands of
+generated tokens; short traces (stop at EOS, the default) and long ones (EOS forbidden, every
+trace exactly `max_new_tokens` long) come from the same function.
 
 `generate_long_traces(model, problems, out)` answers each problem with up to `max_new_tokens`
 new tokens and rewrites `out` (JSONL, gzip-compressed when the name ends in `.gz`) atomically
 after every problem, so an interrupted run loses at most the problem in progress; a second call
-with the same settings skips the problems already in the file. Decoding runs on a plain Hugging
-Face module sharing the bridge's weights (`circuits.corpus.plain_hf_model`: the bridge's own
-KV cache stays empty under `generate`). A progress bar counts new tokens and shows tokens/s.
+with the same settings skips the problems already in the file. `generate_long_file` loads the
+model first (after checking its arguments). Decoding runs on a plain Hugging Face module sharing
+the bridge's weights (`circuits.corpus.plain_hf_model`: the bridge's own KV cache stays empty
+under `generate`). A progress bar counts new tokens and shows tokens/s.
 
-Each record is a `circuits.corpus.Trace`; its `generation` dict holds the settings
-(`circuits.corpus` ones plus `weights_sha256`, `kv_cache`, `torch_threads`) and the timings of
-that problem: `seconds`, `new_tokens`, `tokens_per_s` (new tokens over the whole problem,
-prefill included) and `peak_rss_mib` (the process's peak resident memory so far).
+Each record is a `circuits.corpus.Trace`; its `generation` dict holds the settings (model key,
+GGUF and weights sha256, source, decoding, max_new_tokens, stop_at_eos, seed, prompt format,
+dtype, library versions, date, `kv_cache`, `torch_threads`) and the timings of that problem:
+`seconds`, `new_tokens`, `tokens_per_s` (new tokens over the whole problem, prefill included)
+and `peak_rss_mib` (the process's peak resident memory so far).
 
 `load_traces(path, model)` reads a trace file for a model and refuses one made by another
 model (weights or GGUF hash differ, or token ids outside the model's vocabulary) or a trace
@@ -20,7 +24,9 @@ longer than the model's context.
 
 from __future__ import annotations
 
+import datetime as dt
 import hashlib
+import os
 import resource
 import sys
 import time
@@ -34,10 +40,10 @@ from transformers import LogitsProcessor, LogitsProcessorList
 from transformers.generation.streamers import BaseStreamer
 
 from circuits.corpus import (
+    INSTRUCTION,
     PROBLEMS_PATH,
     Problem,
     Trace,
-    _settings,
     load_problems,
     plain_hf_model,
     prompt_ids,
@@ -63,6 +69,33 @@ RESUME_KEYS = (
 )
 """Settings a resumed run must share with the traces already in its file (library versions and
 dates may differ)."""
+
+
+def _settings(
+    model: TransformerBridge, max_new_tokens: int, seed: int, chat: bool, stop_at_eos: bool
+) -> dict:
+    from importlib.metadata import version
+
+    info = getattr(model, "circuits_info", None)
+    return {
+        "model": info.key if info else model.cfg.model_name,
+        "gguf_sha256": info.gguf_sha256 if info else None,
+        "source": info.source if info else None,
+        "decoding": "greedy",
+        "max_new_tokens": max_new_tokens,
+        "stop_at_eos": stop_at_eos,
+        "seed": seed,
+        "chat_template": chat,
+        "instruction": INSTRUCTION,
+        "dtype": str(model.cfg.dtype).removeprefix("torch."),
+        "torch": version("torch"),
+        "transformers": version("transformers"),
+        "transformer_lens": version("transformer-lens"),
+        "date": dt.datetime.now(dt.UTC).isoformat(timespec="seconds"),
+        "weights_sha256": weights_sha256(model),
+        "kv_cache": True,
+        "torch_threads": torch.get_num_threads(),
+    }
 
 
 def weights_sha256(model: TransformerBridge) -> str:
@@ -124,6 +157,7 @@ class _SuppressEos(LogitsProcessor):
         self.natural_end: int | None = None
 
     def __call__(self, input_ids: torch.Tensor, scores: torch.Tensor) -> torch.Tensor:
+        self.eos = self.eos.to(scores.device)
         if self.natural_end is None and bool(torch.isin(scores.argmax(-1), self.eos).any()):
             self.natural_end = input_ids.shape[-1] - self.prompt_len
         return scores.index_fill(-1, self.eos, float("-inf"))
@@ -226,13 +260,7 @@ def generate_long_traces(
     if not out.parent.is_dir():
         raise FileNotFoundError(f"folder {out.parent} does not exist; create it first")
     chat = bool(chat_template and getattr(model.tokenizer, "chat_template", None))
-    settings = {
-        **_settings(model, max_new_tokens, seed, chat),
-        "stop_at_eos": stop_at_eos,
-        "weights_sha256": weights_sha256(model),
-        "kv_cache": True,
-        "torch_threads": torch.get_num_threads(),
-    }
+    settings = _settings(model, max_new_tokens, seed, chat, stop_at_eos)
     done = _resume(out, settings)
     changed = [p.id for p in problems if p.id in done and done[p.id].problem != p.problem]
     if changed:
@@ -245,6 +273,7 @@ def generate_long_traces(
     for p in todo:
         check_fits(model, len(prompts[p.id]) + max_new_tokens, f"problem {p.id}")
     hf = plain_hf_model(model)
+    device = next(hf.parameters()).device
     tok = model.tokenizer
     pad = tok.pad_token_id if tok.pad_token_id is not None else tok.eos_token_id
     bar = tqdm(total=len(todo) * max_new_tokens, desc="generate", unit="tok", disable=not progress)
@@ -256,8 +285,8 @@ def generate_long_traces(
         start = time.perf_counter()
         with torch.no_grad():
             seq = hf.generate(
-                torch.tensor([prompt]),
-                attention_mask=torch.ones(1, len(prompt), dtype=torch.long),
+                torch.tensor([prompt], device=device),
+                attention_mask=torch.ones(1, len(prompt), dtype=torch.long, device=device),
                 max_new_tokens=max_new_tokens,
                 do_sample=False,
                 use_cache=True,
@@ -291,6 +320,21 @@ def generate_long_traces(
     return [done[p.id] for p in problems]
 
 
+def check_trace_file(out: str | Path) -> Path:
+    """`out` as a Path if a trace file can be written there (a `.jsonl` or `.jsonl.gz` name,
+    not a folder, in a writable folder that exists); else a ValueError that says why."""
+    out = Path(out)
+    if out.is_dir():
+        raise ValueError(f"--out {out} is a folder; give a .jsonl file name")
+    if not out.name.endswith((".jsonl", ".jsonl.gz")):
+        raise ValueError(f"--out {out}: give a .jsonl (or .jsonl.gz) file name")
+    if not out.parent.is_dir():
+        raise ValueError(f"--out {out}: folder {out.parent} does not exist; create it first")
+    if not os.access(out.parent, os.W_OK | os.X_OK):
+        raise ValueError(f"--out {out}: folder {out.parent} is not writable")
+    return out
+
+
 def generate_long_file(
     model: str,
     out: str | Path,
@@ -301,27 +345,40 @@ def generate_long_file(
     problems: str | Path = PROBLEMS_PATH,
     stop_at_eos: bool = True,
     threads: int | None = None,
+    device: str = "cpu",
+    dtype: torch.dtype = torch.float32,
     progress: bool = True,
 ) -> list[Trace]:
-    """Load `model` (a registry key or path) and generate or resume long traces for the first
-    `n` problems (all if None) into `out`; returns them. `threads` sets torch's CPU threads for
-    the run (on a busy machine 1 thread can be ~10x faster than 2 fighting for cores). The
-    checks on the arguments run before the model loads."""
+    """Load `model` (a registry key or path) on `device` in `dtype` and generate or resume
+    traces for the first `n` problems (all if None) into `out`; returns them. `threads` sets
+    torch's CPU threads for the run (on a busy machine 1 thread can be ~10x faster than 2
+    fighting for cores). The arguments, `out` and the traces already in it are checked before
+    the model loads; with `progress`, a resumed file's count of finished problems is printed."""
     from circuits.models import load_model
 
     if n is not None and n < 1:
         raise ValueError(f"n must be >= 1, got {n}")
     if max_new_tokens < 1:
         raise ValueError(f"max_new_tokens must be >= 1, got {max_new_tokens}")
-    out = Path(out)
-    if not out.parent.is_dir():
-        raise FileNotFoundError(f"folder {out.parent} does not exist; create it first")
+    if threads is not None and threads < 1:
+        raise ValueError(f"threads must be >= 1, got {threads}")
+    out = check_trace_file(out)
+    chosen = load_problems(problems)
+    if n is not None and n > len(chosen):
+        raise ValueError(f"n is {n} but {problems} holds {len(chosen)} problems")
+    chosen = chosen[:n]
+    if out.exists():  # a file that is not a trace file fails here, before the model loads
+        ids = {t.id for t in read_traces(out)}
+        if progress:
+            done = sum(p.id in ids for p in chosen)
+            print(
+                f"resuming {out}: {done} of {len(chosen)} problems already there (kept when "
+                "made with the same settings)",
+                file=sys.stderr,
+            )
     if threads is not None:
-        if threads < 1:
-            raise ValueError(f"threads must be >= 1, got {threads}")
         torch.set_num_threads(threads)
-    chosen = load_problems(problems)[:n]
     return generate_long_traces(
-        load_model(model), chosen, out, max_new_tokens, seed,
+        load_model(model, device=device, dtype=dtype), chosen, out, max_new_tokens, seed,
         stop_at_eos=stop_at_eos, progress=progress,
     )  # fmt: skip

@@ -1,4 +1,5 @@
-"""The corpus: problem file, greedy traces (plain HF decoding equals the bridge's), JSONL io."""
+"""The corpus: problem file, the plain HF model (equals the bridge), trace JSONL io (greedy
+decoding is tested in test_generation.py)."""
 
 from __future__ import annotations
 
@@ -9,12 +10,9 @@ import torch
 
 from circuits.corpus import (
     PROBLEMS_PATH,
-    Problem,
     Trace,
-    generate_traces,
     load_problems,
     plain_hf_model,
-    prompt_ids,
     read_corpus,
     read_traces,
     write_traces,
@@ -45,27 +43,6 @@ def test_plain_model_shares_weights_and_matches_the_bridge(tiny):
     bridge_embed = dict(tiny.original_model.named_parameters())
     shared = [n for n in bridge_embed if n.startswith("model.embed_tokens")]
     assert plain.model.embed_tokens.weight.data_ptr() == bridge_embed[shared[0]].data_ptr()
-
-
-def test_greedy_traces_equal_uncached_bridge_decoding(tiny):
-    problems = [Problem(0, "What is 2 + 3?", 5), Problem(1, "Name a colour.")]
-    traces = generate_traces(tiny, problems, max_new_tokens=6, seed=1, progress=False)
-    again = generate_traces(tiny, problems, max_new_tokens=6, seed=1, progress=False)
-    assert [t.tokens for t in traces] == [t.tokens for t in again]
-    for p, t in zip(problems, traces, strict=True):
-        prompt = prompt_ids(tiny, p.problem)
-        assert t.tokens[: t.prompt_len] == prompt
-        # Reference: argmax decoding through the bridge, full forward each step (no KV cache).
-        seq = torch.tensor([prompt])
-        with torch.no_grad():
-            for _ in range(len(t.tokens) - len(prompt)):
-                seq = torch.cat([seq, tiny(seq)[:, -1].argmax(-1, keepdim=True)], 1)
-        assert seq[0].tolist() == t.tokens
-    g = traces[0].generation
-    assert (g["model"], g["decoding"], g["max_new_tokens"], g["seed"]) == ("tiny", "greedy", 6, 1)
-    assert {"date", "torch", "transformers", "transformer_lens", "gguf_sha256"} <= set(g)
-    with pytest.raises(ValueError, match="max_new_tokens must be >= 1"):
-        generate_traces(tiny, problems, max_new_tokens=0)
 
 
 def test_trace_io_round_trip(tmp_path):

@@ -40,6 +40,16 @@ def test_cached_traces_equal_uncached_decoding_and_resume(tiny, tmp_path):
         assert g["new_tokens"] == len(t.tokens) - t.prompt_len <= 12
         assert g["kv_cache"] and g["weights_sha256"] == weights_sha256(tiny)
         assert g["tokens_per_s"] > 0 and g["peak_rss_mib"] > 0 and g["seconds"] > 0
+        assert (g["model"], g["decoding"], g["max_new_tokens"], g["seed"]) == (
+            "tiny",
+            "greedy",
+            12,
+            0,
+        )
+        assert g["stop_at_eos"] is True and "natural_end" not in g
+        assert {"date", "torch", "transformers", "transformer_lens", "gguf_sha256", "dtype"} <= set(
+            g
+        )
     assert read_traces(out) == first
     # Resume: the two traces on file are kept as they are (same timings), one is added.
     every = generate_long_traces(tiny, PROBLEMS, out, max_new_tokens=12, progress=False)
@@ -77,6 +87,8 @@ def test_too_long_for_the_context_is_refused_before_generating(tiny, tmp_path):
         generate_long_traces(tiny, [PROBLEMS[0]] * 2, out, max_new_tokens=4, progress=False)
     with pytest.raises(FileNotFoundError, match="does not exist"):
         generate_long_traces(tiny, PROBLEMS, tmp_path / "no" / "t.jsonl", progress=False)
+    with pytest.raises(ValueError, match="max_new_tokens must be >= 1"):
+        generate_long_traces(tiny, PROBLEMS, out, max_new_tokens=0, progress=False)
 
 
 def test_trace_files_from_another_model_are_refused(tiny, tmp_path):
@@ -107,3 +119,60 @@ def test_trace_files_from_another_model_are_refused(tiny, tmp_path):
     out.write_text(json.dumps(trace.to_dict())[:50] + "\n")
     with pytest.raises(ValueError, match="t.jsonl:1: not a trace record"):
         read_traces(out)
+
+
+def test_generate_command_checks_its_arguments_before_the_model_loads(
+    tmp_path, capsys, monkeypatch
+):
+    from circuits import cli, models
+
+    def load_model(*args, **kwargs):
+        raise AssertionError("the model was loaded before the arguments were checked")
+
+    monkeypatch.setattr(models, "load_model", load_model)
+    bad = tmp_path / "bad.jsonl"
+    bad.write_text('{"id": 1}\n')
+    cases = {
+        str(tmp_path): "is a folder",
+        str(tmp_path / "t.txt"): "give a .jsonl (or .jsonl.gz) file name",
+        str(tmp_path / "no" / "t.jsonl"): "does not exist; create it first",
+        str(bad): "bad.jsonl:1: not a trace record",
+    }
+    for out, message in cases.items():
+        assert cli.main(["generate", "--out", out, "--n", "2"]) == 2
+        err = capsys.readouterr().err
+        assert message in err and err.count("\n") == 1, err
+    assert cli.main(["generate", "--out", str(tmp_path / "t.jsonl"), "--n", "49"]) == 2
+    assert "n is 49 but" in capsys.readouterr().err
+    for argv in (["--threads", "0"], ["--dtype", "int8"], ["--max-new-tokens", "-1"]):
+        with pytest.raises(SystemExit):
+            cli.main(["generate", "--out", str(tmp_path / "t.jsonl"), *argv])
+
+
+@pytest.mark.slow
+def test_generate_command_resumes_a_file(tmp_path, capsys):
+    from circuits import cli
+
+    out = tmp_path / "t.jsonl"
+    argv = ["generate", "--model", "smollm2-135m", "--out", str(out), "--max-new-tokens", "4"]
+    assert cli.main([*argv, "--n", "1", "--threads", "1"]) == 0
+    (first,) = read_traces(out)
+    assert "resuming" not in capsys.readouterr().err
+    assert cli.main([*argv, "--n", "2"]) == 0
+    said = capsys.readouterr()
+    assert f"resuming {out}: 1 of 2 problems already there" in said.err
+    assert "2 traces" in said.out
+    traces = read_traces(out)
+    assert [t.id for t in traces] == [first.id, traces[1].id] and traces[0] == first
+    # Other settings cannot resume into the file.
+    assert cli.main([*argv, "--n", "2", "--no-stop-at-eos"]) == 2
+    assert "stop_at_eos: True vs False" in capsys.readouterr().err
+    # Without EOS every trace is exactly --max-new-tokens long.
+    long = tmp_path / "long.jsonl.gz"
+    assert (
+        cli.main([*argv[:-3], str(long), "--max-new-tokens", "6", "--n", "1", "--no-stop-at-eos"])
+        == 0
+    )
+    (trace,) = read_traces(long)
+    assert len(trace.tokens) - trace.prompt_len == 6 and "natural_end" in trace.generation
+    assert [p.name for p in tmp_path.iterdir() if p.name.endswith(".tmp")] == []
