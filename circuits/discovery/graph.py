@@ -14,6 +14,7 @@ from circuits.discovery.pipeline import EdgeCircuit
 from circuits.graph import add_component, add_effect, new_graph, record_threshold
 
 DRAWN_EDGES = 30
+"""Direct edges a drawing of the circuit shows (the strongest; recorded as `min_abs_effect`)."""
 
 
 def _short(name: str) -> str:
@@ -26,9 +27,6 @@ def _short(name: str) -> str:
         return match.group(0)
 
     return re.sub(r"layers=\[([\d, ]+)\]", ranges, name)
-
-
-"""Direct edges a drawing of the circuit shows (the strongest; recorded as `min_abs_effect`)."""
 
 
 def circuit_graph(

@@ -16,7 +16,7 @@
 from __future__ import annotations
 
 import math
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 
 import numpy as np
@@ -164,7 +164,7 @@ def discover(
     model,
     fit_tokens: Int[Tensor, "text pos"],
     heldout_tokens: Int[Tensor, "heldout pos"],
-    metric: Metric,
+    metric: Metric | Callable[[list], Metric],
     *,
     positions: Sequence[int] | Sequence[Sequence[int]] | None = (0,),
     heldout_positions: Sequence[Sequence[int]] | None = None,
@@ -174,8 +174,12 @@ def discover(
     """Find the smallest edge circuit whose faithfulness on `fit_tokens` reaches the target and
     judge it on `heldout_tokens` (see the module docstring). `positions` are where edges are
     ablated: the same for every text (default: position 0, the P0 sink; None: all), or one list
-    per fit text, with `heldout_positions` one list per held-out text."""
+    per fit text, with `heldout_positions` one list per held-out text. With per-text positions
+    `metric` may be a function of them that builds the metric for those texts (e.g. the
+    attention paid to each text's own sink: `lambda pos: p0_attention(layers, [p[0] for p in
+    pos])`); it is called for the fit, held-out and exact-effect texts in turn."""
     cfg = config or DiscoveryConfig()
+    metric_at = (lambda pos: metric) if isinstance(metric, Metric) else metric
     if fit_tokens.shape[1] != heldout_tokens.shape[1]:
         raise ValueError(
             f"fit texts have {fit_tokens.shape[1]} tokens but held-out texts "
@@ -183,8 +187,9 @@ def discover(
         )
     torch.manual_seed(cfg.seed)
     fit = EdgeRunner(
-        model, fit_tokens, metric, positions=positions, ablation=cfg.ablation, seed=cfg.seed
-    )
+        model, fit_tokens, metric_at(positions), positions=positions, ablation=cfg.ablation,
+        seed=cfg.seed,
+    )  # fmt: skip
     space = fit.space
     scores = METHODS[cfg.method](fit, cfg)
     empty_fit = evaluate(fit, torch.zeros(1, space.n_edges, dtype=torch.bool))[0]
@@ -215,9 +220,10 @@ def discover(
     if per_text and heldout_positions is None:
         raise ValueError("per-text positions for the fit texts need heldout_positions too")
     held_at = heldout_positions if per_text else fit.positions
-    heldout, f_held = _judge(model, heldout_tokens, held_at, metric, fit, mask, masks, cfg)
+    held_metric = metric_at(held_at)
+    heldout, f_held = _judge(model, heldout_tokens, held_at, held_metric, fit, mask, masks, cfg)
     stability = _stability(space, scores, n_top, cfg, direction)
-    direct = _direct(model, fit_tokens, metric, fit, mask, scores, cfg)
+    direct = _direct(model, fit_tokens, metric_at, fit, mask, scores, cfg)
     curve = pd.DataFrame(
         {
             "top_n": sizes,
@@ -276,7 +282,7 @@ def _stability(space, scores: Tensor, n_top: int, cfg, direction: float) -> Tens
     return kept / cfg.n_stability
 
 
-def _direct(model, tokens, metric, fit: EdgeRunner, mask, scores, cfg) -> dict[int, float]:
+def _direct(model, tokens, metric_at, fit: EdgeRunner, mask, scores, cfg) -> dict[int, float]:
     if cfg.n_exact_texts == 0 or cfg.max_exact == 0:
         return {}
     edges = mask.nonzero().flatten()
@@ -284,9 +290,10 @@ def _direct(model, tokens, metric, fit: EdgeRunner, mask, scores, cfg) -> dict[i
     edges = edges[mean.abs().argsort(descending=True)][: cfg.max_exact].tolist()
     n = cfg.n_exact_texts
     per_text = isinstance(fit.positions[0], list)
+    positions = fit.positions[:n] if per_text else fit.positions
     runner = EdgeRunner(
-        model, tokens[:n], metric, positions=fit.positions[:n] if per_text else fit.positions,
-        ablation=cfg.ablation, seed=cfg.seed,
+        model, tokens[:n], metric_at(positions), positions=positions, ablation=cfg.ablation,
+        seed=cfg.seed,
     )  # fmt: skip
     # Ablation values come from the fit texts' runner so the effects match the circuit's.
     runner.clean.ablated = fit.clean.ablated[: cfg.n_exact_texts]

@@ -79,33 +79,52 @@ def _resid_hook(layer: int, kind: str) -> str:
 
 
 def p0_attention(
-    layers: int | Sequence[int], sink_pos: int = 0, heads: Sequence[int] | None = None
+    layers: int | Sequence[int],
+    sink_pos: int | Sequence[int] = 0,
+    heads: Sequence[int] | None = None,
 ) -> Metric:
     """Attention paid to the token at `sink_pos`: pattern[..., i, sink_pos] averaged over the
     given layers, over `heads` (default all) and over query positions i > sink_pos (the sink's
     own row is excluded: it can attend only to earlier tokens). With sink_pos=0 this is the P0
-    attention mass; at another position it is that token's sink score (Wong et al.)."""
+    attention mass; at another position it is that token's sink score (Wong et al.). A list
+    gives one sink position per prompt (e.g. each text's secondary sink)."""
     layers = _layers(layers)
-    if not isinstance(sink_pos, int) or sink_pos < 0:
-        raise ValueError(f"sink_pos must be a non-negative int, got {sink_pos!r}")
+    per_prompt = not isinstance(sink_pos, int)
+    where = list(sink_pos) if per_prompt else [sink_pos]
+    if not where or not all(
+        isinstance(p, int) and not isinstance(p, bool) and p >= 0 for p in where
+    ):
+        raise ValueError(
+            f"sink_pos must be a non-negative int or a non-empty list of them, got {sink_pos!r}"
+        )
     hooks = tuple(hook_names("pattern", layers))
     head_index = slice(None) if heads is None else list(heads)
+    at = torch.tensor(where)
 
     def fn(acts: Acts, logits: Tensor | None) -> Tensor:
         per_layer = []
         for hook in hooks:
-            pattern = acts[hook]
-            if pattern.shape[-1] <= sink_pos + 1:
+            pattern = acts[hook][:, head_index]
+            n_pos = pattern.shape[-1]
+            if n_pos <= max(where) + 1:
                 raise ValueError(
-                    f"p0_attention(sink_pos={sink_pos}) needs query positions after the sink; "
-                    f"the sequence has {pattern.shape[-1]} tokens"
+                    f"p0_attention(sink_pos={max(where)}) needs query positions after the "
+                    f"sink; the sequence has {n_pos} tokens"
                 )
-            per_layer.append(pattern[:, head_index, sink_pos + 1 :, sink_pos].mean(dim=(1, 2)))
+            if not per_prompt:
+                per_layer.append(pattern[:, :, where[0] + 1 :, where[0]].mean(dim=(1, 2)))
+                continue
+            pos = _per_row(at, pattern.shape[0]).to(pattern.device)
+            column = pattern.gather(-1, pos.view(-1, 1, 1, 1).expand(*pattern.shape[:3], 1))
+            after = torch.arange(n_pos, device=pattern.device) > pos.unsqueeze(1)  # [row, query]
+            mean_heads = column[..., 0].mean(1)
+            per_layer.append((mean_heads * after).sum(1) / after.sum(1))
         return torch.stack(per_layer).mean(0)
 
     heads_label = "" if heads is None else f", heads={list(heads)}"
+    pos_label = "per prompt" if per_prompt else str(sink_pos)
     return Metric(
-        f"p0_attention(layers={list(layers)}, sink_pos={sink_pos}{heads_label})", hooks, fn
+        f"p0_attention(layers={list(layers)}, sink_pos={pos_label}{heads_label})", hooks, fn
     )
 
 

@@ -1,0 +1,134 @@
+"""Experiment 7: the secondary sinks' circuit at the level of edges, fitted on some traces and
+judged on others (`circuits.discovery`): which direct connections write the sink token's state
+(the forming MLPs) and carry it into the later heads that attend to it.
+
+One event per trace (by default the first selected event in generated text, of the most common
+start layer, whose token has `min_queries` later tokens inside the first `edge_tokens`), traces
+cut to `edge_tokens`. The
+metric is the attention every head of blocks l_start+1 .. l_start+lifetime (median lifetime of
+the chosen events) pays the event's token, over the queries after it; edges are ablated at that
+token only (its own position in each trace), each sender's output there replaced by its mean
+over the trace's other positions (never position 0, the primary sink)."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import networkx as nx
+import numpy as np
+import pandas as pd
+import torch
+from transformer_lens.model_bridge import TransformerBridge
+
+from circuits.discovery import DiscoveryConfig, EdgeCircuit, circuit_graph, discover
+from circuits.patching.metrics import p0_attention
+from circuits.tracing.secondary.census import SecondaryCensus
+from circuits.tracing.secondary.corpus import Corpus
+
+MIN_TEXTS = 2
+"""Fit and held-out traces each need at least this many events (bootstrap, resampling)."""
+
+
+@dataclass
+class SecondaryEdges:
+    """The edge circuit of the secondary sinks, the events it was fitted and judged on (`events`:
+    text, position, token, generated, l_start, lifetime, split) and the layers its metric
+    reads (`layers`: blocks whose heads' attention to the token is the metric)."""
+
+    circuit: EdgeCircuit
+    graph: nx.DiGraph
+    events: pd.DataFrame
+    layers: list[int]
+
+
+EVENT_CHOICE = ("generated", "first")
+"""Which event of a trace the edge circuit uses: the first in generated text (else the first),
+or the first anywhere (often the same prompt token in every trace)."""
+
+
+def choose_events(
+    census: SecondaryCensus,
+    corpus: Corpus,
+    edge_tokens: int,
+    min_queries: int,
+    choice: str = "generated",
+) -> pd.DataFrame:
+    """One event per trace among the selected ones (main tau, traced labels, unique token) that
+    start at the most common l_start and sit at position 1 .. edge_tokens - 1 - min_queries of
+    a trace at least `edge_tokens` long: the first in generated text when `choice` is
+    "generated" (the first in the prompt when there is none), else the first."""
+    if choice not in EVENT_CHOICE:
+        raise ValueError(f"choice must be one of {', '.join(EVENT_CHOICE)}, got {choice!r}")
+    ev = census.selected()
+    if ev.empty:
+        return ev
+    start = int(ev.l_start.mode().min())
+    long_enough = np.array([len(r) >= edge_tokens for r in corpus.rows])
+    ok = (
+        (ev.l_start == start)
+        & (ev.position >= 1)
+        & (ev.position <= edge_tokens - 1 - min_queries)
+        & long_enough[ev.text.to_numpy()]
+    )
+    ev = ev[ok].assign(_prompt=~ev.generated[ok].fillna(False).astype(bool))
+    keys = ["text", "_prompt", "position"] if choice == "generated" else ["text", "position"]
+    return ev.sort_values(keys).groupby("text").head(1).drop(columns="_prompt")
+
+
+def secondary_edge_circuit(
+    model: TransformerBridge,
+    corpus: Corpus,
+    census: SecondaryCensus,
+    config: DiscoveryConfig,
+    *,
+    n_fit: int,
+    n_heldout: int,
+    edge_tokens: int,
+    min_queries: int,
+    event_choice: str = "generated",
+) -> SecondaryEdges | None:
+    """Experiment 7 (see the module docstring): traces with a usable event are split with
+    `config.seed` into up to `n_fit` fit and `n_heldout` held-out traces (at least MIN_TEXTS
+    each). None when too few traces have a usable event."""
+    events = choose_events(census, corpus, edge_tokens, min_queries, event_choice)
+    if len(events) < 2 * MIN_TEXTS:
+        return None
+    rng = np.random.default_rng(config.seed)
+    order = rng.permutation(len(events))
+    n_held = min(n_heldout, len(events) // 2)
+    fit_rows = order[n_held : n_held + n_fit]
+    held_rows = order[:n_held]
+    events = events.reset_index(drop=True).assign(split="")
+    events.loc[fit_rows, "split"] = "fit"
+    events.loc[held_rows, "split"] = "heldout"
+    events = events[events.split != ""].sort_values(["split", "text"], ignore_index=True)
+    start = int(events.l_start.iloc[0])
+    last = min(start + int(events.lifetime.median()), model.cfg.n_layers - 1)
+    layers = list(range(start + 1, last + 1))
+
+    def rows(split: str) -> tuple[torch.Tensor, list[list[int]]]:
+        sub = events[events.split == split]
+        tokens = torch.tensor([corpus.rows[t][:edge_tokens] for t in sub.text])
+        return tokens, [[int(p)] for p in sub.position]
+
+    fit, fit_pos = rows("fit")
+    held, held_pos = rows("heldout")
+
+    def metric_at(positions: list[list[int]]):
+        return p0_attention(layers, [p[0] for p in positions])
+
+    circuit = discover(
+        model, fit, held, metric_at, positions=fit_pos, heldout_positions=held_pos,
+        config=config,
+    )  # fmt: skip
+    data = (
+        f"{len(fit_pos)} fit + {len(held_pos)} held-out traces x {edge_tokens} tokens, one "
+        f"secondary-sink event each (l_start {start}); attention to it in blocks "
+        f"{layers[0]}-{layers[-1]}"
+    )
+    spec = {"metric": "p0_attention", "layers": layers, "sink_pos": "per text: the event"}
+    graph = circuit_graph(circuit, model, data=data, metric_spec=spec)
+    return SecondaryEdges(circuit, graph, events, layers)
+
+
+__all__ = ["EVENT_CHOICE", "MIN_TEXTS", "SecondaryEdges", "choose_events", "secondary_edge_circuit"]
