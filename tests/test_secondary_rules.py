@@ -12,8 +12,10 @@ from circuits.sinks.rules import (
     Rule,
     clipper_window,
     compare_rules,
+    comparison_frame,
     detect,
     get_rule,
+    layer_ranges,
     reference_sink,
 )
 from circuits.sinks.secondary import lifetime_bounds, lifetime_label
@@ -151,7 +153,9 @@ def test_final_norm_replaces_the_last_layer():
 
 def test_compare_rules_counts_each_preset_on_the_same_states():
     states = hand_states()
-    table = compare_rules([states, states], [states[-1]] * 2, prompt_lens=[3, 6]).set_index("rule")
+    table = compare_rules(
+        [states, states], [states[-1]] * 2, prompt_lens=[3, 6], natural_ends=[4, None]
+    ).set_index("rule")
     assert list(table.index) == list(RULES)
     assert table.loc["authors_code", "events"] == 8
     assert table.loc["authors_code", "secondary"] == 6
@@ -159,6 +163,8 @@ def test_compare_rules_counts_each_preset_on_the_same_states():
     # Text 0: prompt = positions 0-2 (secondary at 1 in prompt; 3, 4 generated); text 1: all prompt.
     assert table.loc["authors_code", "secondary_prompt"] == 1 + 3
     assert table.loc["authors_code", "secondary_generated"] == 2
+    assert table.loc["authors_code", "secondary_after_end"] == 1  # position 4 of text 0
+    assert table.loc["authors_code", "tau"] == 0.9 and table.loc["paper", "tau"] == 0.95
     assert table.loc["paper", "noise"] == 4
     assert table.loc["library", "secondary"] == 8
     assert table.loc["authors_code", "windows"] == "6-17"
@@ -168,6 +174,11 @@ def test_compare_rules_counts_each_preset_on_the_same_states():
         compare_rules([states])
     with pytest.raises(ValueError, match="2 prompt lengths for 1 texts"):
         compare_rules([states], rules=["paper"], prompt_lens=[3, 4])
+    found = {"paper": [detect(states, "paper")] * 2}
+    unique = [[True] * 6, [True, True, False, True, True, True]]  # paper: position 2 only
+    assert comparison_frame(found, unique=unique).loc[0, "secondary_unique"] == 1 + 0
+    with pytest.raises(ValueError, match="one detection per text"):
+        comparison_frame({"paper": found["paper"], "library": found["paper"][:1]})
 
 
 def test_bad_rules_are_refused():
@@ -187,3 +198,23 @@ def test_bad_rules_are_refused():
         Rule(clipper=1)
     assert get_rule("paper", tau=0.9).name == "paper+tau=0.9"
     assert get_rule("paper") is RULES["paper"]
+    assert get_rule("paper", tau=0.95, clipper=False) is RULES["paper"]  # nothing changes
+    assert get_rule(RULES["authors_code"], sink_candidates=[0, 1]).sink_candidates == (0, 1)
+
+
+def test_rules_describe_themselves_and_have_one_home():
+    from circuits.sinks import constants
+    from circuits.tracing.secondary.config import SecondaryConfig
+
+    assert tuple(RULES) == constants.RULE_NAMES
+    assert SecondaryConfig.__dataclass_fields__["rule"].metadata["choices"] == tuple(RULES)
+    assert RULES["authors_code"].tau == constants.AUTHORS_TAU
+    assert RULES["paper"].tau == RULES["library"].tau == constants.TAU
+    assert RULES["authors_code"].describe(30) == (
+        "authors_code: |cos| > 0.9 with the sink (largest mean norm among positions 0, 1, 2), "
+        "positions after it, passing layers counted, layers of the sink-clipper window, "
+        "secondary if 4 < lifetime < 15, last layer after the final norm"
+    )
+    assert RULES["library"].describe(30).endswith("secondary if 3 < lifetime < 18.75")
+    assert RULES["paper"].describe(8).endswith("4 < lifetime < -7 (none at this depth)")
+    assert layer_ranges([2, 3, 4, 7, 9, 10]) == "2-4,7,9-10" and layer_ranges([]) == ""

@@ -9,6 +9,7 @@ cosine runs, lifetime labels and sink levels they build on are in `circuits.sink
 
 from __future__ import annotations
 
+import math
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import asdict, dataclass, fields, replace
 
@@ -17,20 +18,24 @@ import torch
 from jaxtyping import Float
 from torch import Tensor
 
-from circuits.sinks.secondary import (
+from circuits.sinks.constants import (
+    AUTHORS_TAU,
+    DEFAULT_RULE,
     LABELS,
     NOISE_FRACTION,
     PRIMARY_FRACTION,
+    RULE_NAMES,
     TAU,
+)
+from circuits.sinks.secondary import (
     _runs,
     check_fractions,
     check_tau,
+    lifetime_bounds,
     lifetime_label,
     sink_cosine,
 )
 
-AUTHORS_TAU = 0.9
-"""The cosine threshold in Wong et al.'s public code (their test is |cos| > 0.9)."""
 CHAT_SINK_CANDIDATES = (0, 1, 2)
 PLAIN_SINK_CANDIDATES = (0, 1)
 """Positions the authors' code picks its reference sink from, with and without a chat
@@ -137,6 +142,32 @@ class Rule:
     def to_dict(self) -> dict:
         return asdict(self)
 
+    def describe(self, n_layers: int | None = None) -> str:
+        """The rule in words (with the label bounds at `n_layers` when given)."""
+        test = "|cos|" if self.absolute_cos else "cos"
+        sink = "the sink (largest mean norm " + (
+            "anywhere)"
+            if self.sink_candidates is None
+            else f"among positions {', '.join(map(str, self.sink_candidates))})"
+        )
+        parts = [
+            f"{test} > {self.tau:g} with {sink}",
+            "positions after it" if self.after_sink_only else "every other position",
+            "runs of consecutive layers" if self.consecutive else "passing layers counted",
+            "layers of the sink-clipper window" if self.clipper else "all layers",
+        ]
+        if n_layers is not None:
+            lower, upper = lifetime_bounds(
+                n_layers, self.noise_fraction, self.primary_fraction, self.scale_labels
+            )
+            none = " (none at this depth)" if upper <= lower + 1 else ""
+            parts.append(f"secondary if {lower:g} < lifetime < {upper:g}{none}")
+        else:
+            parts.append("labels scaled to depth" if self.scale_labels else "fixed label bounds")
+        if self.final_norm:
+            parts.append("last layer after the final norm")
+        return f"{self.name}: " + ", ".join(parts)
+
 
 RULES: dict[str, Rule] = {
     "paper": Rule.paper(),
@@ -144,23 +175,35 @@ RULES: dict[str, Rule] = {
     "library": Rule.library(),
 }
 """The presets by name (`authors_code` with a chat template; `Rule.authors_code(False)` without)."""
+assert tuple(RULES) == RULE_NAMES, "circuits.sinks.constants.RULE_NAMES must list the presets"
+RULE_OPTIONS = tuple(f.name for f in fields(Rule) if f.name != "name")
+"""Every option of a rule, each settable alone (`get_rule(preset, **options)`)."""
 
 
 def get_rule(rule: str | Rule, **options) -> Rule:
     """A preset by name (or a `Rule`), with any field changed by `options`, e.g.
-    `get_rule("authors_code", clipper=False)`."""
+    `get_rule("authors_code", clipper=False)`. The name records the options that change a
+    value (`authors_code+clipper=False`) unless `name` is given; options that change nothing
+    give the rule back as it is."""
     if isinstance(rule, str):
         if rule not in RULES:
             raise ValueError(f"unknown rule {rule!r}; known rules: {', '.join(RULES)}")
         rule = RULES[rule]
+    elif not isinstance(rule, Rule):
+        raise TypeError(f"rule must be a preset name or a Rule, got {type(rule).__name__}")
     known = {f.name for f in fields(Rule)}
     unknown = sorted(set(options) - known)
     if unknown:
         raise ValueError(f"unknown rule options {unknown}; options: {', '.join(sorted(known))}")
-    if not options:
+    name = options.pop("name", None)
+    if "sink_candidates" in options and options["sink_candidates"] is not None:
+        options["sink_candidates"] = tuple(options["sink_candidates"])
+    changed = {k: v for k, v in options.items() if getattr(rule, k) != v}
+    if not changed and name in (None, rule.name):
         return rule
-    name = options.pop("name", f"{rule.name}+" + ",".join(f"{k}={v}" for k, v in options.items()))
-    return replace(rule, name=name, **options)
+    if name is None:
+        name = f"{rule.name}+" + ",".join(f"{k}={v}" for k, v in changed.items())
+    return replace(rule, name=name, **changed)
 
 
 def reference_sink(
@@ -220,7 +263,7 @@ class Detection:
 
 def detect(
     states: Float[Tensor, "layer pos d_model"],
-    rule: str | Rule = "library",
+    rule: str | Rule = DEFAULT_RULE,
     final_state: Float[Tensor, "pos d_model"] | None = None,
 ) -> Detection:
     """Apply `rule` to one text: `states` are the block outputs (see `Rule`), `final_state` the
@@ -266,13 +309,11 @@ def compare_rules(
     states: Iterable[Tensor],
     final_states: Iterable[Tensor] | None = None,
     prompt_lens: Sequence[int] | None = None,
-    rules: Mapping[str, Rule] | Sequence[str] = tuple(RULES),
+    rules: Mapping[str, Rule] | Sequence[str] = RULE_NAMES,
+    natural_ends: Sequence[int | None] | None = None,
 ) -> pd.DataFrame:
     """Every rule on the same hidden states, one text at a time (so `states` may be a generator
-    for bounded memory). One row per rule: `n_texts`, `events` and the events per label, the
-    secondary events on prompt and on generated positions (position >= the text's prompt
-    length; columns only with `prompt_lens`), `texts_with_secondary`, and the reference sink
-    positions and windows seen (layers start-end, inclusive)."""
+    for bounded memory); the table is `comparison_frame`'s."""
     if not isinstance(rules, Mapping):
         rules = {name: get_rule(name) for name in rules}
     if not rules:
@@ -288,29 +329,68 @@ def compare_rules(
         final = next(finals) if finals is not None else None
         for name, r in rules.items():
             found[name].append(detect(states_i, r, final))
-    n_texts = len(next(iter(found.values())))
-    if prompt_lens is not None and len(prompt_lens) != n_texts:
-        raise ValueError(f"{len(prompt_lens)} prompt lengths for {n_texts} texts")
+    return comparison_frame(found, prompt_lens, natural_ends)
+
+
+def comparison_frame(
+    found: Mapping[str, Sequence[Detection]],
+    prompt_lens: Sequence[int] | None = None,
+    natural_ends: Sequence[int | None] | None = None,
+    unique: Sequence[Sequence[bool]] | None = None,
+) -> pd.DataFrame:
+    """One row per rule (its detections on the same texts): `tau`, `n_texts`, `events` and the
+    events per label; the secondary events on prompt and on generated positions (position >=
+    the text's prompt length; columns only with `prompt_lens`) and, of the generated ones, those
+    at or after the text's natural end (`natural_ends`: the position where the model would have
+    stopped, None where unknown); `secondary_unique` (only positions whose prefix is new, with
+    `unique`); `texts_with_secondary`; and the reference sink positions and windows seen
+    (layers start-end, inclusive)."""
+    sizes = {len(dets) for dets in found.values()}
+    if len(sizes) != 1:
+        raise ValueError(f"every rule needs one detection per text, got {sorted(sizes)}")
+    n_texts = sizes.pop()
+    for what, per_text in (("prompt lengths", prompt_lens), ("natural ends", natural_ends),
+                           ("unique flags", unique)):  # fmt: skip
+        if per_text is not None and len(per_text) != n_texts:
+            raise ValueError(f"{len(per_text)} {what} for {n_texts} texts")
     rows = []
     for name, dets in found.items():
-        row = {"rule": name, "n_texts": n_texts, "events": sum(len(d.events) for d in dets)}
+        secondary = [(i, e) for i, d in enumerate(dets) for e in d.events if e.label == "secondary"]
+        row = {
+            "rule": name,
+            "tau": dets[0].rule.tau if dets else math.nan,
+            "n_texts": n_texts,
+            "events": sum(len(d.events) for d in dets),
+        }
         for label in LABELS:
             row[label] = sum(e.label == label for d in dets for e in d.events)
         if prompt_lens is not None:
-            generated = sum(
-                e.position >= prompt
-                for d, prompt in zip(dets, prompt_lens, strict=True)
-                for e in d.events
-                if e.label == "secondary"
-            )
-            row["secondary_prompt"] = row["secondary"] - generated
-            row["secondary_generated"] = generated
-        row["texts_with_secondary"] = sum(
-            any(e.label == "secondary" for e in d.events) for d in dets
-        )
+            generated = [(i, e) for i, e in secondary if e.position >= prompt_lens[i]]
+            row["secondary_prompt"] = len(secondary) - len(generated)
+            row["secondary_generated"] = len(generated)
+            if natural_ends is not None:
+                row["secondary_after_end"] = sum(
+                    natural_ends[i] is not None and e.position >= natural_ends[i]
+                    for i, e in generated
+                )
+        if unique is not None:
+            row["secondary_unique"] = sum(bool(unique[i][e.position]) for i, e in secondary)
+        row["texts_with_secondary"] = len({i for i, _ in secondary})
         row["sinks"] = ", ".join(map(str, sorted({d.sink for d in dets})))
         row["windows"] = ", ".join(
             f"{s}-{e - 1}" if e > s else "empty" for s, e in sorted({d.window for d in dets})
         )
         rows.append(row)
     return pd.DataFrame(rows)
+
+
+def layer_ranges(layers: Sequence[int]) -> str:
+    """Layers written as ranges: (2, 3, 4, 7) -> '2-4,7'."""
+    runs: list[list[int]] = []
+    for layer in sorted(layers):
+        if runs and layer == runs[-1][1] + 1:
+            runs[-1][1] = layer
+        else:
+            runs.append([layer, layer])
+    parts = [str(a) if a == b else f"{a}-{b}" for a, b in runs]
+    return ",".join(parts)

@@ -20,7 +20,7 @@ norms of "other positions" are taken over positions >= offset.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from functools import partial
 
 import torch
@@ -93,6 +93,7 @@ def measure_tokens(
     max_batch_tokens: int = MAX_BATCH_TOKENS,
     max_batch_size: int = MAX_BATCH_SIZE,
     progress: bool = True,
+    on_states: Callable[[int, Tensor], None] | None = None,
     **thresholds,
 ) -> SinkReport:
     """Measure sinks on token sequences: a list of id lists, or a right-padded [batch, pos]
@@ -101,7 +102,9 @@ def measure_tokens(
     `offsets`: leading tokens to exclude as queries and secondary sinks (one int for all texts,
     or one per text; see the module docstring). `sink_position` fixes the primary sink instead
     of taking the largest-norm position. `per_query` also keeps A[l, h, i, sink] for every
-    query (more memory: the patterns of one chunk). `thresholds` are `Settings` fields (`tau`,
+    query (more memory: the patterns of one chunk). `on_states(index, states)` is called with
+    each text's block outputs [layer, pos, d_model] (on the CPU) as soon as they are measured,
+    so a caller can use them without keeping every text's. `thresholds` are `Settings` fields (`tau`,
     `eps`, `massive_ratio`, ...; the papers' defaults). Every input is checked before the
     model runs.
     """
@@ -117,7 +120,7 @@ def measure_tokens(
             for index, text in zip(
                 chunk,
                 _measure_chunk(model, [rows[i] for i in chunk], [offsets[i] for i in chunk],
-                               chunk, sink_position, settings, per_query),
+                               chunk, sink_position, settings, per_query, on_states),
                 strict=True,
             ):  # fmt: skip
                 results[index] = text
@@ -238,6 +241,7 @@ def _measure_chunk(
     sink_position: int | None,
     settings: Settings,
     per_query: bool,
+    on_states: Callable[[int, Tensor], None] | None = None,
 ) -> list[TextSinks]:
     n_layers = model.cfg.n_layers
     lengths = torch.tensor([len(r) for r in rows])
@@ -281,8 +285,11 @@ def _measure_chunk(
     for b, row in enumerate(rows):
         n = len(row)
         keys = (b, slice(None), slice(0, n))  # this row's heads x unpadded key positions
+        states = _layer_stack(resid, (b, slice(0, n)), n_layers)
+        if on_states is not None:
+            on_states(indices[b], states)
         sink = TextSinks.from_activations(
-            _layer_stack(resid, (b, slice(0, n)), n_layers),
+            states,
             _layer_stack(score, keys, n_layers),
             _layer_stack(alpha, keys, n_layers),
             tok.batch_decode([[t] for t in row]),

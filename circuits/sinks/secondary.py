@@ -22,17 +22,8 @@ import torch
 from jaxtyping import Bool, Float
 from torch import Tensor
 
-TAU = 0.95
-"""Wong et al.'s cosine threshold as stated in the paper; their public code uses 0.9."""
-NOISE_FRACTION = 4 / 40
-"""Runs of at most this fraction of the depth are noise. The authors' rule for L layers is
-`4 < n < L - 15` secondary, `n >= L - 15` primary-like, else noise, tuned for 36-48-layer
-models; written as fractions of a 40-layer model (4/40, 15/40) it scales to any depth and
-gives the authors' numbers at L = 40."""
-PRIMARY_FRACTION = 15 / 40
-"""Runs longer than (1 - this) of the depth are primary-like (see NOISE_FRACTION)."""
-LABELS = ("secondary", "primary-like", "noise")
-"""Lifetime labels; the authors' code calls primary-like events `bos_sink`."""
+from circuits.sinks.constants import LABELS, NOISE_FRACTION, PRIMARY_FRACTION, TAU
+
 REFERENCE_DEPTH = 40
 """Depth at which the label fractions give the authors' layer counts: unscaled labels use
 `noise_fraction * 40 = 4` and `primary_fraction * 40 = 15` layers at any depth (`4 < n < L - 15`
