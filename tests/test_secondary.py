@@ -12,9 +12,11 @@ import numpy as np
 import pytest
 import torch
 
+from circuits.corpus import Trace
 from circuits.graph import read, validate
 from circuits.models.planted import planted_secondary_model
 from circuits.report import write_trace
+from circuits.sinks.rules import RULES, layer_ranges
 from circuits.stats import fit_line
 from circuits.tracing.secondary import (
     find_secondary,
@@ -133,6 +135,23 @@ def test_bad_inputs_raise_before_work(planted, planted_corpus):
         find_secondary(planted.model, planted_corpus, labels=("sinkish",), progress=False)
     with pytest.raises(ValueError, match="tau"):
         find_secondary(planted.model, planted_corpus, taus=(1.5,), progress=False)
+    with pytest.raises(ValueError, match="unknown rule 'wong'; known rules: paper"):
+        find_secondary(planted.model, planted_corpus, rule="wong", progress=False)
+    with pytest.raises(ValueError, match="rule must be one of paper, authors_code, library"):
+        trace_secondary(planted.model, PLANTED_TEXTS, rule="wong", progress=False)
+    with pytest.raises(ValueError, match="unknown SecondaryConfig options"):
+        trace_secondary(planted.model, PLANTED_TEXTS, clipers=False, progress=False)
+    n_ctx = planted.model.cfg.n_ctx
+    with pytest.raises(ValueError, match=f"text 1 has {n_ctx + 1} tokens, more than the model's "
+                       f"context of {n_ctx}; cut it with max_tokens"):  # fmt: skip
+        make_corpus(planted.model, [[1, 2, 3], [1] * (n_ctx + 1)])
+    assert len(make_corpus(planted.model, [[1] * (n_ctx + 1)], max_tokens=n_ctx).rows[0]) == n_ctx
+    with pytest.raises(ValueError, match="outside this model's vocabulary"):
+        make_corpus(planted.model, [[1, 2, 10**6]])
+    other = planted_traces(planted)[0]
+    other.model = "smollm2-135m"
+    with pytest.raises(ValueError, match="made by 'smollm2-135m', not by 'tiny'"):
+        trace_secondary(planted.model, [other], progress=False)
     with pytest.raises(ValueError, match="n_queries"):
         trace_secondary(planted.model, PLANTED_TEXTS, n_queries=0, progress=False)
     with pytest.raises(ValueError, match="scales"):
@@ -257,12 +276,18 @@ def test_pipeline_writes_report_and_graph(planted, tmp_path):
     trace = trace_secondary(planted.model, PLANTED_TEXTS, n_swap_events=1, progress=False)
     summary = trace.summary()
     assert summary["top_level@0.95"].startswith("l_start 3, lifetime 3: 8 events")
+    assert summary["rule"] == "library" and summary["rule_settings"].startswith(
+        "library: cos > 0.95"
+    )
+    assert summary["rule_comparison"]["library"].startswith("8 secondary, 0 primary-like")
     assert summary["sink_crossed_at"] == {"mlp": 8}
     report = write_trace(trace, tmp_path)
     html = report.read_text(encoding="utf-8")
-    for heading in ("Summary", "Figures", "Circuit", "Tables", "swaps_verdicts.csv"):
+    for heading in ("Summary", "Figures", "Circuit", "Tables", "swaps_verdicts.csv",
+                    "rule_comparison.csv", "Detection rule"):  # fmt: skip
         assert heading in html
     doc = json.loads((tmp_path / "summary.json").read_text())
+    assert doc["settings"]["rule"]["name"] == "library"
     assert doc["summary"]["n_secondary_unique@0.95"] == 8
     g = read(tmp_path / "circuit.graphml")
     assert isinstance(g, nx.DiGraph) and "L3.MLP" in g
@@ -277,6 +302,104 @@ def test_no_secondary_sinks_is_reported_not_hidden(tiny, tmp_path):
     report = write_trace(trace, tmp_path).read_text(encoding="utf-8")
     assert "No secondary sinks at tau 0.95" in report
     assert (tmp_path / "cosine_hist.png").is_file()
+
+
+def planted_traces(planted, prompt_len: int = 5, natural_end: int = 10) -> list[Trace]:
+    """The planted texts as traces: the first `prompt_len` tokens prompt, the model's answer
+    ending `natural_end` tokens after it (the rest continues past it)."""
+    out = []
+    for i, text in enumerate(PLANTED_TEXTS):
+        ids = planted.model.to_tokens(text)[0].tolist()
+        out.append(
+            Trace(i, text, None, "tiny", ids, prompt_len, text, text,
+                  {"natural_end": natural_end if i < 2 else None})
+        )  # fmt: skip
+    return out
+
+
+def test_presets_in_the_tracer_find_the_expected_events(planted, planted_corpus, planted_census):
+    """The same planted runs (commas, layers 3-5 of 8) under each preset: the library labels
+    them secondary; the paper's fixed bounds (4 < n < L - 15) call every run primary-like at
+    L = 8; the authors' code keeps only the layers inside its clipper window and counts them."""
+    every = ("secondary", "primary-like", "noise")
+
+    def runs(census):
+        ev = census.events[census.events.tau == census.tau]
+        return sorted(zip(ev.text, ev.position, ev.l_start, ev.lifetime, ev.label, strict=True))
+
+    library = runs(planted_census)
+    assert len(library) == 8 and {r[2:] for r in library} == {(3, 3, "secondary")}
+    paper = find_secondary(planted.model, planted_corpus, rule="paper", labels=every,
+                           progress=False)  # fmt: skip
+    assert paper.rule is RULES["paper"] and paper.taus == (0.95, 0.9)
+    assert runs(paper) == [(*r[:4], "primary-like") for r in library]
+    authors = find_secondary(planted.model, planted_corpus, rule="authors_code", labels=every,
+                             progress=False)  # fmt: skip
+    assert authors.tau == 0.9 and authors.taus == (0.9, 0.95)
+    assert authors.sinks == [0, 0, 0]
+    expected = []
+    for (text, pos, start, life, _), (a, b) in zip(library, [authors.windows[r[0]] for r in library],
+                                                  strict=True):  # fmt: skip
+        inside = [layer for layer in range(start, start + life) if a <= layer < b]
+        if inside:
+            expected.append((text, pos, inside[0], len(inside), "primary-like"))
+    assert runs(authors) == expected
+    ev = authors.events[authors.events.tau == 0.9]
+    assert all(ev.layers == [layer_ranges(range(s, s + n)) for s, n in zip(ev.l_start, ev.lifetime,
+                                                                            strict=True)])  # fmt: skip
+    # One option alone: the authors' code without its clipper searches every layer.
+    trace = trace_secondary(planted.model, PLANTED_TEXTS, rule="authors_code", clipper=False,
+                            labels=every, n_swap_events=1, progress=False)  # fmt: skip
+    assert trace.rule.name == "authors_code+clipper=False" and trace.config.rule == "authors_code"
+    assert set(trace.census.windows) == {(0, 8)}
+    assert trace.settings()["rule"]["clipper"] is False and trace.settings()["tau"] == 0.9
+    assert runs(trace.census) == [(*r[:4], "primary-like") for r in library]
+    # The comparison table counts each preset on the same states, whatever rule ran.
+    for census in (planted_census, paper, authors, trace.census):
+        table = census.comparison.set_index("rule")
+        assert table.loc["library", "secondary"] == 8 and table.loc["paper", "secondary"] == 0
+        assert table.loc["paper", "primary-like"] == 8
+        assert table.loc["authors_code", "events"] == len(expected)
+    assert list(trace.census.comparison.rule) == [*RULES, "authors_code+clipper=False"]
+
+
+def test_prompt_and_generated_positions_are_reported_apart(planted):
+    traces = planted_traces(planted)
+    trace = trace_secondary(planted.model, traces, n_swap_events=1, progress=False)
+    c = trace.census
+    sel = c.selected()
+    # Commas at 8, 17 (text 0), 4, 9, 22 (text 1), 2, 4, 6 (text 2); the first 5 tokens are
+    # prompt, texts 0 and 1 end naturally at position 5 + 10.
+    assert sorted(zip(sel.text, sel.position, sel.part, sel.after_end, strict=True)) == [
+        (0, 8, "generated", False), (0, 17, "generated", True),
+        (1, 4, "prompt", False), (1, 9, "generated", False), (1, 22, "generated", True),
+        (2, 2, "prompt", False), (2, 4, "prompt", False), (2, 6, "generated", False),
+    ]  # fmt: skip
+    assert (sel.is_prompt == (sel.part == "prompt")).all()
+    s = trace.summary()
+    assert s["selected_by_part"] == {"prompt": 3, "generated": 5, "after_end": 2}
+    assert s["ranges"]["generated"] == "l_start 3, lifetime 3 (n 5)"
+    lengths = [len(r) for r in c.corpus.rows]
+    assert s["tokens_by_part"] == {
+        "prompt": 15, "generated": sum(lengths) - 15,
+        "after_end": sum(n - 15 for n in lengths[:2]),
+    }  # fmt: skip
+    level = c.levels().iloc[0]
+    assert (level.n_prompt, level.n_generated, level.n_after_end) == (3, 5, 2)
+    types = c.types.set_index(["tau", "token_type"]).loc[(0.95, "punctuation")]
+    assert (types.secondary_prompt, types.secondary_generated) == (3, 5)
+    table = c.comparison.set_index("rule")
+    assert table.loc["library", ["secondary_prompt", "secondary_generated",
+                                 "secondary_after_end"]].tolist() == [3, 5, 2]  # fmt: skip
+    fits = trace.fit.to_frame().set_index(["y", "subset"])
+    assert fits.loc[("log_score", "all"), ["n", "n_prompt", "n_generated", "n_after_end"]].tolist() == [
+        8, 3, 5, 2]  # fmt: skip
+    assert fits.loc[("log_score", "generated"), "n"] == 5
+    assert s["fit_log_score_generated"]["n"] == 5
+    assert set(trace.forming.frame.part) == {"prompt", "generated"}
+    text = trace.text()
+    assert "Traced events by position: 3 prompt, 5 generated, 2 after end" in text
+    assert "Detection rule **library**" in text
 
 
 # -- real models -----------------------------------------------------------------------------
@@ -317,6 +440,11 @@ def test_cli_rejects_bad_arguments_before_loading(tmp_path, capsys):
     missing = tmp_path / "none.jsonl"
     assert main(["secondary", "--out", str(tmp_path), "--traces", str(missing)]) == 2
     assert "circuits generate" in capsys.readouterr().err
+    with pytest.raises(SystemExit) as exc:
+        main(["secondary", "--out", str(tmp_path), "--rule", "wong"])
+    assert exc.value.code == 2
+    err = capsys.readouterr().err
+    assert "--rule: invalid choice: 'wong'" in err and "authors_code" in err
     assert not (tmp_path / "report.html").exists()
 
 

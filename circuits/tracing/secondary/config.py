@@ -5,23 +5,29 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from circuits.config import Config, option
-
-TAU = 0.95
-"""Wong et al.'s threshold in the paper's text (`circuits.sinks.secondary.TAU`)."""
-AUTHORS_TAU = 0.9
-"""The threshold in Wong et al.'s public code."""
-LABELS = ("secondary", "primary-like", "noise")
-"""Event labels by lifetime (`circuits.sinks.LABELS`)."""
+from circuits.sinks.constants import AUTHORS_TAU, DEFAULT_RULE, LABELS, RULE_NAMES, TAU
 
 
 @dataclass(frozen=True)
 class SecondaryConfig(Config):
-    """Settings of `trace_secondary` (thresholds from Wong et al. 2025 where they give one)."""
+    """Settings of `trace_secondary` (thresholds from Wong et al. 2025 where they give one).
 
+    The detection rule (`circuits.sinks.rules`) sets the tau every experiment uses; from
+    Python, any single option of it can be changed too (`trace_secondary(..., rule="paper",
+    tau=0.9)`, see `trace_secondary`)."""
+
+    rule: str = option(
+        DEFAULT_RULE,
+        "secondary-sink detection rule: paper (the paper's text: cos > 0.95, consecutive "
+        "layers), authors_code (the authors' public code: clipper window, |cos| > 0.9, "
+        "passing layers counted), library (the paper's test, lifetime labels scaled to the "
+        "depth); its tau is the one every experiment uses",
+        choices=RULE_NAMES,
+    )
     taus: tuple[float, ...] = option(
         (TAU, AUTHORS_TAU),
-        "cosine thresholds cos(h_t, h_sink) > tau; the first is the one every experiment uses "
-        "(paper text 0.95, authors' code 0.9), the others are counted in the census",
+        "cosine thresholds also counted in the census, with the rule's other options (the "
+        "rule's own tau comes first; paper text 0.95, authors' code 0.9)",
         low=0,
         high=1,
         low_open=True,

@@ -13,9 +13,10 @@ from tqdm.auto import tqdm
 from transformer_lens.model_bridge import TransformerBridge
 
 from circuits._io import json_records
+from circuits.sinks.constants import TAU
 from circuits.sites import hook_name
 from circuits.tracing.secondary.census import SecondaryCensus
-from circuits.tracing.secondary.config import TAU, SecondaryConfig
+from circuits.tracing.secondary.config import SecondaryConfig
 from circuits.tracing.secondary.corpus import Corpus, special_tokens, token_type
 
 STAGES = {
@@ -34,12 +35,14 @@ class FormingMLP:
     """Per (token, layer): what block l's MLP writes at a sink token at its l_start, and at
     control tokens (never sink-like) at the same layers.
 
-    Columns: group (sink / control), text, position, token, token_type, layer, mlp_cos (cosine
+    Columns: group (sink / control), text, position, token, token_type, part (prompt /
+    generated / text), after_end (past the trace's natural end), layer, mlp_cos (cosine
     of the MLP output with the sink's hidden state after block l), mlp_norm (its L2 norm),
     mlp_along (its component along the sink state's direction), attn_cos, attn_norm (the same
     for the attention output), cos_pre / cos_mid / cos_post (cosine of the token's residual
-    with the sink's at block l's input, after its attention, after its MLP), crossed (where the
-    cosine first exceeds tau: 'before', 'attn', 'mlp' or 'none'), and for sinks lifetime,
+    with the reference sink's at block l's input, after its attention, after its MLP), crossed
+    (where the cosine first passes the rule's test: 'before', 'attn', 'mlp' or 'none'), and for
+    sinks lifetime,
     mean_score, peak_score. `inputs` are the MLP inputs (`mlp.hook_in`, after the norm), one
     row per frame row.
     """
@@ -47,6 +50,7 @@ class FormingMLP:
     frame: pd.DataFrame
     inputs: Float[Tensor, "row d_model"] = field(repr=False)
     tau: float = TAU
+    absolute_cos: bool = False
 
     def summary_frame(self) -> pd.DataFrame:
         """Per group and layer: count, median MLP cosine and norm, attention cosine and norm,
@@ -102,7 +106,7 @@ def forming_mlp(
                 tokens.to(model.cfg.device), names_filter=names, stop_at_layer=max(layers) + 1
             )
         t = census.report.texts[text]
-        sink = t.sink.position
+        sink = census.sink(text)
         uniq = census.unique[text]
         pool = [p for p in census.controls(text) if uniq[p]]
         for layer in layers:
@@ -114,12 +118,14 @@ def forming_mlp(
             for group, item in members:
                 pos = item.position if group == "sink" else item
                 rows.append(
-                    _forming_row(acts, pos, sink, census.tau)
+                    _forming_row(acts, pos, sink, census.passes)
                     | {
                         "group": group,
                         "text": text,
                         "position": pos,
                         "token": t.tokens[pos],
+                        "part": corpus.part(text, pos),
+                        "after_end": corpus.after_end(text, pos),
                         "layer": layer,
                         "lifetime": item.lifetime if group == "sink" else None,
                         "mean_score": item.mean_score if group == "sink" else None,
@@ -131,13 +137,13 @@ def forming_mlp(
     frame = pd.DataFrame(rows)
     if not frame.empty:
         frame.insert(4, "token_type", [token_type(tok, special) for tok in frame.token])
-        first = ["group", "text", "position", "token", "token_type", "layer"]
+        first = ["group", "text", "position", "token", "token_type", "part", "after_end", "layer"]
         frame = frame[first + [c for c in frame.columns if c not in first]]
     stacked = torch.stack(inputs) if inputs else torch.zeros(0, d_model)
-    return FormingMLP(frame, stacked, census.tau)
+    return FormingMLP(frame, stacked, census.tau, census.rule.absolute_cos)
 
 
-def _forming_row(acts: dict[str, Tensor], pos: int, sink: int, tau: float) -> dict:
+def _forming_row(acts: dict[str, Tensor], pos: int, sink: int, passes) -> dict:
     def cos(a: Tensor, b: Tensor) -> float:
         return float(torch.nn.functional.cosine_similarity(a, b, dim=0))
 
@@ -146,7 +152,7 @@ def _forming_row(acts: dict[str, Tensor], pos: int, sink: int, tau: float) -> di
     stage = {k: cos(acts[k][pos], acts[k][sink]) for k in ("pre", "mid", "post")}
     crossed = next(
         (name for name, k in (("before", "pre"), ("attn", "mid"), ("mlp", "post"))
-         if stage[k] > tau),
+         if passes(stage[k])),
         "none",
     )  # fmt: skip
     return {

@@ -20,8 +20,9 @@ class Geometry:
     of control tokens at the same layer (equal n: with n points at most n - 1 components carry
     variance, so unequal groups would not compare). `summary`: per (layer, group) n, the
     explained-variance share of the top 1 and top 3 components, components for 90 %, the
-    participation ratio (sum(lambda)^2 / sum(lambda^2), an effective rank) and the mean
-    pairwise cosine of the raw inputs. `spectrum`: explained variance per component."""
+    participation ratio (sum(lambda)^2 / sum(lambda^2), an effective rank), the mean
+    pairwise cosine of the raw inputs, and how many of the n tokens are prompt / generated.
+    `spectrum`: explained variance per component."""
 
     summary: pd.DataFrame
     spectrum: pd.DataFrame
@@ -53,9 +54,14 @@ def mlp_geometry(
         if n < min_points:
             continue
         for group, rows in idx.items():
-            pick = sorted(torch.randperm(len(rows), generator=gen)[:n].tolist())
-            ratio, stats = variance_spectrum(forming.inputs[[rows[i] for i in pick]], n_components)
-            summary.append({"layer": layer, "group": group, **stats})
+            pick = [rows[i] for i in sorted(torch.randperm(len(rows), generator=gen)[:n].tolist())]
+            ratio, stats = variance_spectrum(forming.inputs[pick], n_components)
+            parts = frame.loc[pick, "part"] if "part" in frame else pd.Series(dtype=str)
+            summary.append(
+                {"layer": layer, "group": group, **stats,
+                 "n_prompt": int((parts == "prompt").sum()),
+                 "n_generated": int((parts == "generated").sum())}
+            )  # fmt: skip
             spectrum += [
                 {"layer": layer, "group": group, "component": c + 1, "explained": float(r)}
                 for c, r in enumerate(ratio)

@@ -14,6 +14,7 @@ from transformer_lens.model_bridge import TransformerBridge
 
 from circuits._io import json_finite
 from circuits.graph import node_id
+from circuits.sinks.rules import RULE_OPTIONS, RULES, Rule, get_rule
 from circuits.tracing.result import Steps, TraceResult
 from circuits.tracing.secondary import figures as fig
 from circuits.tracing.secondary.census import SecondaryCensus, find_secondary
@@ -46,8 +47,18 @@ class SecondaryTrace(TraceResult):
     graph: nx.DiGraph | None
     seconds: dict[str, float] = field(default_factory=dict)
 
+    @property
+    def rule(self) -> Rule:
+        """The detection rule the census used (the config's preset with any options changed)."""
+        return self.census.rule
+
     def settings(self) -> dict:
-        return {**self.run, **self.config.to_dict(), **self.census.report.settings.to_dict()}
+        return {
+            **self.run,
+            **self.config.to_dict(),
+            **self.census.report.settings.to_dict(),
+            "rule": self.rule.to_dict(),
+        }
 
     def summary(self) -> dict:
         """Headline numbers of every experiment."""
@@ -59,8 +70,13 @@ class SecondaryTrace(TraceResult):
                 out[f"{group}_mlp_norm_median"] = float(sub.mlp_norm.median())
             sinks = self.forming.frame[self.forming.frame.group == "sink"]
             out["sink_crossed_at"] = sinks.crossed.value_counts().to_dict()
-        for f in self.fit.fits:
-            out[f"fit_{f.y}"] = {k: v for k, v in f.to_dict().items() if k not in ("y", "x")}
+        for subset, fits in (("", self.fit.fits), ("_generated", self.fit.generated)):
+            for f in fits:
+                out[f"fit_{f.y}{subset}"] = {
+                    k: v for k, v in f.to_dict().items() if k not in ("y", "x")
+                }
+        if self.fit.counts:
+            out["fit_points_by_part"] = {k: v for k, v in self.fit.counts.items() if v}
         verdicts = self.swaps.verdicts()
         if not verdicts.empty:
             out["swaps"] = {
@@ -104,6 +120,7 @@ class SecondaryTrace(TraceResult):
         c = self.census
         return {
             "events": c.to_frame("events"),
+            "rule_comparison": c.comparison,
             "levels": c.to_frame("levels"),
             "types": c.types,
             "layers": c.layers_frame(),
@@ -153,16 +170,20 @@ def trace_secondary(
     **overrides: Any,
 ) -> SecondaryTrace:
     """Run experiments 1-6 on `texts` (strings, `Trace`s or token-id lists, cut to
-    `config.max_tokens`); `overrides` change single config fields (`n_swap_events=1`).
-    `config.taus[0]` is the threshold every experiment uses; the others are reported in the
-    census. `config.labels` choose which events count as the sinks to trace."""
-    config = config.with_options(**overrides) if overrides else config
+    `config.max_tokens`); `overrides` change single config fields (`n_swap_events=1`) or single
+    options of the detection rule (`rule="authors_code", clipper=False`; any field of
+    `circuits.sinks.rules.Rule`); `rule` may also be a `Rule`. The rule's tau is the threshold
+    every experiment uses; `config.taus` are also counted in the census. `config.labels` choose
+    which events count as the sinks to trace. Traces are checked first: made by this model
+    (key and GGUF hash), ids inside its vocabulary, each fitting its context."""
+    config, rule = _config_and_rule(config, overrides)
     torch.manual_seed(config.seed)
+    _check_trace_models(model, texts)
     corpus = make_corpus(model, texts, config.max_tokens)
     steps = Steps(len(STEPS), "secondary sinks", progress)
     census = steps.run(
-        "find", find_secondary, model, corpus, taus=config.taus, labels=config.labels,
-        progress=progress,
+        "find", find_secondary, model, corpus, rule=rule, taus=config.taus,
+        labels=config.labels, progress=progress,
     )  # fmt: skip
     forming = steps.run(
         "forming_mlp", forming_mlp, model, corpus, census, max_events=config.max_events,
@@ -189,7 +210,47 @@ def trace_secondary(
         "gguf_sha256": getattr(info, "gguf_sha256", None),
         "n_texts": len(corpus.rows),
         "n_tokens": sum(len(r) for r in corpus.rows),
+        "tokens_by_part": corpus.parts(),
+        "texts_with_natural_end": sum(e is not None for e in corpus.natural_ends),
     }
     return SecondaryTrace(
         run["model"], config, run, census, forming, fit, swaps, geometry, graph, steps.close()
     )
+
+
+def _config_and_rule(config: SecondaryConfig, overrides: dict) -> tuple[SecondaryConfig, Rule]:
+    """Split `overrides` into config fields and rule options; a `Rule` given as `rule` is
+    recorded in the config as the preset it was made from (its name's prefix, else the
+    default) and rebuilt from it, so the config names the preset and the rule holds the rest."""
+    overrides = dict(overrides)
+    options = {k: overrides.pop(k) for k in list(overrides) if k in RULE_OPTIONS}
+    given = overrides.get("rule")
+    if isinstance(given, Rule):
+        base = given.name.split("+")[0]
+        overrides["rule"] = base = base if base in RULES else SecondaryConfig.rule
+        preset = RULES[base]
+        options = {
+            **{k: v for k, v in given.to_dict().items() if getattr(preset, k) != v},
+            **options,
+        }
+    config = config.with_options(**overrides) if overrides else config
+    return config, get_rule(config.rule, **options)
+
+
+def _check_trace_models(model: TransformerBridge, texts: Sequence) -> None:
+    """Refuse traces made by another model (registry key or GGUF hash), before any work."""
+    info = getattr(model, "circuits_info", None)
+    if info is None:
+        return
+    for t in texts:
+        if not hasattr(t, "prompt_len"):
+            continue
+        made = (getattr(t, "generation", None) or {}).get("gguf_sha256")
+        ours = getattr(info, "gguf_sha256", None)
+        if t.model != info.key or (made and ours and made != ours):
+            raise ValueError(
+                f"the trace of problem {t.id} was made by {t.model!r}"
+                + (f" (GGUF {made[:12]}...)" if made else "")
+                + f", not by {info.key!r}: its token ids mean something only to that model; "
+                f"use --model {t.model} or that model's traces"
+            )

@@ -9,15 +9,18 @@ if TYPE_CHECKING:
 
 
 def summary_text(trace: SecondaryTrace) -> str:
-    """Corpus, thresholds, events per label and tau, and why nothing was traced if so."""
+    """Corpus, rule, thresholds, events per label and tau, prompt / generated split, what
+    each preset finds, and why nothing was traced if so."""
     s = trace.census.summary()
     c = trace.census
+    parts = s["tokens_by_part"]
+    split = ", ".join(f"{n} {name.replace('_', ' ')}" for name, n in parts.items())
     lines = [
         f"Model **{trace.model}**, "
         f"{s['n_texts']} texts, {s['n_tokens']} tokens ({s['n_unique_tokens']} with a new "
-        "prefix). A token is sink-like at layer l when cos(h_t, h_sink) > tau; events are runs "
-        f"of such layers, labelled by lifetime. Traced: labels {', '.join(c.labels)} at tau "
-        f"{c.tau:g}.",
+        f"prefix; {split}). Detection rule **{c.rule.name}** "
+        f"({c.rule.describe(c.report.n_layers).split(': ', 1)[1]}); layers searched: "
+        f"{s['searched_layers']}. Traced: labels {', '.join(c.labels)} at tau {c.tau:g}.",
     ]
     items = []
     for tau in c.taus:
@@ -30,12 +33,23 @@ def summary_text(trace: SecondaryTrace) -> str:
             + (f"; top: {s[f'top_level@{tau:g}']}" if f"top_level@{tau:g}" in s else "")
         )
     lines.append("\n".join(items))
+    sel = s["selected_by_part"]
+    if sel:
+        where = ", ".join(f"{n} {name.replace('_', ' ')}" for name, n in sel.items())
+        ranges = "; ".join(f"{k.replace('_', ' ')}: {v}" for k, v in s.get("ranges", {}).items())
+        lines.append(f"Traced events by position: {where}. {ranges}.")
+    lines.append(
+        "Every preset on the same hidden states (table rule_comparison): "
+        + "; ".join(f"**{name}** {line}" for name, line in s["rule_comparison"].items())
+        + "."
+    )
     if c.selected().empty:
         lines.append(
             f"**No {'/'.join(c.labels)} sinks at tau {c.tau:g}** in this corpus: of "
             f"{s['candidate_cos_total']} (token, layer) cosines, "
-            f"{s['candidate_cos_above'].get(f'{c.tau:g}', 0)} exceed tau (see the histogram). "
-            "The threshold was not lowered; experiments 2-6 have nothing to trace."
+            f"{s['candidate_cos_above'].get(f'{c.tau:g}', 0)} pass the test at some layer (see "
+            f"the histogram; layers searched: {s['searched_layers']}). The threshold was not "
+            "lowered; experiments 2-6 have nothing to trace."
         )
         others = [
             f"{s[f'n_{label}_unique@{c.tau:g}']} {label}"
@@ -55,6 +69,15 @@ def summary_text(trace: SecondaryTrace) -> str:
             "share whose cosine with the sink first exceeds tau after the MLP (not already "
             "after the attention)."
         )
+    fits = trace.fit.to_frame()
+    if len(fits):
+        items = [
+            f"- {r.y} on log(MLP norm), {r.subset} sink tokens: slope {r.slope:.3g}, R^2 "
+            f"{r.r2:.3g}, n {r.n}"
+            for r in fits.itertuples()
+        ]
+        counts = ", ".join(f"{n} {k.replace('_', ' ')}" for k, n in trace.fit.counts.items())
+        lines.append(f"Norm fits (table fits; points: {counts}):\n" + "\n".join(items))
     lines.append(
         "Weights are dequantised GGUF (Q4) approximations of the originals: absolute numbers "
         "differ slightly from full-precision models."

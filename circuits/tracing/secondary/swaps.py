@@ -24,19 +24,22 @@ from circuits.patching import (
     p0_attention,
     run_interventions,
 )
+from circuits.sinks.constants import TAU
 from circuits.sites import hook_names
 from circuits.tracing.secondary.census import SecondaryCensus
-from circuits.tracing.secondary.config import TAU, SecondaryConfig
+from circuits.tracing.secondary.config import SecondaryConfig
 from circuits.tracing.secondary.corpus import Corpus, special_tokens, token_type
 
 SWAP_SITES = ("resid_pre", "attn_out", "mlp_out")
 """hidden state entering block l, block l's attention output, block l's MLP output."""
 
 
-def run_length(l_start: int, pos: int, sink: int, n_layers: int, tau: float = TAU) -> Metric:
+def run_length(
+    l_start: int, pos: int, sink: int, n_layers: int, tau: float = TAU, absolute: bool = False
+) -> Metric:
     """Number of consecutive layers from `l_start` on whose hidden state at `pos` has cosine >
-    tau with the hidden state at `sink` (0 when not above at l_start): the lifetime of a run
-    that starts at l_start."""
+    tau with the hidden state at `sink` (|cos| with `absolute`; 0 when not above at l_start):
+    the lifetime of a run that starts at l_start."""
     hooks = tuple(hook_names("resid_post", range(l_start, n_layers)))
 
     def fn(acts, logits) -> Tensor:
@@ -47,9 +50,12 @@ def run_length(l_start: int, pos: int, sink: int, n_layers: int, tau: float = TA
             ],
             dim=1,
         )
-        return (cos > tau).int().cumprod(dim=1).sum(dim=1).float()
+        return ((cos.abs() if absolute else cos) > tau).int().cumprod(dim=1).sum(dim=1).float()
 
-    return Metric(f"run_length(from L{l_start}, pos={pos}, sink={sink}, tau={tau:g})", hooks, fn)
+    test = "|cos|" if absolute else "cos"
+    return Metric(
+        f"run_length(from L{l_start}, pos={pos}, sink={sink}, {test} > {tau:g})", hooks, fn
+    )
 
 
 def _matched(tokens: list[str], types: list[str], pos: int, pool: list[int]) -> int | None:
@@ -69,7 +75,7 @@ class TokenSwaps:
     'into' writes a source's activation at the future sink token (source 'average' = mean over
     the text's never-sink-like tokens, 'matched' = one such token of the same string or type);
     'from' writes the future sink's activation at the matched token. Columns cos (at l_start,
-    with the sink's state), formed (cos > tau), score (attention received in the first
+    with the reference sink's state), formed (the rule's test: cos > tau, or |cos|), score (attention received in the first
     `score_layers` reading blocks) and their unpatched baselines at that position.
     `scale`: one row per (event, factor): the forming MLP's output at the token multiplied by
     factor; cos, formed, score, lifetime (consecutive layers above tau from l_start).
@@ -166,7 +172,7 @@ def token_swaps(
         tqdm(list(chosen.itertuples()), desc="swaps", unit="event", disable=not progress)
     ):
         t = census.report.texts[e.text]
-        sink, pos, start = t.sink.position, int(e.position), int(e.l_start)
+        sink, pos, start = census.sink(e.text), int(e.position), int(e.l_start)
         length = min(len(corpus.rows[e.text]), pos + 1 + n_queries)
         tokens = torch.tensor([corpus.rows[e.text][:length]])
         pool = [p for p in census.controls(e.text, upto=length) if p != pos]
@@ -221,10 +227,10 @@ def token_swaps(
                         "layer": layer,
                         "at": at,
                         "cos": float(cos.mean[i]),
-                        "formed": bool(cos.mean[i] > census.tau),
+                        "formed": bool(census.passes(cos.mean[i])),
                         "score": float(score.mean[i]) if score else math.nan,
                         "base_cos": cos.baseline,
-                        "base_formed": bool(cos.baseline > census.tau),
+                        "base_formed": bool(census.passes(cos.baseline)),
                         "base_score": base[direction][1],
                     }
                 )
@@ -238,7 +244,7 @@ def token_swaps(
             model,
             tokens,
             ivs,
-            run_length(start, pos, sink, n_layers, census.tau),
+            run_length(start, pos, sink, n_layers, census.tau, census.rule.absolute_cos),
             batch_size=batch_size,
             progress=False,
         )
@@ -248,7 +254,7 @@ def token_swaps(
                     "event": k,
                     "factor": float(f),
                     "cos": float(cos.mean[i]),
-                    "formed": bool(cos.mean[i] > census.tau),
+                    "formed": bool(census.passes(cos.mean[i])),
                     "score": float(score.mean[i]) if score else math.nan,
                     "lifetime": int(life.mean[i]),
                 }
@@ -259,6 +265,7 @@ def token_swaps(
                 "text": int(e.text),
                 "position": pos,
                 "token": e.token,
+                "part": e.part,
                 "l_start": start,
                 "lifetime": int(e.lifetime),
                 "run_tokens": length,
