@@ -6,6 +6,7 @@ import json
 import re
 import shutil
 import xml.etree.ElementTree as ET
+from pathlib import Path
 
 import numpy as np
 import pandas as pd
@@ -16,12 +17,14 @@ from matplotlib.colors import to_hex
 from matplotlib.figure import Figure
 from matplotlib.patches import FancyArrowPatch
 
+from circuits._repr import number, percent, value_html
 from circuits.graph import from_scores, prune_dead_nodes, prune_top_k
 from circuits.graph.circuit import add_effect, new_graph
 from circuits.report import (
     AttentionView,
     GraphView,
     Image,
+    KeyValues,
     Section,
     Table,
     attention_html,
@@ -32,6 +35,7 @@ from circuits.report import (
     render_report,
     save_figure,
     write_report,
+    write_trace,
 )
 from circuits.report.draw import ROLE_COLORS, edge_roles
 
@@ -271,3 +275,151 @@ def test_the_report_renders_in_headless_chromium(report, chromium_dom):
         for head in view.heads:
             assert f">{head}</h4>" in rendered
     assert dom.count("<svg") >= 1
+
+
+# -- a trace's report: numbers, tables and the summary as a reader sees them ---------------
+
+P0_TEXTS = [
+    "Natalia sold clips to friends in May.",
+    "The quick brown fox jumps over dogs.",
+    "Weights: 12 kg, 7 kg and 30 kg total",
+    "Sara reads pages daily; how many now?",
+    "Lena paints red boats by the river.",
+    "Every cat likes milk, fish and naps.",
+    "Ten birds sat on a wire at dusk now.",
+    "Max wrote 3 letters to his aunt Joy.",
+]
+SECONDARY_SUMMARY = Path(__file__).parents[1] / "docs/secondary/smollm2-135m/summary.json"
+# Written before </body>: how far the page is wider than the window (0: no sideways scroll).
+MEASURE = (
+    "<script>window.addEventListener('load', () => document.body.setAttribute("
+    "'data-overflow', document.documentElement.scrollWidth - "
+    "document.documentElement.clientWidth));</script>"
+)
+
+
+@pytest.fixture(scope="module")
+def p0_trace(tmp_path_factory):
+    """The planted P0 circuit (tests/test_p0.py) traced on 4 + 4 short texts, and its report."""
+    from circuits.models.planted import planted_p0_model
+    from circuits.tracing.p0 import P0Config, trace_p0
+
+    planted = planted_p0_model(folder=tmp_path_factory.mktemp("planted"))
+    config = P0Config(n_tokens=20, edge_tokens=20, n_fit=4, n_heldout=4, n_stability=10, n_curve=8)
+    trace = trace_p0(planted.model, P0_TEXTS, config, progress=False)
+    folder = tmp_path_factory.mktemp("p0-report")
+    return trace, write_trace(trace, folder)
+
+
+def section(page: str, heading: str) -> str:
+    start = page.index(f"<h2>{heading}</h2>")
+    end = page.find("<h2>", start + 1)
+    return page[start : end if end > 0 else None]
+
+
+def test_numbers_that_round_to_zero_print_without_a_minus_sign():
+    assert percent(-0.004) == "0%" and percent(-1e-6, 1) == "0.0%" and percent(-0.006) == "-1%"
+    assert number(-1e-9, "+.3f") == "+0.000" and number(-0.001) == "0.00"
+    assert number(-0.02) == "-0.02" and number(-3e-9, ".1e") == "-3.0e-09"
+    assert number(float("nan")) == "nan" and number(-1234.0, ",.0f") == "-1,234"
+
+
+def test_the_p0_text_never_says_minus_zero(p0_trace):
+    trace, _ = p0_trace
+    # The random control removes none of the planted sink (measured -1e-6 of it).
+    assert trace.summary()["fraction_removed_by_random"] == pytest.approx(0, abs=1e-4)
+    text = trace.text()
+    assert "components removes 0%." in text
+    assert not re.search(r"-0(\.0+)?(?![\d.])", text)  # "-0%", "-0.00"; "-0.25" is fine
+
+
+def test_the_per_text_confirmation_has_no_empty_or_definitional_column(p0_trace):
+    trace, report = p0_trace
+    by_text = trace.confirmation_by_text
+    # clean and all_formation_ablated define the scale of `fraction` (0 and 1): they are
+    # columns (each text's own reference values), not rows with an empty or constant fraction.
+    assert set(by_text.run) == {
+        "circuit_ablated", "all_but_circuit_ablated", "random_control_ablated"
+    }  # fmt: skip
+    assert list(by_text.columns) == [
+        "text", "run", "p0_attention", "fraction", "p0_attention_clean",
+        "p0_attention_all_ablated",
+    ]  # fmt: skip
+    assert not by_text.isna().any().any()
+    assert by_text.groupby("run").fraction.mean().to_dict() == pytest.approx(
+        {"circuit_ablated": 1, "all_but_circuit_ablated": 1, "random_control_ablated": 0},
+        abs=1e-3,
+    )
+    written = pd.read_csv(report.parent / "confirmation_by_text.csv")
+    assert list(written.columns) == list(by_text.columns) and not written.isna().any().any()
+    tables = section(report.read_text(encoding="utf-8"), "Tables")
+    per_text = tables[tables.index("confirmation_by_text.csv") :]
+    per_text = per_text[: per_text.index("</table>")]
+    assert "NaN" not in per_text and ">clean<" not in per_text
+    # The overall table keeps the two reference rows; their fraction cell is left empty.
+    overall = trace.confirmation.set_index("run")
+    assert overall.fraction.isna().to_dict() == {
+        "clean": True, "circuit_ablated": False, "all_formation_ablated": True,
+        "all_but_circuit_ablated": False, "random_control_ablated": False,
+    }  # fmt: skip
+    assert "NaN" not in tables
+
+
+def test_the_summary_shows_nested_values_as_tables_not_python_reprs(p0_trace):
+    trace, report = p0_trace
+    summary = section(report.read_text(encoding="utf-8"), "Summary")
+    assert "{" not in summary and "[" not in summary and "&#x27;" not in summary
+    # sink_stays_at_0: one row per first-token variant, one column per measure.
+    nested = summary[summary.index("sink_stays_at_0") :]
+    assert nested.index('<table class="nested">') < nested.index("</td>")
+    for col in ("by_attention", "by_norm", "p0_mass"):
+        assert f"<th>{col}</th>" in nested
+    assert "<th>circuit_heads</th><td>L0.H0</td>" in summary
+    assert "<th>fraction_removed_by_random</th><td>" in summary
+    assert not re.search(r"<td>-0(\.0*)?(e[+-]?0+)?</td>", summary)
+    page = trace._repr_html_()
+    assert "{&#x27;" not in page and '<table class="nested">' in page
+
+
+def test_the_secondary_summary_reads_as_tables_and_key_value_lines():
+    summary = json.loads(SECONDARY_SUMMARY.read_text())["summary"]
+    page = render_report("secondary", [Section("Summary", [KeyValues(summary, name="summary")])])
+    body = section(page, "Summary")
+    assert not re.search(r"[{\[](&#x27;|\d)", body)  # no dict or list reprs
+    assert "word: 120<br>space: 69" in body  # token_types: "key: value" lines
+    assert "<th>labels</th><td>secondary</td>" in body  # a list of one
+    rescale = body[body.index("<th>rescale</th>") :]
+    assert rescale.index('<table class="nested">') < rescale.index("</td>")
+    assert "<th>cos</th>" in rescale and "<th>lifetime</th>" in rescale
+    # A bare dict is a key-value table too; numbers get 4 significant digits.
+    assert "<td>0.9780</td>" not in body and "<td>0.978</td>" in body
+    assert "<th>a</th><td>b: 1</td>" in render_report("t", [Section("s", [{"a": {"b": 1}}])])
+    assert value_html({"x": [1, 2], "y": None}) == "x: 1, 2<br>y: none"
+
+
+def test_wide_tables_scroll_in_their_own_box(p0_trace):
+    _, report = p0_trace
+    page = re.sub(r"<script.*?</script>", "", report.read_text(encoding="utf-8"), flags=re.S)
+    tables = [
+        (page[m.start() - 30 : m.start()], m.group(0))
+        for m in re.finditer(r"<table[^>]*>", page)
+        if "nested" not in m.group(0)  # inside a cell of a table that scrolls
+    ]
+    assert len(tables) > 10 and all('<div class="scroll">' in before for before, _ in tables)
+
+
+@pytest.mark.skipif(
+    shutil.which("chromium") is None,
+    reason="chromium is not installed (apt-get install -y chromium); CI installs it",
+)
+def test_the_p0_report_never_scrolls_sideways_in_chromium(p0_trace, chromium_dom, tmp_path):
+    _, report = p0_trace
+    measured = tmp_path / "report.html"
+    measured.write_text(
+        report.read_text(encoding="utf-8").replace("</body>", MEASURE + "</body>"),
+        encoding="utf-8",
+    )
+    dom = chromium_dom(measured)
+    overflow = re.search(r'data-overflow="(-?\d+)"', dom)
+    assert overflow is not None and int(overflow.group(1)) <= 0
+    assert 'class="scroll"' in dom

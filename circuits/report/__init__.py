@@ -13,6 +13,7 @@ from circuits.report.draw import draw_circuit, layered_layout, save_figure
 from circuits.report.html import (
     GraphView,
     Image,
+    KeyValues,
     Section,
     Table,
     Text,
@@ -25,6 +26,7 @@ __all__ = [
     "AttentionView",
     "GraphView",
     "Image",
+    "KeyValues",
     "Section",
     "Table",
     "Text",

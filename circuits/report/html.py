@@ -9,8 +9,9 @@ Every tracer builds its report the same way:
         Section("Attention", attention_views(model, texts, circuit_heads(g, max_heads=8))),
     ], settings={"model": "smollm2-135m", "seed": 0, "n_texts": 8})
 
-Items may be given bare (str, DataFrame, Figure, PNG/SVG Path, DiGraph, AttentionView) or wrapped
-(`Text`, `Table`, `Image`, `GraphView`) to set a caption or limits.
+Items may be given bare (str, DataFrame, dict, Figure, PNG/SVG Path, DiGraph, AttentionView) or
+wrapped (`Text`, `Table`, `KeyValues`, `Image`, `GraphView`) to set a caption or limits. A table
+wider than the text column scrolls sideways in its own box; the page itself never does.
 """
 
 from __future__ import annotations
@@ -30,6 +31,7 @@ import pandas as pd
 from matplotlib.figure import Figure
 
 from circuits._io import atomic_write
+from circuits._repr import key_value_html, number
 from circuits.graph.circuit import edge_table
 from circuits.report.attention import AttentionView, circuitsvis_script
 from circuits.report.draw import draw_circuit
@@ -46,13 +48,26 @@ class Text:
 
 @dataclass
 class Table:
-    """A DataFrame as an HTML table (the first `max_rows` rows; floats with `float_format`)."""
+    """A DataFrame as an HTML table (the first `max_rows` rows; floats with `float_format`;
+    missing values as `na_rep`, default an empty cell)."""
 
     frame: pd.DataFrame
     caption: str = ""
     max_rows: int = 200
     float_format: str = "{:.4g}"
     index: bool = True
+    na_rep: str = ""
+
+
+@dataclass
+class KeyValues:
+    """A mapping as a two-column table (e.g. a trace's summary): one row per key; nested
+    values read as small tables or "key: value" lines, numbers with 4 significant digits
+    (`circuits._repr.value_html`). `name` heads the key column."""
+
+    mapping: Mapping[str, object]
+    caption: str = ""
+    name: str = ""
 
 
 @dataclass
@@ -88,7 +103,9 @@ class Section:
             )
 
 
-ITEM_TYPES = "str, DataFrame, matplotlib Figure, Path (.png/.svg), networkx DiGraph, AttentionView"
+ITEM_TYPES = (
+    "str, DataFrame, dict, matplotlib Figure, Path (.png/.svg), networkx DiGraph, AttentionView"
+)
 
 CSS = """
 body { font-family: -apple-system, "Segoe UI", Helvetica, Arial, sans-serif; margin: 2em auto;
@@ -99,6 +116,11 @@ table { border-collapse: collapse; font-size: 13px; margin: .5em 0 1.5em; }
 th, td { border: 1px solid #ddd; padding: 3px 8px; text-align: right; }
 th { background: #f5f5f5; }
 td:first-child, th:first-child { text-align: left; }
+.scroll { overflow-x: auto; max-width: 100%; margin: .5em 0 1.5em; }
+.scroll > table { margin: 0; }
+table.key-values th, table.key-values td { text-align: left; }
+table.key-values td { overflow-wrap: anywhere; }
+table.nested { margin: .2em 0; font-size: 12px; }
 figure { margin: 1em 0; } figcaption, caption { color: #555; font-size: 13px; padding: .3em 0; }
 img, svg { max-width: 100%; height: auto; }
 code { background: #f3f3f3; padding: 0 3px; border-radius: 3px; }
@@ -138,10 +160,34 @@ def _table_html(item: Table) -> str:
         note = f"<p><em>first {item.max_rows} of {len(frame)} rows</em></p>"
         frame = frame.head(item.max_rows)
     table = frame.to_html(
-        border=0, float_format=item.float_format.format, escape=True, index=item.index
+        border=0,
+        float_format=_float_formatter(item.float_format),
+        escape=True,
+        index=item.index,
+        na_rep=item.na_rep,
     )
     caption = f"<figcaption>{html.escape(item.caption)}</figcaption>" if item.caption else ""
-    return f"<figure>{caption}{table}{note}</figure>"
+    return f"<figure>{caption}{_scroll(table)}{note}</figure>"
+
+
+def _float_formatter(pattern: str):
+    """`pattern.format`, with no "-0" for a value that rounds to zero ("{:.4g}" -> number)."""
+    match = re.fullmatch(r"\{:([^{}]*)\}", pattern)
+    if match is None:
+        return pattern.format
+    spec = match.group(1)
+    return lambda value: number(value, spec)
+
+
+def _scroll(table: str) -> str:
+    """A table in its own box that scrolls sideways when the table is wider than the page."""
+    return f'<div class="scroll">{table}</div>'
+
+
+def _key_values_html(item: KeyValues) -> str:
+    table = key_value_html(item.mapping, item.name, css_class="key-values")
+    caption = f"<figcaption>{html.escape(item.caption)}</figcaption>" if item.caption else ""
+    return f"<figure>{caption}{_scroll(table)}</figure>"
 
 
 def _svg_inline(svg: str) -> str:
@@ -186,7 +232,7 @@ def _graph_html(item: GraphView, element_id: str) -> str:
             f"<p>{g.number_of_nodes()} nodes, {n_edges} edges. Interactive view (drag to pan, "
             "scroll to zoom, click a node or edge for its scores):</p>",
             graph_view_html(g, element_id),
-            _table_html(_key_values(g.graph, "graph attribute")),
+            _key_values_html(KeyValues(g.graph, name="graph attribute")),
             _table_html(
                 Table(edge_table(g), "edges, strongest first", max_rows=item.max_edges, index=False)
             ),
@@ -194,26 +240,23 @@ def _graph_html(item: GraphView, element_id: str) -> str:
     )
 
 
-def _key_values(mapping: Mapping[str, object], name: str) -> Table:
-    frame = pd.DataFrame({name: list(mapping), "value": [str(v) for v in mapping.values()]})
-    return Table(frame, index=False)
-
-
 def _wrap(item):
     """Give a bare item its wrapper."""
-    if isinstance(item, Text | Table | Image | GraphView | AttentionView):
+    if isinstance(item, Text | Table | KeyValues | Image | GraphView | AttentionView):
         return item
     if isinstance(item, str):
         return Text(item)
     if isinstance(item, pd.DataFrame):
         return Table(item)
+    if isinstance(item, Mapping):
+        return KeyValues(item)
     if isinstance(item, Figure | Path):
         return Image(item)
     if isinstance(item, nx.DiGraph):
         return GraphView(item)
     raise TypeError(
         f"cannot put a {type(item).__name__} in a report; items are: {ITEM_TYPES} "
-        "(or the wrappers Text, Table, Image, GraphView)"
+        "(or the wrappers Text, Table, KeyValues, Image, GraphView)"
     )
 
 
@@ -227,10 +270,15 @@ def render_report(
         if not isinstance(s, Section):
             raise TypeError(f"sections must be Section objects, got {type(s).__name__}")
     wrapped = [(s.heading, [_wrap(item) for item in s.items]) for s in sections]
-    renderers = {Text: _text_html, Table: _table_html, Image: _image_html}
+    renderers = {
+        Text: _text_html,
+        Table: _table_html,
+        KeyValues: _key_values_html,
+        Image: _image_html,
+    }
     body, n_views, n_graphs = [], 0, 0
     if settings:
-        body += ["<h2>Settings</h2>", _table_html(_key_values(settings, "setting"))]
+        body += ["<h2>Settings</h2>", _key_values_html(KeyValues(settings, name="setting"))]
     for heading, items in wrapped:
         body.append(f"<h2>{html.escape(heading)}</h2>")
         for item in items:

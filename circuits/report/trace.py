@@ -15,13 +15,11 @@ from __future__ import annotations
 
 from pathlib import Path
 
-import pandas as pd
-
 from circuits._io import atomic_folder, check_out_folder, write_csv, write_json
 from circuits.graph import io as graph_io
 from circuits.report.attention import attention_views
 from circuits.report.draw import draw_circuit, save_figure
-from circuits.report.html import GraphView, Image, Section, Table, write_report
+from circuits.report.html import GraphView, Image, KeyValues, Section, Table, write_report
 
 GRAPH_FORMATS = {
     "graphml": "graphml",
@@ -41,10 +39,6 @@ def trace_json(trace) -> dict:
         "seconds": trace.seconds,
         **trace.details(),
     }
-
-
-def _summary_table(summary: dict) -> pd.DataFrame:
-    return pd.DataFrame({"value": [str(v) for v in summary.values()]}, index=list(summary))
 
 
 def write_trace(trace, folder: str | Path, model=None) -> Path:
@@ -68,7 +62,7 @@ def write_trace(trace, folder: str | Path, model=None) -> Path:
         texts, heads = trace.attention_views()
         views = attention_views(model, texts, heads) if model is not None and heads else []
         sections = [
-            Section("Summary", [trace.text(), Table(_summary_table(trace.summary()))]),
+            Section("Summary", [trace.text(), KeyValues(trace.summary(), name="summary")]),
             Section(
                 "Figures",
                 [Image(tmp / f"{name}.png", name) for name in figures if name != "circuit"],

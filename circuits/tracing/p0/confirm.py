@@ -16,13 +16,24 @@ from circuits.patching import Intervention, Site, Value, p0_attention, run_inter
 from circuits.tracing.p0.ablation import p0_ablation
 from circuits.tracing.p0.formation import Formation
 
+REFERENCE_RUNS = ("clean", "all_formation_ablated")
+"""The two runs that define the scale of `fraction` (0 and 1 by definition): their `fraction`
+is left empty in `overall`, and `by_text` gives their values as columns instead of rows."""
+
 
 @dataclass
 class Confirmation:
     """`overall`: one row per run (clean, circuit_ablated, all_formation_ablated,
     all_but_circuit_ablated, random_control_ablated) with the late P0 attention (mean over late
-    layers, heads, queries and texts), `fraction` and `n_components`; `by_text`: the same with
-    each text's own values (column `text`), for the spread across texts."""
+    layers, heads, queries and texts), `fraction` and `n_components`. `fraction` is empty
+    (NaN) on the two reference rows, clean and all_formation_ablated: they define its scale
+    (0 and 1 by definition).
+
+    `by_text`: each text confirmed alone, for the spread across texts: one row per text and
+    compared run (circuit_ablated, all_but_circuit_ablated, random_control_ablated) with that
+    text's `p0_attention` and `fraction`, and the text's two reference values as columns
+    `p0_attention_clean` and `p0_attention_all_ablated`. (`n_components` is the same for every
+    text: see `overall`.) `fraction` is NaN only where a text's reference drop is zero."""
 
     overall: pd.DataFrame
     by_text: pd.DataFrame
@@ -77,20 +88,42 @@ def _runs(
     return {k: v for k, v in runs.items() if v}
 
 
+def _fraction(name: str, value: float, base: float, floor: float) -> float:
+    """The share of the reference drop (clean - all ablated) that run `name` reproduces, or
+    for all_but_circuit_ablated the share it restores; NaN when there is no drop."""
+    drop = base - floor
+    if not drop:
+        return math.nan
+    if name == "all_but_circuit_ablated":
+        return (value - floor) / drop
+    return (base - value) / drop
+
+
 def _table(base: float, values: dict[str, float], sizes: dict[str, int]) -> pd.DataFrame:
-    drop = base - values["all_formation_ablated"]
+    floor = values["all_formation_ablated"]
     rows = [{"run": "clean", "p0_attention": base, "fraction": math.nan, "n_components": 0}]
     for name, value in values.items():
-        if not drop:
-            frac = math.nan
-        elif name == "all_but_circuit_ablated":
-            frac = (value - values["all_formation_ablated"]) / drop
-        else:
-            frac = (base - value) / drop
+        frac = math.nan if name in REFERENCE_RUNS else _fraction(name, value, base, floor)
         rows.append(
             {"run": name, "p0_attention": value, "fraction": frac, "n_components": sizes[name]}
         )
     return pd.DataFrame(rows)
+
+
+def _text_rows(text: int, base: float, values: dict[str, float]) -> list[dict]:
+    floor = values["all_formation_ablated"]
+    return [
+        {
+            "text": text,
+            "run": name,
+            "p0_attention": value,
+            "fraction": _fraction(name, value, base, floor),
+            "p0_attention_clean": base,
+            "p0_attention_all_ablated": floor,
+        }
+        for name, value in values.items()
+        if name not in REFERENCE_RUNS
+    ]
 
 
 def confirm(
@@ -116,11 +149,10 @@ def confirm(
     sizes = {name: len(ivs) for name, ivs in runs.items()}
     overall = _table(res.baseline, dict(zip(runs, res.mean.tolist(), strict=True)), sizes)
     by_text = [
-        _table(
-            float(res.baselines[i]),
-            dict(zip(runs, res.values[:, i].tolist(), strict=True)),
-            sizes,
-        ).assign(text=i)
+        row
         for i in range(tokens.shape[0])
+        for row in _text_rows(
+            i, float(res.baselines[i]), dict(zip(runs, res.values[:, i].tolist(), strict=True))
+        )
     ]
-    return Confirmation(overall, pd.concat(by_text, ignore_index=True))
+    return Confirmation(overall, pd.DataFrame(by_text))

@@ -5,6 +5,8 @@ from __future__ import annotations
 import math
 from typing import TYPE_CHECKING
 
+from circuits._repr import number, percent
+
 if TYPE_CHECKING:
     from circuits.tracing.p0.pipeline import P0Trace
 
@@ -26,11 +28,12 @@ def summary_text(trace: P0Trace) -> str:
         f"of {s['edge_circuit_of_all_edges']:,} edges ({s['edge_circuit_components']} sending "
         f"components; {c.method}, {c.grow} growth, edges ablated at position 0 with the "
         f"{c.ablation} of the other positions). On the held-out texts it keeps "
-        f"{s['heldout_faithfulness']:.2f} of the late P0 attention (95% bootstrap interval "
-        f"{lo:.2f}-{hi:.2f}); {len(e.heldout.random_faithfulness)} random circuits of the same "
-        f"size keep {s['random_faithfulness_mean']:.2f} +- {s['random_faithfulness_sd']:.2f}, "
-        f"the complement {s['complement_faithfulness']:.2f}. Its edges are kept in "
-        f"{s['edge_stability_mean']:.0%} of bootstrap resamples of the fit texts on average. "
+        f"{number(s['heldout_faithfulness'])} of the late P0 attention (95% bootstrap interval "
+        f"{number(lo)}-{number(hi)}); {len(e.heldout.random_faithfulness)} random circuits of "
+        f"the same size keep {number(s['random_faithfulness_mean'])} +- "
+        f"{number(s['random_faithfulness_sd'])}, "
+        f"the complement {number(s['complement_faithfulness'])}. Its edges are kept in "
+        f"{percent(s['edge_stability_mean'])} of bootstrap resamples of the fit texts on average. "
         + (
             ""
             if s["target_reached_on_fit"]
@@ -38,33 +41,37 @@ def summary_text(trace: P0Trace) -> str:
         )
         + "Strongest edges (direct effect = metric change when that edge alone is ablated): "
         + "; ".join(
-            f"{r.sender} -> {r.receiver} ({r.direct_effect:+.3f})" for r in top.itertuples()
+            f"{r.sender} -> {r.receiver} ({number(r.direct_effect, '+.3f')})"
+            for r in top.itertuples()
         )
         + ".",
-        f"**Where the P0 state forms.** The P0 norm jumps across block(s) {f.jump_layers} "
+        f"**Where the P0 state forms.** The P0 norm jumps across block(s) "
+        f"{', '.join(map(str, f.jump_layers))} "
         f"(growth >= {c.jump_factor}x and norm ratio > {c.massive_ratio}; largest ratio at a "
-        f"jump {massive:.1f}); after block {f.last_jump} it is {f.p0_norm[f.last_jump]:.0f}. The "
+        f"jump {number(massive, '.1f')}); after block {f.last_jump} it is "
+        f"{number(f.p0_norm[f.last_jump], '.0f')}. The "
         f"sink explained is the P0 attention mass over layers {s['late_layers']}: "
-        f"{s['late_p0_attention_clean']:.3f} (mean over heads, queries i >= 1, texts).",
+        f"{number(s['late_p0_attention_clean'], '.3f')} (mean over heads, queries i >= 1, texts).",
         f"**Node-level first view.** Heads: {', '.join(s['circuit_heads']) or 'none'}; MLPs: "
         f"{', '.join(s['circuit_mlps']) or 'none'} (components whose ablation at P0 lowers the "
-        f"late P0 attention by >= {c.keep_share:.0%} of the strongest effect of their kind).",
+        f"late P0 attention by >= {percent(c.keep_share)} of the strongest effect of their kind).",
         f"**Causal confirmation.** Ablating the circuit at P0 removes "
-        f"{s['fraction_removed_by_circuit']:.0%} of the drop that ablating every attention and MLP "
-        f"output of blocks 0-{f.last_jump} at P0 causes (P0 attention "
-        f"{conf.loc['all_formation_ablated', 'p0_attention']:.3f}); patching only the circuit "
-        f"back restores {s['fraction_restored_by_circuit']:.0%}; ablating as many random "
-        f"components removes {s['fraction_removed_by_random']:.0%}. Run on each text alone, "
-        "the three fractions vary by (sd over texts) "
+        f"{percent(s['fraction_removed_by_circuit'])} of the drop that ablating every attention "
+        f"and MLP output of blocks 0-{f.last_jump} at P0 causes (P0 attention "
+        f"{number(conf.loc['all_formation_ablated', 'p0_attention'], '.3f')}); patching only the "
+        f"circuit back restores {percent(s['fraction_restored_by_circuit'])}; ablating as many "
+        f"random components removes {percent(s['fraction_removed_by_random'])}. Run on each "
+        "text alone, the three fractions vary by (sd over texts) "
         + " / ".join(
-            f"{s.get('sd_over_texts_' + run, math.nan):.2f}"
+            number(s.get("sd_over_texts_" + run, math.nan))
             for run in ("circuit_ablated", "all_but_circuit_ablated", "random_control_ablated")
         )
         + ".",
         "**Position, not content.** Per first-token variant: share of texts whose "
         "most-attended / largest-norm token is position 0, and the P0 attention mass: "
         + "; ".join(
-            f"{k} {v['by_attention']:.0%} / {v['by_norm']:.0%}, mass {v['p0_mass']:.2f}"
+            f"{k} {percent(v['by_attention'])} / {percent(v['by_norm'])}, "
+            f"mass {number(v['p0_mass'])}"
             for k, v in s["sink_stays_at_0"].items()
         )
         + ". (`repeated`: every position holds the same token, so every position sees what P0 "
