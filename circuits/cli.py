@@ -40,6 +40,7 @@ from pathlib import Path
 
 from circuits.cli_files import add_export, add_generate, add_models
 from circuits.cli_options import (
+    check_checkpoints,
     check_out,
     config_from,
     config_options,
@@ -81,6 +82,7 @@ TEXTS_HELP = (
 
 def _cmd_p0(args: argparse.Namespace) -> int:
     out = check_out(args.out)
+    steps = check_checkpoints(args.checkpoints or f"{out}.steps", args.resume)
     config = config_from(args, P0Config)
     texts = _texts(args.texts)
     if texts is not None and len(texts) < config.n_fit + config.n_heldout:
@@ -89,9 +91,20 @@ def _cmd_p0(args: argparse.Namespace) -> int:
             f"{config.n_heldout} are needed (add texts or lower them)"
         )
     from circuits.tracing.p0 import trace_p0
+    from circuits.tracing.p0.pipeline import STEPS
+    from circuits.tracing.result import remove_checkpoints
 
     model = load(args)
-    _write(trace_p0(model, texts, config), out, model)
+    args.kept = f"; finished steps are kept in {steps}: add --resume to continue"
+    trace = trace_p0(model, texts, config, checkpoint=steps)
+    if trace.resumed:
+        print(
+            f"resumed: {len(trace.resumed)} of {len(STEPS)} steps loaded from {steps} "
+            f"({', '.join(trace.resumed)})"
+        )
+    _write(trace, out, model)
+    remove_checkpoints(steps)
+    print(f"removed the step checkpoints {steps}")
     return 0
 
 
@@ -100,6 +113,18 @@ def add_p0(sub) -> None:
     model_options(p)
     out_option(p, "report.html, summary.json, tables, graphs, plots")
     p.add_argument("--texts", metavar="PATH", help=TEXTS_HELP)
+    p.add_argument(
+        "--checkpoints",
+        metavar="DIR",
+        help="each finished step is saved here as it ends; the folder is removed once the "
+        "report is written (OUT.steps)",
+    )
+    p.add_argument(
+        "--resume",
+        action="store_true",
+        help="load the steps already in --checkpoints (same model, settings and texts), run the "
+        "rest",
+    )
     config_options(p, P0Config)
     p.set_defaults(func=_cmd_p0)
 
@@ -345,8 +370,10 @@ def main(argv: list[str] | None = None) -> int:
     try:
         return args.func(args)
     except (KeyboardInterrupt, Interrupted):
-        # On a line of its own: a progress bar may be half-drawn.
-        print(f"\ncircuits {args.command}: interrupted{where}", file=sys.stderr)
+        # On a line of its own: a progress bar may be half-drawn. A command that keeps its
+        # finished parts says where (`args.kept`).
+        kept = getattr(args, "kept", "")
+        print(f"\ncircuits {args.command}: interrupted{where}{kept}", file=sys.stderr)
         return 130
     except (ValueError, OSError, RuntimeError) as err:
         # Library errors say what was wrong and how to fix it; OSErrors name their file.

@@ -5,6 +5,7 @@ from __future__ import annotations
 import math
 from collections.abc import Sequence
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any
 
 import networkx as nx
@@ -27,7 +28,7 @@ from circuits.tracing.p0.localise import Localisation, localise
 from circuits.tracing.p0.position import position_vs_content
 from circuits.tracing.p0.summary import summary_text
 from circuits.tracing.p0.variants import Variants, first_token_variants
-from circuits.tracing.result import Steps, TraceResult
+from circuits.tracing.result import Steps, TraceResult, run_key
 
 STEPS = ("variants", "position", "localise", "confirm", "graph", "edges")
 
@@ -176,6 +177,7 @@ def trace_p0(
     config: P0Config = P0Config(),  # noqa: B008 (frozen: one shared default is safe)
     *,
     progress: bool = True,
+    checkpoint: str | Path | None = None,
     **overrides: Any,
 ) -> P0Trace:
     """Run experiments 1-7 on `texts` (default: `circuits.discovery.DEFAULT_TEXTS`, prose of the
@@ -184,19 +186,27 @@ def trace_p0(
     `n_tokens`; experiment 7, the edge circuit, is fitted on the fit texts and judged on the
     held-out ones, cut to `edge_tokens`. `overrides` change single config fields
     (`n_tokens=16`). Position 0 is the text's first token unless the model prepends a BOS, in
-    which case the BOS stays at P0."""
+    which case the BOS stays at P0.
+
+    With `checkpoint` (a folder), each finished step is saved there and a later call with the
+    same model, config and texts loads the steps already saved instead of running them again
+    (`P0Trace.resumed` lists them); a folder written by another run is refused. The folder is
+    kept: delete it (`circuits.tracing.result.remove_checkpoints`) once the result is saved."""
     config = config.with_options(**overrides) if overrides else config
     torch.manual_seed(config.seed)
     texts = list(texts) if texts is not None else read_texts(DEFAULT_TEXTS)
+    key = run_key(model, config, texts) if checkpoint is not None else None
     fit_texts, heldout = split_texts(texts, config.n_fit, config.n_heldout, config.seed)
     texts = fit_texts[: config.n_texts]
     info = getattr(model, "circuits_info", None)
-    key = info.key if info else model.cfg.model_name
+    name = info.key if info else model.cfg.model_name
     bos = info.prepend_bos if info else bool(model.cfg.default_prepend_bos)
     first = model.tokenizer.bos_token_id if bos else None
     tokens = token_rows(model, texts, config.n_tokens, first=first)
     main = "bos" if bos else "no_bos"
-    steps = Steps(len(STEPS), "p0 circuit", progress)
+    steps = Steps(
+        len(STEPS), "p0 circuit", progress, checkpoint=checkpoint, key=key, shared={"model": model}
+    )
     variants = steps.run(
         "variants", first_token_variants, model, texts, n_tokens=config.n_tokens,
         seed=config.seed, eps=config.eps, massive_ratio=config.massive_ratio,
@@ -229,7 +239,9 @@ def trace_p0(
     edges, graph = steps.run(
         "edges", edge_circuit, model, fit_texts, heldout, formation, config, first=first
     )
-    return P0Trace(
-        key, config, main, variants, position, formation, loc, confirmed, sink_heads,
+    trace = P0Trace(
+        name, config, main, variants, position, formation, loc, confirmed, sink_heads,
         node_graph, edges, graph, fit_texts, heldout, steps.close(),
     )  # fmt: skip
+    trace.resumed = tuple(steps.resumed)
+    return trace
