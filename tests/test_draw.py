@@ -6,13 +6,16 @@ import shutil
 import xml.etree.ElementTree as ET
 from pathlib import Path
 
+import pandas as pd
 import pytest
+from matplotlib.backends.backend_agg import FigureCanvasAgg
 from matplotlib.colors import to_hex
 from matplotlib.figure import Figure
 from matplotlib.patches import FancyArrowPatch
 
 from circuits.graph.circuit import add_component, add_effect, new_graph, record_threshold
 from circuits.graph.io import read
+from circuits.report import sink_plots
 from circuits.report.draw import (
     ROLE_COLORS,
     circuit_edges,
@@ -30,6 +33,8 @@ from circuits.report.draw import (
 P0_GRAPH = Path(__file__).parent / "data" / "smollm2_p0_node_graph.graphml"
 # The edge circuit `circuits p0` writes now (docs/p0; 1,613 direct edges plus structure).
 EDGE_GRAPH = Path(__file__).parents[1] / "docs" / "p0" / "smollm2-135m" / "circuit.graphml"
+# The SmolLM2 P0 trace's tables (docs/p0), from which its figures are drawn without a model.
+P0_TABLES = EDGE_GRAPH.parent
 needs_dot = pytest.mark.skipif(shutil.which("dot") is None, reason="Graphviz dot not installed")
 LAYOUTS = ["multipartite", pytest.param("dot", marks=needs_dot)]
 
@@ -108,6 +113,7 @@ def test_labels_are_compact():
     assert format_value(-0.9288, percent=True) == "-93%"
     assert format_value(0.0432, percent=True) == "+4.3%"
     assert format_value(1.9258, percent=True) == "+193%"
+    assert format_value(-0.0001, percent=True) == "+0.0%"  # rounds to zero: no "-0.0%"
     assert format_value(0.99) == "0.99"
     assert format_value(-0.0123) == "-0.012"
     assert format_value(25101.9) == "2.5e+04"
@@ -196,3 +202,97 @@ def test_the_smollm2_p0_circuit_fits_a_report_column(layout):
     assert sum(r == "observed" for r in roles.values()) == 4
     assert roles["L11.MLP", "target:p0_attention[L12-29]"] == "supports"  # effect -0.70
     assert roles["L9.MLP", "L10.MLP"] == "opposes"  # effect +1.93
+
+
+# -- every label on the page, none on another panel ----------------------------------------
+
+
+def misplaced_text(fig: Figure) -> list[str]:
+    """Labels, titles and tick labels of `fig` that are cut off at its edge, lie on another
+    panel (axes or colour bar), or overlap another panel's text (1 px tolerance)."""
+    FigureCanvasAgg(fig).draw()
+    renderer = fig.canvas.get_renderer()
+    page = fig.bbox.padded(1)
+    axes = fig.axes
+    boxes = [ax.get_window_extent(renderer).padded(-1) for ax in axes]
+
+    def shown(axis, coord, limits):
+        if not axis.get_visible():  # e.g. the hidden x axis of a twinx panel
+            return []
+        lo, hi = sorted(limits)  # matplotlib keeps labels for ticks outside the view, undrawn
+        ticks = [t for t in axis.get_ticklabels() if lo <= t.get_position()[coord] <= hi]
+        return [axis.label, *ticks]
+
+    def texts(ax):
+        found = [ax.title, ax._left_title, ax._right_title]
+        found += shown(ax.xaxis, 0, ax.get_xlim()) + shown(ax.yaxis, 1, ax.get_ylim())
+        return [t for t in found if t.get_visible() and t.get_text().strip()]
+
+    placed = [(i, t, t.get_window_extent(renderer)) for i, ax in enumerate(axes) for t in texts(ax)]
+    placed += [(-1, t, t.get_window_extent(renderer)) for t in fig.texts if t.get_text().strip()]
+    problems = []
+    for i, t, box in placed:
+        name = repr(t.get_text())
+        if not page.contains(box.x0, box.y0) or not page.contains(box.x1, box.y1):
+            problems.append(f"{name} is cut off")
+        problems += [
+            f"{name} lies on panel {j}" for j, b in enumerate(boxes) if j != i and box.overlaps(b)
+        ]
+        problems += [
+            f"{name} overlaps {u.get_text()!r}"
+            for k, u, other in placed
+            if k != i and id(u) < id(t) and box.padded(-1).overlaps(other.padded(-1))
+        ]
+    return problems
+
+
+def p0_figures() -> dict[str, Figure]:
+    from circuits.tracing.p0.figures import (
+        heads_figure,
+        mlps_figure,
+        position_figure,
+        variants_figure,
+    )
+
+    def table(name):
+        return pd.read_csv(P0_TABLES / f"{name}.csv")
+
+    model = "smollm2-135m"
+    return {
+        "position": position_figure(table("position_vs_content"), model),
+        "heads": heads_figure(table("heads"), model),
+        "mlps": mlps_figure(table("mlps"), model),
+        "variants": variants_figure(table("variants_layers"), "bos", [2, 11], model),
+    }
+
+
+@pytest.mark.parametrize("name", ["position", "heads", "mlps", "variants"])
+def test_p0_figures_keep_every_label_on_the_page_and_off_other_panels(name):
+    fig = p0_figures()[name]
+    assert misplaced_text(fig) == []
+
+
+def test_the_head_heatmaps_label_the_shared_layer_axis_once():
+    fig = p0_figures()["heads"]
+    panels = [ax for ax in fig.axes if ax.get_label() != "<colorbar>"]
+    assert [ax.get_ylabel() for ax in panels] == ["layer", "", ""]
+    assert len(fig.axes) == 5  # three panels, a colour bar for attention and one for the norm
+
+
+def test_the_sink_plots_keep_every_label_on_the_page_and_off_other_panels(tiny):
+    from circuits.sinks import measure
+
+    report = measure(
+        tiny, ["The cat sat on the mat, and then it ran away.", "Sinks hold attention now."],
+        progress=False, tau=0.5,
+    )  # fmt: skip
+    figures = {
+        "p0_mass_heatmap": sink_plots.p0_mass_heatmap(report),
+        "state_norms": sink_plots.state_norms(report),
+        "primary_score": sink_plots.primary_score(report),
+        "sink_levels": sink_plots.sink_level_histogram(report),
+        "raster": sink_plots.secondary_raster(report.texts[0], report.model),
+    }
+    assert {name: misplaced_text(fig) for name, fig in figures.items()} == {
+        name: [] for name in figures
+    }

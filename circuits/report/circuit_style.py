@@ -15,6 +15,7 @@ from dataclasses import dataclass
 
 import networkx as nx
 
+from circuits._repr import number
 from circuits.graph.circuit import thresholds
 
 # What an edge does, in colours a colour-blind reader can tell apart (blue / orange / grey).
@@ -118,7 +119,7 @@ def format_value(value: float, *, percent: bool = False) -> str:
     """A compact edge label: "-93%", "+4.1%", "0.99", "-0.012", "2.5e+04"."""
     if percent:
         p = 100 * value
-        return f"{p:+.0f}%" if abs(p) >= 9.5 else f"{p:+.1f}%"
+        return number(p, "+.0f" if abs(p) >= 9.5 else "+.1f") + "%"
     a = abs(value)
     if a == 0:
         return "0"

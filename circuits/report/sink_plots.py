@@ -1,7 +1,8 @@
 """Plots of a `SinkReport` (matplotlib Figure objects, no pyplot state): P0 mass per (layer,
 head), the sink state's norm against the other positions, the primary sink's score with
 secondary-sink activity, a layer x position raster of secondary-sink cosine with the detected runs outlined,
-and the sink-level histogram. `plot_sink_report` writes them all as PNGs."""
+and the sink-level histogram. `plot_sink_report` writes them all as PNGs. Every figure uses
+matplotlib's constrained layout, so no label is cut off or overlaps a panel."""
 
 from __future__ import annotations
 
@@ -22,7 +23,10 @@ MAX_TICK_TOKENS = 80
 def p0_mass_heatmap(report: SinkReport) -> Figure:
     """Layer x head heatmap of the sink attention mass (text-averaged); sink heads dotted."""
     mass = report.p0_mass.numpy()
-    fig = Figure(figsize=(max(4.0, 0.45 * report.n_heads + 2), max(4.0, 0.22 * report.n_layers)))
+    fig = Figure(
+        figsize=(max(4.0, 0.45 * report.n_heads + 2), max(4.0, 0.22 * report.n_layers)),
+        layout="constrained",
+    )
     ax = fig.add_subplot()
     im = ax.imshow(mass, aspect="auto", cmap="viridis", vmin=0, vmax=1, origin="lower")
     fig.colorbar(im, ax=ax, label="mean A[i, sink] over queries i > sink")
@@ -46,7 +50,7 @@ def state_norms(report: SinkReport) -> Figure:
     (log scale), with the massive layers marked."""
     state = report.state
     layers = np.arange(report.n_layers)
-    fig = Figure(figsize=(7, 4))
+    fig = Figure(figsize=(7, 4), layout="constrained")
     ax = fig.add_subplot()
     ax.plot(layers, state.sink_norm.numpy(), "o-", label="sink state", color="tab:red")
     ax.plot(layers, state.other_median_norm.numpy(), "s-", label="others: median", color="tab:blue")
@@ -70,7 +74,7 @@ def primary_score(report: SinkReport) -> Figure:
     """The primary sink's score per layer (attention it receives, mean over heads, queries and
     texts) next to the number of secondary sinks alive at each layer: the mid-layer dip."""
     frame = report.layers_frame()
-    fig = Figure(figsize=(7, 4))
+    fig = Figure(figsize=(7, 4), layout="constrained")
     ax = fig.add_subplot()
     ax.plot(frame["layer"], frame["p0_mass"], "o-", color="tab:red", label="primary sink score")
     ax.plot(
@@ -98,7 +102,10 @@ def secondary_raster(text: TextSinks, title: str = "") -> Figure:
     detected runs (cos > tau) outlined in their label's colour and the sink marked."""
     cos = text.cosine.numpy()
     n_layers, n_pos = cos.shape
-    fig = Figure(figsize=(min(24.0, max(6.0, 0.09 * n_pos + 2)), max(4.0, 0.16 * n_layers + 1.5)))
+    fig = Figure(
+        figsize=(min(24.0, max(6.0, 0.09 * n_pos + 2)), max(4.0, 0.16 * n_layers + 1.5)),
+        layout="constrained",
+    )
     ax = fig.add_subplot()
     im = ax.imshow(cos, aspect="auto", cmap="coolwarm", vmin=-1, vmax=1, origin="lower")
     fig.colorbar(im, ax=ax, label="cos(h_t, h_sink)")
@@ -130,7 +137,7 @@ def secondary_raster(text: TextSinks, title: str = "") -> Figure:
 def sink_level_histogram(report: SinkReport) -> Figure:
     """Counts of sink events by (l_start, lifetime) over the corpus: secondary and
     primary-like events side by side (noise left out); each cell is one sink level."""
-    fig = Figure(figsize=(11, 4.5))
+    fig = Figure(figsize=(11, 4.5), layout="constrained")
     for k, label in enumerate(("secondary", "primary-like")):
         ax = fig.add_subplot(1, 2, k + 1)
         grid = np.zeros((report.n_layers + 1, report.n_layers), dtype=int)

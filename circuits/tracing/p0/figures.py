@@ -1,4 +1,5 @@
-"""The P0 trace's plots, as matplotlib Figures (no pyplot state), from its tables."""
+"""The P0 trace's plots, as matplotlib Figures (no pyplot state), from its tables. Every
+figure uses matplotlib's constrained layout, so no label is cut off or overlaps a panel."""
 
 from __future__ import annotations
 
@@ -7,6 +8,7 @@ from collections.abc import Sequence
 import numpy as np
 import pandas as pd
 from matplotlib.figure import Figure
+from matplotlib.ticker import MaxNLocator
 
 
 def variants_figure(
@@ -14,7 +16,7 @@ def variants_figure(
 ) -> Figure:
     """P0 attention mass and P0 norm per layer, one line per first-token variant; the median
     norm of the other positions from the `main` variant (the one the circuit is traced on)."""
-    fig = Figure(figsize=(11, 4))
+    fig = Figure(figsize=(11, 4), layout="constrained")
     ax_mass, ax_norm = fig.subplots(1, 2)
     for name, df in layers.groupby("variant", sort=False):
         ax_mass.plot(df.layer, df.p0_mass, marker=".", label=name)
@@ -25,47 +27,66 @@ def variants_figure(
         for j in jump_layers:
             ax.axvline(j, color="grey", lw=0.8, ls=":")
         ax.set_xlabel("layer (block output / block pattern)")
-    ax_mass.set_ylabel("P0 attention mass (mean over heads, queries i>=1)")
+        ax.xaxis.set_major_locator(MaxNLocator(integer=True))
+    ax_mass.set_ylabel("P0 attention mass\n(mean over heads, queries i>=1)")
     ax_norm.set_ylabel("L2 norm at position 0")
     ax_norm.set_yscale("log")
     ax_norm.legend(fontsize=7, ncol=2)
     fig.suptitle(f"{model}: first-token variants (dotted: blocks where the P0 norm jumps)")
-    fig.tight_layout()
     return fig
 
 
+HEAD_PANELS = {
+    "p0_attention@p0": "late P0 attention,\nhead ablated at P0",
+    "p0_attention@control": "late P0 attention,\nhead ablated at a control position",
+    "p0_norm@p0": "P0 norm after the last jump,\nhead ablated at P0",
+}
+"""heads table column -> panel title."""
+
+
 def heads_figure(heads: pd.DataFrame, model: str) -> Figure:
-    """Relative change of the late P0 attention when each head is ablated at P0 / control."""
-    cols = ["p0_attention@p0", "p0_attention@control", "p0_norm@p0"]
-    fig = Figure(figsize=(4 * len(cols), 0.35 * heads.layer.nunique() + 2))
-    axes = fig.subplots(1, len(cols))
-    lim = max(float(np.abs(heads[cols].to_numpy()).max()), 1e-9)
-    for ax, col in zip(axes, cols, strict=True):
-        grid = heads.pivot(index="layer", columns="head", values=col)
-        im = ax.imshow(grid.to_numpy(), cmap="RdBu", vmin=-lim, vmax=lim, aspect="auto")
-        ax.set_title(col, fontsize=9)
-        ax.set_xlabel("head")
-        ax.set_ylabel("layer")
-        ax.set_yticks(range(len(grid.index)), grid.index)
-    fig.colorbar(im, ax=axes, label="relative change (patched - clean) / clean")
-    fig.suptitle(f"{model}: heads ablated at P0 (mean over other positions)")
+    """Relative change of the late P0 attention when each head is ablated at P0 / at a control
+    position (one colour scale, so the two compare), and of the P0 norm (its own scale). The
+    panels share the layer axis, labelled once on the left."""
+    cols = list(HEAD_PANELS)
+    fig = Figure(figsize=(3.6 * len(cols) + 1.5, 0.3 * heads.layer.nunique() + 2.4),
+                 layout="constrained")  # fmt: skip
+    axes = fig.subplots(1, len(cols), sharey=True)
+    scales = [cols[:2], cols[2:]]  # attention panels share one scale, the norm has its own
+    for group in scales:
+        lim = max(float(np.abs(heads[group].to_numpy()).max()), 1e-9)
+        for col in group:
+            ax = axes[cols.index(col)]
+            grid = heads.pivot(index="layer", columns="head", values=col)
+            im = ax.imshow(grid.to_numpy(), cmap="RdBu", vmin=-lim, vmax=lim, aspect="auto")
+            ax.set_title(HEAD_PANELS[col], fontsize=9)
+            ax.set_xlabel("head")
+            ax.set_xticks(range(len(grid.columns)), grid.columns, fontsize=7)
+        what = "P0 attention" if group[0].startswith("p0_attention") else "P0 norm"
+        fig.colorbar(
+            im, ax=[axes[cols.index(c)] for c in group], shrink=0.9,
+            label=f"relative change of the {what}\n(ablated - clean) / clean",
+        )  # fmt: skip
+    axes[0].set_ylabel("layer")
+    axes[0].set_yticks(range(len(grid.index)), grid.index, fontsize=7)
+    fig.suptitle(f"{model}: heads ablated (mean over the other positions)")
     return fig
 
 
 def mlps_figure(mlps: pd.DataFrame, model: str) -> Figure:
     """Relative change of both metrics when each MLP is ablated at P0 and at the control."""
     cols = ["p0_norm@p0", "p0_attention@p0", "p0_attention@control"]
-    fig = Figure(figsize=(10, 3.5))
+    fig = Figure(figsize=(10, 3.5), layout="constrained")
     ax = fig.subplots()
     width = 0.8 / len(cols)
     for i, col in enumerate(cols):
         ax.bar(mlps.layer + (i - 1) * width, mlps[col], width, label=col)
     ax.axhline(0, color="k", lw=0.6)
     ax.set_xlabel("MLP layer")
+    ax.xaxis.set_major_locator(MaxNLocator(integer=True))
     ax.set_ylabel("relative change")
     ax.legend(fontsize=8)
     ax.set_title(f"{model}: MLPs ablated at P0 / control position")
-    fig.tight_layout()
     return fig
 
 
@@ -73,7 +94,7 @@ def position_figure(position: pd.DataFrame, model: str) -> Figure:
     """The same token at position 0 and at position k: norm and attention received per layer."""
     df = position
     k = int(df.position.iloc[0])
-    fig = Figure(figsize=(11, 3.5))
+    fig = Figure(figsize=(11, 3.8), layout="constrained")
     ax_n, ax_s = fig.subplots(1, 2)
     ax_n.plot(df.layer, df.norm_at_0, label="at position 0")
     ax_n.plot(df.layer, df[f"norm_at_{k}"], label=f"same token at position {k}")
@@ -81,10 +102,10 @@ def position_figure(position: pd.DataFrame, model: str) -> Figure:
     ax_n.set_ylabel("L2 norm")
     ax_s.plot(df.layer, df.score_at_0, label="at position 0")
     ax_s.plot(df.layer, df[f"score_at_{k}"], label=f"at position {k}")
-    ax_s.set_ylabel("attention received (mean over heads, later queries)")
+    ax_s.set_ylabel("attention received\n(mean over heads, later queries)")
     for ax in (ax_n, ax_s):
         ax.set_xlabel("layer")
+        ax.xaxis.set_major_locator(MaxNLocator(integer=True))
         ax.legend(fontsize=8)
     fig.suptitle(f"{model}: position vs content")
-    fig.tight_layout()
     return fig
