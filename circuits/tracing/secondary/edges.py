@@ -32,7 +32,7 @@ MIN_TEXTS = 2
 @dataclass
 class SecondaryEdges:
     """The edge circuit of the secondary sinks, the events it was fitted and judged on (`events`:
-    text, position, token, generated, l_start, lifetime, split) and the layers its metric
+    the census's event rows, with `part` prompt / generated / text, plus `split` fit / heldout) and the layers its metric
     reads (`layers`: blocks whose heads' attention to the token is the metric)."""
 
     circuit: EdgeCircuit
@@ -70,7 +70,7 @@ def choose_events(
         & (ev.position <= edge_tokens - 1 - min_queries)
         & long_enough[ev.text.to_numpy()]
     )
-    ev = ev[ok].assign(_prompt=~ev.generated[ok].fillna(False).astype(bool))
+    ev = ev[ok].assign(_prompt=ev.part[ok] != "generated")
     keys = ["text", "_prompt", "position"] if choice == "generated" else ["text", "position"]
     return ev.sort_values(keys).groupby("text").head(1).drop(columns="_prompt")
 
