@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import html
 import math
+import re
 from collections.abc import Mapping
 from typing import Any
 
@@ -26,6 +27,18 @@ def number(value: float, spec: str = ".2f") -> str:
         if zero:
             return format(0.0, spec)
     return text
+
+
+def short_metric(name: str) -> str:
+    """A metric name with each run of consecutive layers written as a range (labels, titles)."""
+
+    def ranges(match: re.Match) -> str:
+        layers = [int(x) for x in match.group(1).split(",")]
+        if layers == list(range(layers[0], layers[-1] + 1)) and len(layers) > 2:
+            return f"layers {layers[0]}-{layers[-1]}"
+        return match.group(0)
+
+    return re.sub(r"layers=\[([\d, ]+)\]", ranges, name)
 
 
 def percent(value: float, digits: int = 0) -> str:

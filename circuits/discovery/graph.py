@@ -5,28 +5,16 @@ the target; provenance, settings and the held-out judgement in graph attributes.
 from __future__ import annotations
 
 import json
-import re
 from dataclasses import asdict
 
 import networkx as nx
 
+from circuits._repr import short_metric
 from circuits.discovery.pipeline import EdgeCircuit
 from circuits.graph import add_component, add_effect, new_graph, record_threshold
 
 DRAWN_EDGES = 30
 """Direct edges a drawing of the circuit shows (the strongest; recorded as `min_abs_effect`)."""
-
-
-def _short(name: str) -> str:
-    """A metric name with each run of consecutive layers written as a range (drawing labels)."""
-
-    def ranges(match: re.Match) -> str:
-        layers = [int(x) for x in match.group(1).split(",")]
-        if layers == list(range(layers[0], layers[-1] + 1)) and len(layers) > 2:
-            return f"layers {layers[0]}-{layers[-1]}"
-        return match.group(0)
-
-    return re.sub(r"layers=\[([\d, ]+)\]", ranges, name)
 
 
 def circuit_graph(
@@ -66,7 +54,7 @@ def circuit_graph(
            for k, v in circuit.summary().items() if k not in ("method", "metric", "ablation",
                                                              "positions")},
     )  # fmt: skip
-    add_component(g, target, label=_short(metric.name))
+    add_component(g, target, label=short_metric(metric.name))
     mean = circuit.scores.mean(0)
     for e in circuit.edge_index:
         r, s = sp.edges[e].tolist()

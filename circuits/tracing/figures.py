@@ -6,6 +6,8 @@ from typing import TYPE_CHECKING
 
 from matplotlib.figure import Figure
 
+from circuits._repr import short_metric
+
 if TYPE_CHECKING:
     from circuits.discovery import EdgeCircuit
 
@@ -16,7 +18,7 @@ def faithfulness_figure(circuit: EdgeCircuit, model: str) -> Figure:
     curve = circuit.curve.sort_values("n_edges")
     curve = curve[curve.n_edges > 0]
     h = circuit.heldout
-    fig = Figure(figsize=(7, 4))
+    fig = Figure(figsize=(7, 4), layout="constrained")
     ax = fig.subplots()
     ax.plot(
         curve.n_edges, curve.faithfulness_fit, "o-", label=f"fit ({circuit.scores.shape[0]} texts)"
@@ -32,11 +34,11 @@ def faithfulness_figure(circuit: EdgeCircuit, model: str) -> Figure:
     ax.set_xlabel(f"edges kept (of {circuit.runner.space.n_edges:,}; greedy growth, pruned)")
     ax.set_ylabel("faithfulness")
     ax.set_title(
-        f"{model}: {circuit.config.method} edge circuit of {circuit.runner.metric.name}"[:110],
+        f"{model}: {circuit.config.method} edge circuit of "
+        f"{short_metric(circuit.runner.metric.name)}",
         fontsize=8,
     )
     ax.legend(fontsize=7)
-    fig.tight_layout()
     return fig
 
 
