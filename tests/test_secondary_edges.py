@@ -98,3 +98,24 @@ def test_too_few_events_give_none(planted):
         )
         is None
     )
+
+
+def test_trace_secondary_reports_the_edge_circuit(planted, tmp_path):
+    from circuits.report import write_trace
+    from circuits.tracing.secondary import trace_secondary
+
+    trace = trace_secondary(
+        planted.model, TEXTS, n_fit=5, n_heldout=5, edge_tokens=16, min_queries=4,
+        n_swap_events=1, n_curve=8, n_stability=5, n_boot=100, progress=False,
+    )  # fmt: skip
+    assert trace.edges is not None and trace.graph is trace.edges.graph
+    assert trace.node_graph is not None and trace.node_graph is not trace.graph
+    s = trace.summary()["edge_circuit"]
+    assert s["heldout_faithfulness"] >= 0.8 and s["l_start"] == planted.l_start
+    assert s["events_by_split_and_part"] == {"fit": {"text": 5}, "heldout": {"text": 5}}
+    tables = trace.tables()
+    assert len(tables["edge_circuit"]) == s["n_edges"] and len(tables["edge_events"]) == 10
+    assert "**Edge circuit (held out).**" in trace.text()
+    write_trace(trace, tmp_path / "out")
+    assert (tmp_path / "out" / "faithfulness_curve.png").exists()
+    assert (tmp_path / "out" / "edge_circuit.csv").exists()

@@ -1,4 +1,4 @@
-"""`trace_secondary`: the six secondary-sink experiments in order, and `SecondaryTrace`."""
+"""`trace_secondary`: the seven secondary-sink experiments in order, and `SecondaryTrace`."""
 
 from __future__ import annotations
 
@@ -13,27 +13,31 @@ from matplotlib.figure import Figure
 from transformer_lens.model_bridge import TransformerBridge
 
 from circuits._io import json_finite
-from circuits.graph import node_id
+from circuits.graph import edge_table, node_id
 from circuits.sinks.rules import RULE_OPTIONS, RULES, Rule, get_rule
+from circuits.tracing.figures import faithfulness_figure
 from circuits.tracing.result import Steps, TraceResult
 from circuits.tracing.secondary import figures as fig
 from circuits.tracing.secondary.census import SecondaryCensus, find_secondary
 from circuits.tracing.secondary.circuit import secondary_circuit
 from circuits.tracing.secondary.config import SecondaryConfig
 from circuits.tracing.secondary.corpus import make_corpus
+from circuits.tracing.secondary.edges import SecondaryEdges, secondary_edge_circuit
 from circuits.tracing.secondary.fit import NormFit, norm_fit
 from circuits.tracing.secondary.forming import FormingMLP, forming_mlp
 from circuits.tracing.secondary.geometry import Geometry, mlp_geometry
 from circuits.tracing.secondary.summary import summary_text
 from circuits.tracing.secondary.swaps import TokenSwaps, token_swaps
 
-STEPS = ("find", "forming_mlp", "norm_fit", "swaps", "geometry", "circuit")
+STEPS = ("find", "forming_mlp", "norm_fit", "swaps", "geometry", "circuit", "edges")
 
 
 @dataclass(repr=False)
 class SecondaryTrace(TraceResult):
-    """All six experiments on one model and corpus, as `trace_secondary` ran them; `run` holds
-    what the run was given beside the config (model hash, corpus size)."""
+    """All seven experiments on one model and corpus, as `trace_secondary` ran them; `run` holds
+    what the run was given beside the config (model hash, corpus size). `graph` is the edge
+    circuit (experiment 7, the headline) when enough traces have a usable event, else the
+    node-level circuit; `node_graph` is the node-level circuit (experiment 6)."""
 
     title = "Secondary sinks"
     model: str
@@ -44,6 +48,8 @@ class SecondaryTrace(TraceResult):
     fit: NormFit
     swaps: TokenSwaps
     geometry: Geometry
+    node_graph: nx.DiGraph | None
+    edges: SecondaryEdges | None
     graph: nx.DiGraph | None
     seconds: dict[str, float] = field(default_factory=dict)
 
@@ -94,16 +100,16 @@ class SecondaryTrace(TraceResult):
                                           "participation_ratio": r.participation_ratio}
                 for r in self.geometry.summary.itertuples()
             }  # fmt: skip
-        if self.graph is not None:
+        g = self.node_graph
+        if g is not None:
             out["circuit"] = {
-                "nodes": self.graph.number_of_nodes(),
-                "edges": self.graph.number_of_edges(),
+                "nodes": g.number_of_nodes(),
+                "edges": g.number_of_edges(),
                 "upstream": sorted(
-                    u
-                    for u, v in self.graph.edges
-                    if v == node_id("mlp", self.graph.graph["l_start"])
+                    u for u, v in g.edges if v == node_id("mlp", g.graph["l_start"])
                 ),
             }
+        out["edge_circuit"] = self.edges.summary() if self.edges else "too few traces with an event"
         out["seconds"] = {k: round(v, 1) for k, v in self.seconds.items()}
         return json_finite(out)
 
@@ -135,6 +141,16 @@ class SecondaryTrace(TraceResult):
             "rescale": self.swaps.scale,
             "pca": self.geometry.summary,
             "pca_spectrum": self.geometry.spectrum,
+            **(
+                {
+                    "edge_circuit": self.edges.circuit.edges_frame(),
+                    "edge_events": self.edges.events,
+                    "faithfulness_curve": self.edges.circuit.curve,
+                }
+                if self.edges
+                else {}
+            ),
+            **({"node_graph_edges": edge_table(self.node_graph)} if self.node_graph else {}),
         }
 
     def figures(self) -> dict[str, Figure]:
@@ -155,10 +171,12 @@ class SecondaryTrace(TraceResult):
             out["rescale"] = fig.plot_rescale(self.swaps.scale)
         if not self.geometry.spectrum.empty:
             out["pca"] = fig.plot_pca(self.geometry.spectrum)
+        if self.edges:
+            out["faithfulness_curve"] = faithfulness_figure(self.edges.circuit, self.model)
         return out
 
     def text(self) -> str:
-        return summary_text(self)
+        return summary_text(self) + ("\n\n" + self.edges.text() if self.edges else "")
 
 
 def trace_secondary(
@@ -169,7 +187,7 @@ def trace_secondary(
     progress: bool = True,
     **overrides: Any,
 ) -> SecondaryTrace:
-    """Run experiments 1-6 on `texts` (strings, `Trace`s or token-id lists, cut to
+    """Run experiments 1-7 on `texts` (strings, `Trace`s or token-id lists, cut to
     `config.max_tokens`); `overrides` change single config fields (`n_swap_events=1`) or single
     options of the detection rule (`rule="authors_code", clipper=False`; any field of
     `circuits.sinks.rules.Rule`); `rule` may also be a `Rule`. The rule's tau is the threshold
@@ -199,11 +217,17 @@ def trace_secondary(
         "geometry", mlp_geometry, forming, n_components=config.pca_components,
         min_points=config.min_pca_points, seed=config.seed,
     )  # fmt: skip
-    graph = steps.run(
+    node_graph = steps.run(
         "circuit", secondary_circuit, model, corpus, census, swaps,
         min_effect=config.min_effect, top_heads=config.top_heads, n_queries=config.n_queries,
         seed=config.seed,
     )  # fmt: skip
+    edges = steps.run(
+        "edges", secondary_edge_circuit, model, corpus, census, config, n_fit=config.n_fit,
+        n_heldout=config.n_heldout, edge_tokens=config.edge_tokens,
+        min_queries=config.min_queries, event_choice=config.event_choice,
+    )  # fmt: skip
+    graph = edges.graph if edges else node_graph
     info = getattr(model, "circuits_info", None)
     run = {
         "model": info.key if info else model.cfg.model_name,
@@ -214,8 +238,9 @@ def trace_secondary(
         "texts_with_natural_end": sum(e is not None for e in corpus.natural_ends),
     }
     return SecondaryTrace(
-        run["model"], config, run, census, forming, fit, swaps, geometry, graph, steps.close()
-    )
+        run["model"], config, run, census, forming, fit, swaps, geometry, node_graph, edges,
+        graph, steps.close(),
+    )  # fmt: skip
 
 
 def _config_and_rule(config: SecondaryConfig, overrides: dict) -> tuple[SecondaryConfig, Rule]:
