@@ -9,20 +9,10 @@ import pytest
 from circuits.discovery import token_rows
 from circuits.graph import io as graph_io
 from circuits.graph import validate
-from circuits.models.planted import planted_p0_model
+from circuits.models.planted import P0_TEXTS, planted_p0_model
 from circuits.report import write_trace
 from circuits.tracing.p0 import P0Config, find_formation, position_vs_content, trace_p0
 
-TEXTS = [
-    "Natalia sold clips to friends in May.",
-    "The quick brown fox jumps over dogs.",
-    "Weights: 12 kg, 7 kg and 30 kg total",
-    "Sara reads pages daily; how many now?",
-    "Lena paints red boats by the river.",
-    "Every cat likes milk, fish and naps.",
-    "Ten birds sat on a wire at dusk now.",
-    "Max wrote 3 letters to his aunt Joy.",
-]
 # 4 fit texts (the first 4 after the seeded shuffle also feed experiments 1-6), 4 held out.
 SMALL = P0Config(n_tokens=20, edge_tokens=20, n_fit=4, n_heldout=4, n_stability=10, n_curve=8)
 
@@ -34,11 +24,11 @@ def planted(tmp_path_factory):
 
 @pytest.fixture(scope="module")
 def planted_trace(planted):
-    return trace_p0(planted.model, TEXTS, SMALL, progress=False)
+    return trace_p0(planted.model, P0_TEXTS, SMALL, progress=False)
 
 
 def test_planted_model_has_the_sink(planted):
-    toks = token_rows(planted.model, TEXTS, 20)
+    toks = token_rows(planted.model, P0_TEXTS, 20)
     _, cache = planted.model.run_with_cache(toks)
     for layer in planted.sink_layers:
         assert cache[f"blocks.{layer}.attn.hook_pattern"][:, :, 1:, 0].mean() > 0.99
@@ -112,13 +102,13 @@ def test_find_formation_rules():
 def test_bad_inputs(planted):
     model = planted.model
     with pytest.raises(ValueError, match="at least 4"):
-        token_rows(model, TEXTS, 3)
+        token_rows(model, P0_TEXTS, 3)
     with pytest.raises(ValueError, match="fewer than n_tokens"):
         token_rows(model, ["short"], 20)
     with pytest.raises(ValueError, match="cannot give 16 fit"):
-        trace_p0(model, TEXTS, progress=False)
+        trace_p0(model, P0_TEXTS, progress=False)
     with pytest.raises(ValueError, match="position must be in"):
-        position_vs_content(model, TEXTS, n_tokens=20, position=19)
+        position_vs_content(model, P0_TEXTS, n_tokens=20, position=19)
 
 
 @pytest.mark.slow

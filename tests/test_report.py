@@ -279,16 +279,6 @@ def test_the_report_renders_in_headless_chromium(report, chromium_dom):
 
 # -- a trace's report: numbers, tables and the summary as a reader sees them ---------------
 
-P0_TEXTS = [
-    "Natalia sold clips to friends in May.",
-    "The quick brown fox jumps over dogs.",
-    "Weights: 12 kg, 7 kg and 30 kg total",
-    "Sara reads pages daily; how many now?",
-    "Lena paints red boats by the river.",
-    "Every cat likes milk, fish and naps.",
-    "Ten birds sat on a wire at dusk now.",
-    "Max wrote 3 letters to his aunt Joy.",
-]
 SECONDARY_SUMMARY = Path(__file__).parents[1] / "docs/secondary/smollm2-135m/summary.json"
 # Written before </body>: how far the page is wider than the window (0: no sideways scroll).
 MEASURE = (
@@ -301,7 +291,7 @@ MEASURE = (
 @pytest.fixture(scope="module")
 def p0_trace(tmp_path_factory):
     """The planted P0 circuit (tests/test_p0.py) traced on 4 + 4 short texts, and its report."""
-    from circuits.models.planted import planted_p0_model
+    from circuits.models.planted import P0_TEXTS, planted_p0_model
     from circuits.tracing.p0 import P0Config, trace_p0
 
     planted = planted_p0_model(folder=tmp_path_factory.mktemp("planted"))

@@ -15,20 +15,10 @@ import pytest
 
 from circuits import cli
 from circuits.corpus import plain_hf_model
-from circuits.models.planted import planted_p0_model
+from circuits.models.planted import P0_TEXTS, planted_p0_model
 from circuits.tracing.p0 import pipeline, trace_p0
 from circuits.tracing.p0.pipeline import STEPS
 
-TEXTS = [
-    "Natalia sold clips to friends in May.",
-    "The quick brown fox jumps over dogs.",
-    "Weights: 12 kg, 7 kg and 30 kg total",
-    "Sara reads pages daily; how many now?",
-    "Lena paints red boats by the river.",
-    "Every cat likes milk, fish and naps.",
-    "Ten birds sat on a wire at dusk now.",
-    "Max wrote 3 letters to his aunt Joy.",
-]
 SMALL = {
     "n_tokens": 20, "edge_tokens": 20, "n_fit": 4, "n_heldout": 4, "n_stability": 10,
     "n_curve": 8,
@@ -55,7 +45,7 @@ def _temp_files(root) -> list[str]:
 def test_trace_resumes_every_step_from_its_checkpoint(planted_folder, tmp_path, monkeypatch):
     model = planted_folder[0].model
     steps = tmp_path / "steps"
-    first = trace_p0(model, TEXTS, progress=False, checkpoint=steps, **SMALL)
+    first = trace_p0(model, P0_TEXTS, progress=False, checkpoint=steps, **SMALL)
     assert first.resumed == ()
     assert sorted(p.name for p in steps.iterdir()) == sorted(
         ["key.json", *(f"{s}.step.pkl" for s in STEPS)]
@@ -66,7 +56,7 @@ def test_trace_resumes_every_step_from_its_checkpoint(planted_folder, tmp_path, 
 
     for name in STEP_FUNCTIONS:
         monkeypatch.setattr(pipeline, name, ran)
-    again = trace_p0(model, TEXTS, progress=False, checkpoint=steps, **SMALL)
+    again = trace_p0(model, P0_TEXTS, progress=False, checkpoint=steps, **SMALL)
     assert again.resumed == STEPS
     assert again.seconds == first.seconds
     assert again.summary() == first.summary()
@@ -79,23 +69,23 @@ def test_trace_resumes_every_step_from_its_checkpoint(planted_folder, tmp_path, 
 def test_checkpoints_of_another_run_are_refused(planted_folder, tmp_path):
     model = planted_folder[0].model
     steps = tmp_path / "steps"
-    trace_p0(model, TEXTS, progress=False, checkpoint=steps, **SMALL)
+    trace_p0(model, P0_TEXTS, progress=False, checkpoint=steps, **SMALL)
     with pytest.raises(ValueError, match=r"another config/model/texts \(config n_curve: 8 there"):
-        trace_p0(model, TEXTS, progress=False, checkpoint=steps, **{**SMALL, "n_curve": 6})
+        trace_p0(model, P0_TEXTS, progress=False, checkpoint=steps, **{**SMALL, "n_curve": 6})
     with pytest.raises(ValueError, match=r"\(texts\); delete .*steps or use another"):
-        trace_p0(model, TEXTS[::-1], progress=False, checkpoint=steps, **SMALL)
+        trace_p0(model, P0_TEXTS[::-1], progress=False, checkpoint=steps, **SMALL)
     # A step file copied from another run is refused too, not loaded.
     other = tmp_path / "other"
-    trace_p0(model, TEXTS, progress=False, checkpoint=other, **{**SMALL, "n_curve": 6})
+    trace_p0(model, P0_TEXTS, progress=False, checkpoint=other, **{**SMALL, "n_curve": 6})
     (steps / "edges.step.pkl").write_bytes((other / "edges.step.pkl").read_bytes())
     with pytest.raises(ValueError, match=r"edges.step.pkl was written by another"):
-        trace_p0(model, TEXTS, progress=False, checkpoint=steps, **SMALL)
+        trace_p0(model, P0_TEXTS, progress=False, checkpoint=steps, **SMALL)
     # A folder that holds something else is not taken over.
     busy = tmp_path / "busy"
     busy.mkdir()
     (busy / "notes.txt").write_text("mine")
     with pytest.raises(ValueError, match="not a checkpoint folder"):
-        trace_p0(model, TEXTS, progress=False, checkpoint=busy, **SMALL)
+        trace_p0(model, P0_TEXTS, progress=False, checkpoint=busy, **SMALL)
 
 
 def _argv(folder, texts, out) -> list[str]:
@@ -108,7 +98,7 @@ def _argv(folder, texts, out) -> list[str]:
 def test_p0_killed_then_resumed_equals_a_fresh_run(planted_folder, tmp_path, capsys):
     folder = planted_folder[1]
     texts = tmp_path / "texts.txt"
-    texts.write_text("\n".join(TEXTS) + "\n")
+    texts.write_text("\n".join(P0_TEXTS) + "\n")
     out, steps = tmp_path / "run", tmp_path / "run.steps"
     argv = _argv(folder, texts, out)
     # The last step hangs, so the kill lands after the others are saved, never after the end.

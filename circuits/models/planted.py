@@ -70,6 +70,20 @@ def _plant_sink_heads(model: TransformerBridge, layers, lay, gain: float) -> Non
                 k[d_head - 1, lay.sink] = gain
 
 
+P0_TEXTS = (
+    "Natalia sold clips to friends in May.",
+    "The quick brown fox jumps over dogs.",
+    "Weights: 12 kg, 7 kg and 30 kg total",
+    "Sara reads pages daily; how many now?",
+    "Lena paints red boats by the river.",
+    "Every cat likes milk, fish and naps.",
+    "Ten birds sat on a wire at dusk now.",
+    "Max wrote 3 letters to his aunt Joy.",
+)
+"""Short texts of one length on which the planted P0 sink forms (it does not on every text of
+distinct-ish bytes): demos and tests of the P0 tracer on `planted_p0_model`."""
+
+
 def planted_p0_model(seed: int = 0, folder=None) -> PlantedP0:
     """The 4-layer tiny model with a P0 circuit planted at head L0.H0 and MLP L1.
 
