@@ -20,7 +20,7 @@ import pandas as pd
 import torch
 from transformer_lens.model_bridge import TransformerBridge
 
-from circuits._repr import number
+from circuits._repr import number, short_metric
 from circuits.discovery import DiscoveryConfig, EdgeCircuit, circuit_graph, discover
 from circuits.patching.metrics import p0_attention
 from circuits.tracing.secondary.census import SecondaryCensus
@@ -48,6 +48,7 @@ class SecondaryEdges:
         parts = self.events.groupby("split").part.value_counts().unstack(fill_value=0)
         return {
             **{k: v for k, v in s.items() if k != "positions"},
+            "metric": short_metric(s["metric"]),
             "l_start": int(self.events.l_start.iloc[0]),
             "metric_blocks": f"{self.layers[0]}-{self.layers[-1]}",
             "events_by_split_and_part": {
