@@ -11,6 +11,7 @@ ablated at position 0 with the mean over the text's other positions):
 4. `discover` end to end as the texts double (fit = held-out = n / 2).
 
     python scripts/bench_discovery.py [--texts 32] [--top 200] [--scaling 32 64 128]
+        [--light-scaling]
 """
 
 from __future__ import annotations
@@ -128,6 +129,12 @@ def main() -> None:
     parser.add_argument("--top", type=int, default=200, help="edges patched exactly (200)")
     parser.add_argument("--steps", type=int, default=8, help="EAP-IG steps (default 8)")
     parser.add_argument("--scaling", type=int, nargs="*", default=[32, 64, 128])
+    parser.add_argument(
+        "--light-scaling",
+        action="store_true",
+        help="4: a lighter config (2 IG steps, 6 curve sizes, 3 random circuits, 20 exact "
+        "edges) so that three sizes fit in a session; the cost still grows with the texts",
+    )
     args = parser.parse_args()
     torch.manual_seed(0)
     model = load_model("smollm2-135m")
@@ -165,7 +172,9 @@ def main() -> None:
           f"{per_edge * runner.space.n_edges / 60:.0f} min batched; EAP is "
           f"{per_edge * runner.space.n_edges / t_eap:,.0f}x faster (target >= 1000x)")  # fmt: skip
 
-    cfg = DiscoveryConfig(ig_steps=args.steps)
+    light = {"ig_steps": 2, "n_curve": 6, "n_random": 3, "max_exact": 20}
+    cfg = DiscoveryConfig(**(light if args.light_scaling else {"ig_steps": args.steps}))
+    print(f"discover config for 4: {cfg.to_dict()}")
     for n in args.scaling:
         half = n // 2
         base = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
