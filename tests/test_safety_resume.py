@@ -137,6 +137,7 @@ def test_p0_killed_then_resumed_equals_a_fresh_run(planted_folder, tmp_path, cap
     resumed = json.loads((out / "summary.json").read_text())
     again = json.loads((fresh / "summary.json").read_text())
     assert resumed["summary"] == again["summary"]
+    assert resumed["resumed_steps"] == list(STEPS[:5]) and again["resumed_steps"] == []
     assert sorted(p.name for p in out.iterdir()) == sorted(p.name for p in fresh.iterdir())
     assert sorted(p.name for p in tmp_path.iterdir()) == ["fresh", "run", "texts.txt"]
     assert _temp_files(tmp_path) == []

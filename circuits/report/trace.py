@@ -1,7 +1,8 @@
 """`write_trace`: any trace (`circuits.tracing.result.TraceResult`) as one folder, the same
 layout for every tracer:
 
-    summary.json         summary, settings, seconds and the trace's further details (strict JSON)
+    summary.json         summary, settings, seconds, resumed steps and the trace's further details
+                         (strict JSON)
     {table}.csv          every table of `trace.tables()`
     circuit.{graphml,gexf,json,dot,md}   the circuit graph in every format (when there is one)
     {figure}.png         every figure of `trace.figures()`, and circuit.png (the drawing)
@@ -32,11 +33,13 @@ GRAPH_FORMATS = {
 
 
 def trace_json(trace) -> dict:
-    """The trace's JSON document: summary, settings, seconds and its details."""
+    """The trace's JSON document: summary, settings, seconds (with the steps loaded from a
+    checkpoint, whose seconds are their original run's) and its details."""
     return {
         "summary": trace.summary(),
         "settings": trace.settings(),
         "seconds": trace.seconds,
+        "resumed_steps": list(trace.resumed),
         **trace.details(),
     }
 
