@@ -38,14 +38,14 @@ from circuits.patching.metrics import p0_attention
 
 
 def windows(model, n: int, n_tokens: int) -> torch.Tensor:
-    """`n` token rows of `n_tokens`: BOS, then windows of the reference texts at offsets 0 and
-    n_tokens // 2 (so that 128 distinct rows exist)."""
+    """`n` token rows of `n_tokens`: BOS, then windows of the reference texts, every text at
+    offset 0 first, then at offsets n_tokens // 4, n_tokens // 2, ... (overlapping windows of
+    one text only once the texts run out: enough for the cost as texts double)."""
+    ids = [model.to_tokens(t, prepend_bos=False)[0].tolist() for t in read_texts(DEFAULT_TEXTS)]
     rows = []
-    for text in read_texts(DEFAULT_TEXTS):
-        ids = model.to_tokens(text, prepend_bos=False)[0].tolist()
-        for at in (0, n_tokens // 2):
-            if len(ids) >= at + n_tokens - 1:
-                rows.append([model.tokenizer.bos_token_id] + ids[at : at + n_tokens - 1])
+    for at in range(0, max(map(len, ids)), n_tokens // 4):
+        rows += [[model.tokenizer.bos_token_id] + x[at : at + n_tokens - 1] for x in ids
+                 if len(x) >= at + n_tokens - 1]  # fmt: skip
     if len(rows) < n:
         raise SystemExit(f"only {len(rows)} windows of {n_tokens} tokens; ask for fewer texts")
     return torch.tensor(rows[:n])
