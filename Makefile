@@ -33,6 +33,9 @@ docs: install
 	$(VENV)/bin/circuits secondary --model qwen2.5-0.5b --plain --labels secondary primary-like \
 		--out docs/secondary/qwen2.5-0.5b-plain
 	$(VENV)/bin/circuits secondary --model gemma-3-270m --out docs/secondary/gemma-3-270m
+	for r in library paper authors_code; do $(VENV)/bin/circuits secondary --model smollm2-135m \
+		--traces data/traces/long/smollm2-135m.jsonl --rule $$r \
+		--out docs/secondary/smollm2-135m-long-$$r || exit 1; done
 
 lint: install
 	$(VENV)/bin/ruff check circuits tests scripts
