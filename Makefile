@@ -36,6 +36,8 @@ docs: install
 	for r in library paper authors_code; do $(VENV)/bin/circuits secondary --model smollm2-135m \
 		--traces data/traces/long/smollm2-135m.jsonl --rule $$r \
 		--out docs/secondary/smollm2-135m-long-$$r || exit 1; done
+	$(VENV)/bin/circuits secondary --model qwen2.5-0.5b --traces data/traces/long/qwen2.5-0.5b.jsonl \
+		--rule library --out docs/secondary/qwen2.5-0.5b-long-library
 
 lint: install
 	$(VENV)/bin/ruff check circuits tests scripts
