@@ -6,6 +6,7 @@ import math
 from typing import TYPE_CHECKING
 
 from circuits._repr import number, percent
+from circuits.tracing.edge_text import edge_circuit_text
 
 if TYPE_CHECKING:
     from circuits.tracing.p0.pipeline import P0Trace
@@ -18,33 +19,16 @@ def summary_text(trace: P0Trace) -> str:
     f = trace.formation
     conf = trace.confirmation.set_index("run")
     massive = max(f.norm_ratio[j] for j in f.jump_layers)
-    e = trace.edges
-    top = e.edges_frame().head(5)
-    lo, hi = s["heldout_faithfulness_ci"]
     lines = [
         f"**Edge circuit (held out).** Fitted on {s['n_fit_texts']} texts and judged on "
-        f"{s['n_heldout_texts']} others ({c.edge_tokens} tokens each), the smallest circuit "
-        f"whose faithfulness on the fit texts reaches {c.target} has {s['edge_circuit_edges']} "
-        f"of {s['edge_circuit_of_all_edges']:,} edges ({s['edge_circuit_components']} sending "
-        f"components; {c.method}, {c.grow} growth, edges ablated at position 0 with the "
-        f"{c.ablation} of the other positions). On the held-out texts it keeps "
-        f"{number(s['heldout_faithfulness'])} of the late P0 attention (95% bootstrap interval "
-        f"{number(lo)}-{number(hi)}); {len(e.heldout.random_faithfulness)} random circuits of "
-        f"the same size keep {number(s['random_faithfulness_mean'])} +- "
-        f"{number(s['random_faithfulness_sd'])}, "
-        f"the complement {number(s['complement_faithfulness'])}. Its edges are kept in "
-        f"{percent(s['edge_stability_mean'])} of bootstrap resamples of the fit texts on average. "
-        + (
-            ""
-            if s["target_reached_on_fit"]
-            else "The target was NOT reached on the fit texts: the whole DAG was kept. "
-        )
-        + "Strongest edges (direct effect = metric change when that edge alone is ablated): "
-        + "; ".join(
-            f"{r.sender} -> {r.receiver} ({number(r.direct_effect, '+.3f')})"
-            for r in top.itertuples()
-        )
-        + ".",
+        f"{s['n_heldout_texts']} others ({c.edge_tokens} tokens each), "
+        + edge_circuit_text(
+            trace.edges,
+            what="the late P0 attention",
+            units="texts",
+            how=f"{c.method}, {c.grow} growth, edges ablated at position 0 with the "
+            f"{c.ablation} of the other positions",
+        ),  # fmt: skip
         f"**Where the P0 state forms.** The P0 norm jumps across block(s) "
         f"{', '.join(map(str, f.jump_layers))} "
         f"(growth >= {c.jump_factor}x and norm ratio > {c.massive_ratio}; largest ratio at a "

@@ -20,9 +20,10 @@ import pandas as pd
 import torch
 from transformer_lens.model_bridge import TransformerBridge
 
-from circuits._repr import number, short_metric
+from circuits._repr import short_metric
 from circuits.discovery import DiscoveryConfig, EdgeCircuit, circuit_graph, discover
 from circuits.patching.metrics import p0_attention
+from circuits.tracing.edge_text import edge_circuit_text
 from circuits.tracing.secondary.census import SecondaryCensus
 from circuits.tracing.secondary.config import EVENT_CHOICE
 from circuits.tracing.secondary.corpus import Corpus
@@ -59,29 +60,20 @@ class SecondaryEdges:
 
     def text(self) -> str:
         """The edge circuit in words (Markdown)."""
-        s = self.summary()
-        lo, hi = s["heldout_faithfulness_ci"]
-        top = self.circuit.edges_frame()
-        top = top.reindex(top.direct_effect.abs().sort_values(ascending=False).index).head(5)
+        s, c = self.summary(), self.circuit.config
         tokens = ", ".join(f"{t!r} x{n}" for t, n in self.events.token.value_counts().items())
         return (
             f"**Edge circuit (held out).** One event a trace (l_start {s['l_start']}; tokens "
             f"{tokens}), fitted on {s['n_fit_texts']} traces and judged on "
-            f"{s['n_heldout_texts']} others: the metric is the attention every head of blocks "
-            f"{s['metric_blocks']} pays the event's token (queries after it), edges ablated at "
-            f"that token only. The smallest circuit reaching {s['target_faithfulness']} on the "
-            f"fit traces has {s['n_edges']} of {s['n_edges_total']:,} edges "
-            f"({s['n_senders']} sending components); on the held-out traces it keeps "
-            f"{number(s['heldout_faithfulness'])} of the sink score (95% interval "
-            f"{number(lo)}-{number(hi)}); random circuits of its size keep "
-            f"{number(s['random_faithfulness_mean'])} +- {number(s['random_faithfulness_sd'])}, "
-            f"the complement {number(s['complement_faithfulness'])}; edge stability "
-            f"{number(s['stability_mean'])}. Strongest direct edges: "
-            + "; ".join(
-                f"{r.sender} -> {r.receiver} ({number(r.direct_effect, '+.3f')})"
-                for r in top.itertuples()
-            )
-            + "."
+            f"{s['n_heldout_texts']} others; the metric is the attention every head of blocks "
+            f"{s['metric_blocks']} pays the event's token (queries after it): "
+            + edge_circuit_text(
+                self.circuit,
+                what="the sink score",
+                units="traces",
+                how=f"{c.method}, {c.grow} growth, edges ablated at the event's token only with "
+                f"the {c.ablation} of the trace's other positions",
+            )  # fmt: skip
         )
 
 

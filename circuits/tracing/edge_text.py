@@ -1,0 +1,44 @@
+"""What every tracer says about its edge circuit (Markdown), as `figures.py` is what it draws."""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+from circuits._repr import number, percent
+
+if TYPE_CHECKING:
+    from circuits.discovery import EdgeCircuit
+
+
+def edge_circuit_text(circuit: EdgeCircuit, *, what: str, units: str, how: str) -> str:
+    """The circuit's size, its faithfulness on the held-out `units` (keeping `what`) against
+    random circuits of its size and the complement, its edge stability and its strongest edges
+    (in `edges_frame` order); `how` says how it was found (method, growth, ablation)."""
+    s = circuit.summary()
+    lo, hi = s["heldout_faithfulness_ci"]
+    top = circuit.edges_frame().head(5)
+    return (
+        f"the smallest circuit whose faithfulness on the fit {units} reaches "
+        f"{circuit.config.target} has {s['n_edges']} of {s['n_edges_total']:,} edges "
+        f"({s['n_senders']} sending components; {how}). On the held-out {units} it keeps "
+        f"{number(s['heldout_faithfulness'])} of {what} (95% bootstrap interval "
+        f"{number(lo)}-{number(hi)}); {len(circuit.heldout.random_faithfulness)} random circuits "
+        f"of the same size keep {number(s['random_faithfulness_mean'])} +- "
+        f"{number(s['random_faithfulness_sd'])}, the complement "
+        f"{number(s['complement_faithfulness'])}. Its edges are kept in "
+        f"{percent(s['stability_mean'])} of bootstrap resamples of the fit {units} on average. "
+        + (
+            ""
+            if s["reached_on_fit"]
+            else f"The target was NOT reached on the fit {units}: the whole DAG was kept. "
+        )  # fmt: skip
+        + "Strongest edges (direct effect = metric change when that edge alone is ablated): "
+        + "; ".join(
+            f"{r.sender} -> {r.receiver} ({number(r.direct_effect, '+.3f')})"
+            for r in top.itertuples()
+        )
+        + "."
+    )
+
+
+__all__ = ["edge_circuit_text"]
