@@ -92,7 +92,7 @@ def _cmd_p0(args: argparse.Namespace) -> int:
         )
     from circuits.tracing.p0 import trace_p0
     from circuits.tracing.p0.pipeline import STEPS
-    from circuits.tracing.result import remove_checkpoints
+    from circuits.tracing.steps import remove_checkpoints
 
     model = load(args)
     args.kept = f"; finished steps are kept in {steps}: add --resume to continue"

@@ -2,7 +2,9 @@
 
     config.py       Config / option: frozen, validated settings with help strings (CLI-ready)
     result.py       TraceResult: the protocol every trace follows (summary, tables, graph,
-                    figures, text) and Steps, which times a pipeline's steps
+                    figures, text)
+    steps.py        Steps: times a pipeline's steps, checkpoints them and resumes (run_key)
+    figures.py, edge_text.py   what every tracer draws / says about its edge circuit
     p0/             the P0-sink circuit (Peng et al. 2026): one module per step, pipeline.trace_p0
     secondary/      secondary sinks (Wong et al. 2025): one module per step, trace_secondary
 

@@ -28,7 +28,8 @@ from circuits.tracing.p0.localise import Localisation, localise
 from circuits.tracing.p0.position import position_vs_content
 from circuits.tracing.p0.summary import summary_text
 from circuits.tracing.p0.variants import Variants, first_token_variants
-from circuits.tracing.result import Steps, TraceResult, run_key
+from circuits.tracing.result import TraceResult
+from circuits.tracing.steps import Steps, run_key
 
 STEPS = ("variants", "position", "localise", "confirm", "graph", "edges")
 
@@ -191,7 +192,7 @@ def trace_p0(
     With `checkpoint` (a folder), each finished step is saved there and a later call with the
     same model, config and texts loads the steps already saved instead of running them again
     (`P0Trace.resumed` lists them); a folder written by another run is refused. The folder is
-    kept: delete it (`circuits.tracing.result.remove_checkpoints`) once the result is saved."""
+    kept: delete it (`circuits.tracing.steps.remove_checkpoints`) once the result is saved."""
     config = config.with_options(**overrides) if overrides else config
     torch.manual_seed(config.seed)
     texts = list(texts) if texts is not None else read_texts(DEFAULT_TEXTS)

@@ -16,7 +16,7 @@ from circuits._io import json_finite
 from circuits.graph import edge_table, node_id
 from circuits.sinks.rules import RULE_OPTIONS, RULES, Rule, get_rule
 from circuits.tracing.figures import faithfulness_figure
-from circuits.tracing.result import Steps, TraceResult
+from circuits.tracing.result import TraceResult
 from circuits.tracing.secondary import figures as fig
 from circuits.tracing.secondary.census import SecondaryCensus, find_secondary
 from circuits.tracing.secondary.circuit import secondary_circuit
@@ -28,6 +28,7 @@ from circuits.tracing.secondary.forming import FormingMLP, forming_mlp
 from circuits.tracing.secondary.geometry import Geometry, mlp_geometry
 from circuits.tracing.secondary.summary import summary_text
 from circuits.tracing.secondary.swaps import TokenSwaps, token_swaps
+from circuits.tracing.steps import Steps
 
 STEPS = ("find", "forming_mlp", "norm_fit", "swaps", "geometry", "circuit", "edges")
 
