@@ -185,6 +185,9 @@ def forward_from(
         return None
     if not final:
         return None
-    # The final norm is per position, so unembedding a subset of positions changes no value.
-    hidden = hidden if logit_pos is None else hidden[:, list(logit_pos)]
-    return model.unembed(model.ln_final(hidden))
+    # The final norm runs on every position, so that hooks on its input (the final-residual
+    # receiver of edge discovery) see and patch the whole stream at the positions they index;
+    # it is per position, so slicing after it changes no value, and the unembedding (the costly
+    # part) runs on `logit_pos` only.
+    normed = model.ln_final(hidden)
+    return model.unembed(normed if logit_pos is None else normed[:, list(logit_pos)])

@@ -1,0 +1,136 @@
+"""Logit metrics (logit differences at one position) in edge discovery: the edge-patched forward
+against a hand-written per-edge reference, edges that cannot reach the metric's position leave it
+unchanged, and a metric that unembeds one position equals the same metric on all logits."""
+
+from __future__ import annotations
+
+import pytest
+import torch
+
+from circuits.discovery import EdgeRunner, eap, edge_effects, token_rows
+from circuits.discovery.forward import _project, full_keep
+from circuits.patching.metrics import logit_diff, logits_metric
+
+TEXTS = [
+    "Natalia sold clips to friends in May.",
+    "The quick brown fox jumps over dogs.",
+    "Weights: 12 kg, 7 kg and 30 kg total",
+    "Sara reads pages daily; how many now?",
+]
+N_POS = 12
+
+
+@pytest.fixture(scope="module")
+def tokens(tiny):
+    return token_rows(tiny, TEXTS, N_POS)
+
+
+@pytest.fixture(scope="module")
+def answers(tokens):
+    # One answer / wrong token per text, distinct from each other.
+    return torch.tensor([101, 102, 103, 104]), torch.tensor([65, 66, 67, 68])
+
+
+def _diff_by_hand(logits, answer, wrong):
+    """Last-position logit(answer) - logit(wrong); rows are circuits x texts, text fastest."""
+    reps = logits.shape[0] // len(answer)
+    rows = torch.arange(logits.shape[0])
+    return logits[rows, -1, answer.repeat(reps)] - logits[rows, -1, wrong.repeat(reps)]
+
+
+def _reference(model, tokens, runner, e, answer, wrong):
+    """The last-position logit difference with edge `e` alone ablated, written out: one clean
+    run gives the sender's output difference; a second full forward subtracts it from the one
+    receiver's input only, at the ablated positions."""
+    r, s = runner.space.edges[e].tolist()
+    rec = runner.space.receivers[r]
+    pos = runner.positions
+    delta = runner.clean.outputs[:, s] - runner.clean.ablated[:, s]  # batch pos d
+    held: dict = {}
+
+    def minus(act, hook):
+        out = act.clone()
+        out[:, pos] = act[:, pos] - delta
+        return out
+
+    if rec.kind in ("q", "k", "v"):
+
+        def grab(act, hook):
+            held["resid"] = act[:, pos]
+
+        def swap(act, hook):
+            x = (held["resid"] - delta).unsqueeze(1).expand(-1, act.shape[2], -1, -1)
+            out = act.clone()
+            out[:, pos, rec.head] = _project(model, rec.layer, rec.kind, x)[:, :, rec.head]
+            return out
+
+        hooks = [
+            (f"blocks.{rec.layer}.hook_resid_pre", grab),
+            (f"blocks.{rec.layer}.attn.{rec.kind}.hook_out", swap),
+        ]
+    elif rec.kind == "mlp":
+        hooks = [(f"blocks.{rec.layer}.ln2.hook_in", minus)]
+    else:  # the final residual, read by the unembedding
+        hooks = [("ln_final.hook_in", minus)]
+    with torch.no_grad(), model.hooks(fwd_hooks=hooks):
+        logits = model(tokens)
+    return _diff_by_hand(logits, answer, wrong)
+
+
+@pytest.mark.parametrize("positions", [None, (0, 3, 7)])
+def test_logit_edge_effects_match_a_per_edge_reference(tiny, tokens, answers, positions):
+    answer, wrong = answers
+    runner = EdgeRunner(
+        tiny, tokens, logit_diff(answer, wrong), positions=positions, ablation="resample"
+    )
+    with torch.no_grad():
+        clean = tiny(tokens)
+    assert torch.allclose(runner.clean.metric, _diff_by_hand(clean, answer, wrong), atol=1e-5)
+    names = runner.space.edge_names()
+    wanted = ["embed->L1.H0.k", "L0.H2->L1.H1.v", "L0.H0->L1.MLP", "embed->L1.H1.q"]
+    wanted += ["embed->target:ln_final.hook_in", "L2.H1->target:ln_final.hook_in"]
+    wanted += ["L3.MLP->target:ln_final.hook_in"]
+    edges = [names.index(n) for n in wanted]
+    got = edge_effects(runner, edges) + runner.clean.metric
+    changed = 0
+    for row, e in zip(got, edges, strict=True):
+        ref = _reference(tiny, tokens, runner, e, answer, wrong)
+        assert torch.allclose(row, ref, atol=1e-4), names[e]
+        changed += bool((ref - runner.clean.metric).abs().max() > 1e-4)
+    # Edges into the final residual move the last position only when it is ablated.
+    assert changed >= (7 if positions is None else 4)
+
+
+def test_edges_that_cannot_reach_the_metric_position_leave_it_unchanged(tiny, tokens, answers):
+    answer, wrong = answers
+    metric = logit_diff(answer, wrong)
+    before_last = tuple(range(N_POS - 1))
+    runner = EdgeRunner(tiny, tokens, metric, positions=before_last, ablation="resample")
+    sp = runner.space
+    into_final = torch.tensor([sp.receivers[r].kind == "target" for r in sp.edges[:, 0]])
+    keep = full_keep(sp, 1, 1.0)
+    keep[0, into_final] = 0.0  # every edge into the final residual, at positions < last
+    with torch.no_grad():
+        got = runner.run(keep)[0]
+    assert torch.allclose(got, runner.clean.metric, atol=1e-5)
+    # ... while the same edges ablated at every position do move it
+    every = EdgeRunner(tiny, tokens, metric, positions=None, ablation="resample")
+    with torch.no_grad():
+        moved = every.run(keep)[0]
+    assert (moved - every.clean.metric).abs().max() > 1e-2
+    # and EAP agrees: zero gradient on the edges that cannot reach the last position
+    assert eap(runner)[:, into_final].abs().max() < 1e-6
+
+
+@pytest.mark.parametrize("positions", [None, (0,)])
+def test_one_unembedded_position_equals_all_logits(tiny, tokens, answers, positions):
+    answer, wrong = answers
+    sliced = logit_diff(answer, wrong)
+    full = logits_metric(lambda logits: _diff_by_hand(logits, answer, wrong), "by hand")
+    runners = [EdgeRunner(tiny, tokens, m, positions=positions) for m in (sliced, full)]
+    keep = (torch.rand(3, runners[0].space.n_edges, generator=torch.Generator().manual_seed(0))
+            > 0.5).float()  # fmt: skip
+    with torch.no_grad():
+        a, b = (r.run(keep) for r in runners)
+    assert torch.allclose(a, b, atol=1e-5)
+    assert (a - runners[0].clean.metric).abs().max() > 1e-3
