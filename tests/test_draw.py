@@ -144,9 +144,9 @@ def test_the_picture_colours_edges_by_what_they_do(layout, tmp_path):
     assert {"L0.H0", "L1.MLP", "L2.H1", "p0_mass"} <= set(texts)
     assert "labelled on the 1 strongest of 3 effects" in ax.get_xlabel().replace("\n", " ")
     legend = [t.get_text() for t in fig.legends[0].get_texts()]
-    assert any(t.startswith("supports the sink: removing the source lowers") for t in legend)
-    assert any(t.startswith("opposes it") for t in legend)
-    assert any(t.startswith("observed value") for t in legend)
+    assert any(t.startswith("blue: supports the sink: removing the source lowers") for t in legend)
+    assert any(t.startswith("orange: opposes it") for t in legend)
+    assert any(t.startswith("dashed grey: observed value") for t in legend)
     png = save_figure(fig, tmp_path / "c.png")
     assert png.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
     svg = save_circuit(g, tmp_path / "c.svg", layout=layout)
@@ -188,7 +188,16 @@ def test_the_smollm2_edge_circuit_draws_its_strongest_edges_in_a_column(layout):
     fig = draw_circuit(g, layout=layout)
     assert fig.get_figwidth() <= 11.5
     drawn = circuit_edges(g).edges
-    assert 0 < len(drawn) <= 40 < g.number_of_edges()  # the 30 strongest direct edges
+    kinds = {k: [e for e in drawn if g.edges[e]["edge_kind"] == k] for k in ("direct", "read")}
+    assert len(kinds["direct"]) == 30 < g.number_of_edges()  # the 30 strongest direct edges
+    # ... with the structure that joins them to the target: an edge is drawn into it, and every
+    # drawn head input that leads on reaches it.
+    target = next(n for n, k in g.nodes(data="kind") if k == "target")
+    assert kinds["read"] and all(v == target for _, v in kinds["read"])
+    nodes = {n for e in drawn for n in e}
+    assert nodes == set(circuit_edges(g).nodes)  # no node without a drawn edge
+    caption = fig.axes[0].get_xlabel().replace("\n", " ")
+    assert "the 30 strongest of 1,613 direct edges" in caption
 
 
 @pytest.mark.parametrize("layout", LAYOUTS)

@@ -43,6 +43,7 @@ from circuits.graph import (
 )
 from circuits.graph import dot as gdot
 from circuits.graph import io as gio
+from circuits.graph.convention import ROLE_COLORS
 
 T = "target:p0_mass[L12-29]"
 
@@ -487,10 +488,14 @@ def test_mermaid_is_written_for_markdown(tmp_path):
     text = write(g, tmp_path / "c.mmd").read_text()
     assert text.startswith("flowchart LR\n")
     assert text.count(" -->|") == g.number_of_edges()
-    assert text.count("stroke:#d62728") == 2  # the two negative effects
+    # The two negative effects support their target: blue, as in every figure.
+    assert text.count(f"stroke:{ROLE_COLORS['supports']}") == 2
     assert "#quot;L12-29#quot;" in text and '"L12-29"' not in text
+    assert "\n%% All 7 edges; " in text  # the caption says which edges are shown
     md = write(g, tmp_path / "c.md").read_text()
-    assert md.startswith("```mermaid\nflowchart LR\n") and md.endswith("```\n")
+    caption, block = md.split("\n\n", 1)
+    assert caption.startswith("All 7 edges; ") and "Blue: supports" in caption
+    assert block.startswith("```mermaid\nflowchart LR\n") and md.endswith("```\n")
     with pytest.raises(ValueError, match="mermaid is write-only"):
         read(tmp_path / "c.mmd")
 

@@ -27,8 +27,9 @@ def circuit_graph(
 ) -> nx.DiGraph:
     """The circuit as an edge graph: sender -> receiver input edges (`effect`: the exact direct
     effect, metric change when that edge alone is ablated, negative when the edge supports the
-    metric; the EAP score where no exact effect was run), input -> component edges, and the
-    heads whose pattern the metric reads -> the target. With `metric_spec` (see
+    metric; `estimated_effect`, minus the method's score, where no exact effect was run),
+    input -> component edges ("input"), and the heads whose pattern the metric reads -> the
+    target ("read"); `edge_kind` names each. With `metric_spec` (see
     `circuits.discovery.saved.METRICS`) and the texts' `first_token` (None: the texts' own first
     token) the graph can be judged on new texts (`judge_saved`, `circuits faithfulness`)."""
     sp, cfg = circuit.runner.space, circuit.config
@@ -48,7 +49,8 @@ def circuit_graph(
         first_token=-1 if first_token is None else int(first_token),
         **({"metric_spec": json.dumps(metric_spec)} if metric_spec else {}),
         effect_meaning="metric change when this edge alone is ablated (negative: the edge "
-        "supports the metric); minus the EAP score where no exact effect was run",
+        "supports the metric); where no exact effect was run, the method's estimate of it "
+        "(estimated_effect, minus its score)",
         config=json.dumps(asdict(cfg), sort_keys=True),
         **{k: (json.dumps(v) if isinstance(v, list | dict) else v)
            for k, v in circuit.summary().items() if k not in ("method", "metric", "ablation",
@@ -66,7 +68,7 @@ def circuit_graph(
         add_component(g, receiver)
         add_effect(
             g, sp.senders[s], receiver, effect, intervention=ablation, metric=metric.name,
-            score=float(mean[e]), stability=float(circuit.stability[e]), exact=exact,
+            estimated_effect=-float(mean[e]), stability=float(circuit.stability[e]), exact=exact,
             edge_kind="direct",
         )  # fmt: skip
         if rec.kind in ("q", "k", "v"):

@@ -30,6 +30,7 @@ from typing import NamedTuple, SupportsFloat
 import networkx as nx
 import pandas as pd
 
+from circuits.graph.convention import SIGN_COLORS as SIGN_COLORS
 from circuits.sites import NODE_KINDS
 
 KINDS = ("embed", *NODE_KINDS, "target")
@@ -66,8 +67,6 @@ SCALAR_TYPES = (str, int, float, bool)
 # would not come back unchanged.
 RESERVED_ATTRS = frozenset({"id", "weight", "start", "end", "viz", "pid"})
 
-# One colour per effect sign and per node kind, shared by every drawing and export.
-SIGN_COLORS = {1: "#1f77b4", -1: "#d62728"}
 KIND_COLORS = {
     "embed": "#c7c7c7",
     "head": "#aec7e8",
@@ -162,7 +161,7 @@ def _model_identity(model) -> dict[str, str]:
     if hasattr(info, "key") and hasattr(info, "source"):
         return {
             "model": info.key,
-            "model_hash": info.gguf_sha256 or "",
+            "model_hash": info.gguf_sha256 or getattr(info, "weights_sha256", None) or "",
             "model_source": info.source,
         }
     raise ValueError(
@@ -183,7 +182,8 @@ def new_graph(
     """An empty circuit graph with its provenance: model (key, hash), data, metric, seed.
 
     `model` is a registry key, a `ModelInfo` or a model from `load_model`; `model_hash` is the
-    GGUF sha256 when the weights have one, else "". Extra keyword attributes are stored too.
+    GGUF sha256 when the weights have one, else a model folder's weights hash, else "". Extra
+    keyword attributes are stored too.
     """
     import circuits
 

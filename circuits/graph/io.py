@@ -6,7 +6,8 @@ then `os.replace`), so an interrupted export never leaves a partial file under t
 Every reader returns a graph equal to the one written, with each attribute's Python type
 (int stays int, float float, bool bool) and every string as it was, carriage returns included:
 - GraphML: networkx's typed keys (`attr.type` long/double/boolean/string); carriage returns
-  are written as `&#13;`, which XML parsers do not turn into newlines.
+  are written as `&#13;`, which XML parsers do not turn into newlines, and the characters XML
+  cannot hold at all (other control characters) as an escape the reader undoes.
 - GEXF: typed attributes for nodes and edges; graph attributes as JSON in `<meta><description>`.
 - JSON: networkx node-link data (`edges` key); JSON keeps the types itself.
 - DOT: laid out for Graphviz `dot` (one rank per layer, edges labelled with their effect), data
@@ -17,6 +18,7 @@ from __future__ import annotations
 
 import io
 import json
+import re
 import xml.etree.ElementTree as ET
 from collections.abc import Callable
 from pathlib import Path
@@ -25,7 +27,7 @@ from typing import IO
 import networkx as nx
 
 from circuits._io import atomic_write
-from circuits.graph.circuit import KIND_COLORS, SIGN_COLORS, sort_key, validate
+from circuits.graph.circuit import KIND_COLORS, sort_key, validate
 from circuits.graph.dot import edge_width, read_dot, write_dot
 
 FORMATS: dict[str, tuple[str, ...]] = {
@@ -63,9 +65,41 @@ def _plain(g: nx.DiGraph) -> nx.DiGraph:
     return h
 
 
+_XML_ESCAPE = "\ue000"
+"""Starts an escape in GraphML / GEXF strings: XML 1.0 cannot hold most control characters
+(U+0000-U+001F but tab, LF, CR) or U+FFFE/U+FFFF, even as character references, so each is
+written as this private-use character, 4 hex digits and ";" (the escape character itself too)."""
+_XML_UNHOLDABLE = re.compile("[\x00-\x08\x0b\x0c\x0e-\x1f\ufffe\uffff\ue000]")
+_XML_ESCAPED = re.compile("\ue000([0-9a-f]{4});")
+
+
+def _map_strings(g: nx.DiGraph, fn: Callable[[str], str]) -> nx.DiGraph:
+    """A copy of `g` with `fn` applied to every string: node ids and attribute values."""
+
+    def attrs(d: dict) -> dict:
+        return {k: fn(v) if isinstance(v, str) else v for k, v in d.items()}
+
+    def node(n):
+        return fn(n) if isinstance(n, str) else n
+
+    h = nx.DiGraph()
+    h.graph.update(attrs(g.graph))
+    h.add_nodes_from((node(n), attrs(d)) for n, d in g.nodes(data=True))
+    h.add_edges_from((node(u), node(v), attrs(d)) for u, v, d in g.edges(data=True))
+    return h
+
+
+def _xml_escape(g: nx.DiGraph) -> nx.DiGraph:
+    return _map_strings(g, lambda s: _XML_UNHOLDABLE.sub(lambda m: f"\ue000{ord(m[0]):04x};", s))
+
+
+def _xml_unescape(g: nx.DiGraph) -> nx.DiGraph:
+    return _map_strings(g, lambda s: _XML_ESCAPED.sub(lambda m: chr(int(m[1], 16)), s))
+
+
 def _write_graphml(g: nx.DiGraph, fh: IO[bytes]) -> None:
     buf = io.BytesIO()
-    nx.write_graphml(g, buf)
+    nx.write_graphml(_xml_escape(g), buf)
     # A raw CR in XML text reads back as LF; the character reference keeps it. XML markup holds
     # no CR of its own, so every CR byte here is data.
     fh.write(buf.getvalue().replace(b"\r", b"&#13;"))
@@ -73,6 +107,7 @@ def _write_graphml(g: nx.DiGraph, fh: IO[bytes]) -> None:
 
 def _write_gexf(g: nx.DiGraph, fh: IO[bytes]) -> None:
     writer = nx.readwrite.gexf.GEXFWriter(encoding="utf-8", prettyprint=True)
+    g = _xml_escape(g)
     writer.add_graph(_plain(g))
     ET.SubElement(writer.xml.find("meta"), "description").text = json.dumps(g.graph)
     writer.write(fh)
@@ -88,7 +123,22 @@ def _mermaid_text(text: str) -> str:
 
 
 def _write_mermaid(g: nx.DiGraph, fh: IO[bytes], fenced: bool) -> None:
-    ids = {n: f"n{i}" for i, n in enumerate(sorted(g, key=sort_key))}
+    # The edges a drawing shows (the strongest, when the graph records a cap; GitHub renders a
+    # few hundred edges at most), with the caption saying which.
+    from circuits.report.circuit_style import (
+        ROLE_COLORS,
+        circuit_edges,
+        drawing_caption,
+        edge_roles,
+        support_sign,
+    )
+
+    roles = edge_roles(g)
+    sel = circuit_edges(g, roles=roles)
+    edges, keep = sel.edges, set(sel.nodes)
+    caption = drawing_caption(g, sel, 0, 0, sign=support_sign(g))
+    caption += " Blue: supports the target (removing the source lowers it); orange: opposes it."
+    ids = {n: f"n{i}" for i, n in enumerate(sorted(keep, key=sort_key))}
     lines = ["flowchart LR"]
     columns: dict[str, list[str]] = {}
     for n in ids:
@@ -104,17 +154,20 @@ def _write_mermaid(g: nx.DiGraph, fh: IO[bytes], fenced: bool) -> None:
         lines.append("  end")
     width = edge_width(g)
     styles = []
-    for i, (u, v, data) in enumerate(g.edges(data=True)):
-        lines.append(f'  {ids[u]} -->|"{data["effect"]:+.3g}"| {ids[v]}')
+    for i, (u, v) in enumerate(edges):
+        data, role = g.edges[u, v], roles[u, v]
+        label = "" if role == "structure" else f'|"{data["effect"]:+.3g}"|'
+        lines.append(f"  {ids[u]} -->{label} {ids[v]}")
         styles.append(
-            f"  linkStyle {i} stroke:{SIGN_COLORS[data['sign']]},"
-            f"stroke-width:{width(data['abs_effect'])}px"
+            f"  linkStyle {i} stroke:{ROLE_COLORS[role]},stroke-width:{width(data['abs_effect'])}px"
         )
     lines += styles
     lines += [f"  classDef {k} fill:{c},stroke:#555" for k, c in KIND_COLORS.items()]
     text = "\n".join(lines) + "\n"
     if fenced:
-        text = f"```mermaid\n{text}```\n"
+        text = f"{caption}\n\n```mermaid\n{text}```\n"
+    else:
+        text = text.replace("\n", f"\n%% {caption}\n", 1)
     fh.write(text.encode("utf-8"))
 
 
@@ -150,7 +203,7 @@ def _read_graphml(path: Path) -> nx.DiGraph:
     g = nx.read_graphml(path, node_type=str)
     for key in ("node_default", "edge_default"):
         g.graph.pop(key, None)
-    return g
+    return _xml_unescape(g)
 
 
 def _read_gexf(path: Path) -> nx.DiGraph:
@@ -165,7 +218,7 @@ def _read_gexf(path: Path) -> nx.DiGraph:
     out.add_edges_from(
         (u, v, {k: x for k, x in d.items() if k != "id"}) for u, v, d in g.edges(data=True)
     )
-    return out
+    return _xml_unescape(out)
 
 
 def _read_json(path: Path) -> nx.DiGraph:

@@ -61,15 +61,17 @@ class CircuitLayout:
 
 
 def node_text(g: nx.DiGraph, n: str) -> str:
-    """The text inside a node's box: its label, a long target name broken before "["."""
+    """The text inside a node's box: its label, a long target name broken before its first "["
+    or "(" and then between words (never inside one: "layers 12-29" stays whole)."""
     label = str(g.nodes[n].get("label", n))
-    if g.nodes[n]["kind"] == "target" and "[" in label and len(label) > 12:
-        label = label.replace("[", "\n[", 1)
-    return (
-        "\n".join(textwrap.wrap(label, 18, break_on_hyphens=False) or [label])
-        if ("\n" not in label)
-        else label
-    )
+    if g.nodes[n]["kind"] == "target" and len(label) > 12:
+        cut = min((i for i in (label.find("["), label.find("(")) if i > 0), default=-1)
+        if cut > 0:
+            label = label[:cut] + "\n" + label[cut:]
+    lines = label.split("\n")
+    wrap = [textwrap.wrap(line, 18, break_on_hyphens=False, break_long_words=False) or [line]
+            for line in lines]  # fmt: skip
+    return "\n".join(part for parts in wrap for part in parts)
 
 
 def _column(g: nx.DiGraph, n: str) -> tuple[int, str]:

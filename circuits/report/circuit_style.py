@@ -1,5 +1,6 @@
 """What a circuit picture says about each edge: its role (supports / opposes the sink,
-neutral, observed), the colour and legend words of that role, its label, which edges are drawn
+neutral, observed, structure), the colour and legend words of that role (the convention of
+`circuits.graph.convention`: blue supports, orange opposes), its label, which edges are drawn
 (`circuit_edges` and its threshold rules) and the caption saying so.
 
 For effects measured by removing the source (ablation, token swap: the graphs of
@@ -11,23 +12,61 @@ from __future__ import annotations
 
 import math
 import re
+from collections import Counter
 from dataclasses import dataclass
 
 import networkx as nx
+import pandas as pd
 
 from circuits._repr import number
 from circuits.graph.circuit import thresholds
+from circuits.graph.convention import COLOR_WORDS
+from circuits.graph.convention import ROLE_COLORS as ROLE_COLORS  # re-exported: drawings use it
 
-# What an edge does, in colours a colour-blind reader can tell apart (blue / orange / grey).
-ROLE_COLORS = {
-    "supports": "#1f6fb4",
-    "opposes": "#e0620d",
-    "neutral": "#7f7f7f",
-    "observed": "#8c8c8c",
+EDGE_KINDS = {
+    "direct": "direct edges (a component's output -> a later component's input, each with its "
+    "measured effect: the circuit itself)",
+    "input": "input edges (a head's q/k/v input -> the head: structure, no value)",
+    "read": "read edges (a late head -> the target, whose attention pattern the metric reads: "
+    "structure, no value)",
 }
+"""The kinds of edge in an edge-circuit graph (`edge_kind`), in words."""
+
+
+def edge_kind_counts(g: nx.DiGraph, edges=None) -> dict[str, int]:
+    """Edges by `edge_kind` ("direct" when unset), in `EDGE_KINDS` order; `edges` default all."""
+    edges = g.edges if edges is None else edges
+    counts = Counter(str(g.edges[e].get("edge_kind", "direct")) for e in edges)
+    order = [k for k in EDGE_KINDS if k in counts] + sorted(set(counts) - set(EDGE_KINDS))
+    return {k: counts[k] for k in order}
+
+
+def edge_count_text(g: nx.DiGraph, edges=None) -> str:
+    """ "1,613 direct + 348 input + 159 read edges (2,120 in all)", or "12 edges" when every
+    edge is a direct one."""
+    counts = edge_kind_counts(g, edges)
+    if set(counts) <= {"direct"}:
+        return f"{sum(counts.values()):,} edges"
+    parts = " + ".join(f"{n:,} {k}" for k, n in counts.items())
+    return f"{parts} edges ({sum(counts.values()):,} in all)"
+
+
+def edge_kinds_text(g: nx.DiGraph) -> str:
+    """What each kind of edge present in `g` is, one clause each ("" when all are direct)."""
+    kinds = edge_kind_counts(g)
+    if set(kinds) <= {"direct"}:
+        return ""
+    return "; ".join(EDGE_KINDS.get(k, k) for k in kinds)
 
 
 # -- what an edge means -------------------------------------------------------------------------
+
+
+def is_structure(data: dict) -> bool:
+    """True for an edge that only says how the graph is wired (a head's input -> the head, a
+    head -> the target that reads it): it carries no measured value."""
+    kind = str(data.get("edge_kind", ""))
+    return kind in ("input", "read") or str(data.get("intervention", "")).startswith("structure")
 
 
 def is_observed(data: dict) -> bool:
@@ -83,7 +122,9 @@ def edge_roles(g: nx.DiGraph, *, sign: int | None = None) -> dict[tuple[str, str
     roles = {}
     for u, v, d in g.edges(data=True):
         effect = float(d.get("effect", 0.0))
-        if is_observed(d):
+        if is_structure(d):
+            roles[u, v] = "structure"
+        elif is_observed(d):
             roles[u, v] = "observed"
         elif effect == 0:
             roles[u, v] = "neutral"
@@ -93,7 +134,7 @@ def edge_roles(g: nx.DiGraph, *, sign: int | None = None) -> dict[tuple[str, str
 
 
 def role_legend(g: nx.DiGraph, *, sign: int | None = None) -> dict[str, str]:
-    """The legend text of each role, in words."""
+    """The legend text of each role, in words, naming its colour."""
     sign = support_sign(g) if sign is None else sign
     if sign == -1:
         sup = "supports the sink: removing the source lowers its target"
@@ -101,12 +142,35 @@ def role_legend(g: nx.DiGraph, *, sign: int | None = None) -> dict[str, str]:
     else:
         sup = "supports the sink: the source raises its target (effect > 0)"
         opp = "opposes it: the source lowers its target (effect < 0)"
-    return {
+    words = {
         "supports": sup,
         "opposes": opp,
         "neutral": "no effect",
-        "observed": "observed value, no intervention (dashed)",
+        "observed": "observed value, no intervention",
+        "structure": "structure: a head's input -> the head, a late head -> the target",
     }
+    return {role: f"{COLOR_WORDS[role]}: {text}" for role, text in words.items()}
+
+
+def edge_rows(g: nx.DiGraph) -> pd.DataFrame:
+    """The edges as a reader's table, strongest first: source, target, kind (when the graph
+    has several), effect, role in words, and stability / exact when the edges carry them. What
+    every row shares (metric, intervention) belongs in the caption, not in each row."""
+    roles = edge_roles(g)
+    kinds = len(edge_kind_counts(g)) > 1
+    rows = []
+    for u, v, d in g.edges(data=True):
+        row = {"source": u, "target": v}
+        if kinds:
+            row["kind"] = d.get("edge_kind", "direct")
+        row |= {"effect": d["effect"], "role": roles[u, v]}
+        row |= {k: d[k] for k in ("stability", "exact") if k in d}
+        rows.append(row)
+    frame = pd.DataFrame(rows)
+    if frame.empty:
+        return frame
+    order = frame["effect"].abs().sort_values(ascending=False, kind="stable").index
+    return frame.loc[order].reset_index(drop=True)
 
 
 def is_relative(g: nx.DiGraph) -> bool:
@@ -184,7 +248,7 @@ def circuit_edges(
         if cut < 0:
             raise ValueError(f"min_abs_effect must be >= 0, got {cut}")
         edges = [e for e in edges if roles[e] == "observed" or g.edges[e]["abs_effect"] >= cut]
-        rule = f"those with |effect| >= {cut:g}"
+        rule = f"those with |effect| >= {number(cut, '.3g')}"
     elif min_share is not None or isinstance(recorded.get("keep_share"), int | float):
         share = float(min_share if min_share is not None else recorded["keep_share"])
         if not 0 <= share <= 1:
@@ -206,6 +270,7 @@ def circuit_edges(
         )
     else:
         rule = "all edges"
+    edges = _with_structure(g, edges, roles)
     if any("in_graph" in d for _, d in g.nodes(data=True)):
         nodes = [n for n, d in g.nodes(data=True) if d.get("in_graph") is True]
         keep = set(nodes)
@@ -218,14 +283,52 @@ def circuit_edges(
     return Selection(edges, nodes, rule, hidden=g.number_of_edges() - len(edges))
 
 
+def _with_structure(
+    g: nx.DiGraph, edges: list[tuple[str, str]], roles: dict[tuple[str, str], str]
+) -> list[tuple[str, str]]:
+    """`edges` plus the structure edges that lead on from the nodes they reach to the target (a
+    drawn late head input -> its head -> the target), so that the drawn paths end there."""
+    structure = [e for e in g.edges if roles[e] == "structure"]
+    if not structure:
+        return edges
+    wiring = g.edge_subgraph(structure)
+    targets = [n for n, k in g.nodes(data="kind") if k == "target" and n in wiring]
+    ends = set(targets).union(*(nx.ancestors(wiring, t) for t in targets))
+    chosen, reached = set(edges), {n for e in edges for n in e}
+    frontier = set(reached)
+    while frontier:
+        new = [
+            (u, v) for u in frontier if u in wiring for v in wiring.successors(u)
+            if v in ends and (u, v) not in chosen
+        ]  # fmt: skip
+        chosen.update(new)
+        frontier = {v for _, v in new} - reached
+        reached |= frontier
+    return [e for e in g.edges if e in chosen]
+
+
 def drawing_caption(
     g: nx.DiGraph, sel: Selection, labelled: int, n_effects: int, *, sign: int
 ) -> str:
     """The sentence under a circuit picture: which edges, what the values mean, what was
     labelled."""
-    total = len(sel.edges) + sel.hidden
-    drawn = f"Drawn: {len(sel.edges)} of {total} edges" if sel.hidden else f"All {total} edges"
+    roles = edge_roles(g, sign=sign)
+    valued = [e for e in g.edges if roles[e] != "structure"]
+    shown = [e for e in sel.edges if roles[e] != "structure"]
+    kinds = edge_kind_counts(g)
+    what = f"{next(iter(kinds))} edges" if len(kinds) > 1 else "edges"
+    if len(shown) < len(valued):
+        drawn = f"Drawn: the {len(shown)} strongest of {len(valued):,} {what}"
+    else:
+        drawn = f"All {len(valued):,} {what}"
     parts = [drawn + ("" if sel.rule == "all edges" else f", {sel.rule}")]
+    joined = edge_kind_counts(g, [e for e in sel.edges if roles[e] == "structure"])
+    if joined:
+        parts[0] += (
+            ", with the "
+            + " and ".join(f"{n} {k}" for k, n in joined.items())
+            + " edges that join them to the target"
+        )
     parts.append(f"edge value: {effect_meaning(g)}")
     if labelled < n_effects:
         parts.append(f"labelled on the {labelled} strongest of {n_effects} effects")

@@ -159,7 +159,7 @@ def draw_circuit(
     ax.set_xlim(x0, x1)
     ax.set_ylim(y0, y1)
 
-    effects = [e for e in sel.edges if roles[e] != "observed"]
+    effects = [e for e in sel.edges if roles[e] not in ("observed", "structure")]
     top = max((g.edges[e]["abs_effect"] for e in effects), default=0.0) or 1.0
     observed = [e for e in sel.edges if roles[e] == "observed"]
     top_obs = max((g.edges[e]["abs_effect"] for e in observed), default=0.0) or 1.0
@@ -170,6 +170,8 @@ def draw_circuit(
         if role == "observed":
             lw = 0.8 + 1.2 * d["abs_effect"] / top_obs
             style = {"linestyle": (0, (4, 2.5)), "alpha": 0.9}
+        elif role == "structure":
+            lw, style = 0.9, {"alpha": 0.9}
         else:
             strength = d["abs_effect"] / top
             lw = min_edge_width + (max_edge_width - min_edge_width) * strength
@@ -243,6 +245,8 @@ def draw_circuit(
                 if cost < 0.0011:
                     break
             _, px, py, box = best
+            if _overlaps(box, node_boxes) > 0:  # no room beside the boxes: leave it unlabelled
+                continue
             taken.append((box[0] - 0.05, box[1] - 0.03, box[2] + 0.05, box[3] + 0.03))
             role = roles[e]
             ax.text(
@@ -252,7 +256,7 @@ def draw_circuit(
                 bbox={"boxstyle": "round,pad=0.12", "fc": "white", "ec": "none", "alpha": 0.85},
                 zorder=6,
             )  # fmt: skip
-        labelled = len([e for e in chosen if roles[e] != "observed"])
+            labelled += role != "observed"
 
     ticks = sorted(lay.columns.items(), key=lambda kv: kv[1])
     ax.set_xticks([x for _, x in ticks], [name for name, _ in ticks], fontsize=fontsize)
@@ -264,7 +268,7 @@ def draw_circuit(
         words = role_legend(g, sign=sign)
         present = [
             r
-            for r in ("supports", "opposes", "neutral", "observed")
+            for r in ("supports", "opposes", "neutral", "observed", "structure")
             if r in set(roles[e] for e in sel.edges)
         ]
         lines = [

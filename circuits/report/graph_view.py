@@ -28,6 +28,7 @@ from circuits.report.circuit_layout import _point_on, circuit_layout, node_text
 from circuits.report.circuit_style import (
     ROLE_COLORS,
     circuit_edges,
+    edge_count_text,
     edge_label,
     edge_roles,
     effect_meaning,
@@ -153,7 +154,7 @@ def graph_elements(
             }
         )
     legend = role_legend(g, sign=sign)
-    present = [r for r in ("supports", "opposes", "neutral", "observed") if r in roles.values()]
+    present = [r for r in ROLE_COLORS if r in roles.values()]
     return {
         "elements": elements,
         "legend": [{"role": r, "color": ROLE_COLORS[r], "text": legend[r]} for r in present],
@@ -161,6 +162,8 @@ def graph_elements(
         "rule": sel.rule,
         "n_edges": g.number_of_edges(),
         "n_circuit_edges": len(sel.edges),
+        "all_text": edge_count_text(g),
+        "shown_text": edge_count_text(g, sel.edges),
     }
 
 
@@ -317,12 +320,12 @@ def graph_view_html(
     )
     hidden = spec["n_edges"] - spec["n_circuit_edges"]
     toggle = (
-        f'<label><input type="checkbox" class="cg-all"> show all {spec["n_edges"]} edges '
-        f"({hidden} outside the circuit)</label>"
+        f'<label><input type="checkbox" class="cg-all"> show all {spec["all_text"]}, '
+        f"{hidden:,} of them not shown now</label>"
         if hidden
         else '<input type="checkbox" class="cg-all" hidden>'
     )
-    note = f"{spec['n_circuit_edges']} edges: {spec['rule']}. Edge value: {spec['meaning']}."
+    note = f"Shown: {spec['shown_text']}: {spec['rule']}. Edge value: {spec['meaning']}."
     cap = f"<figcaption>{html.escape(caption)}</figcaption>" if caption else ""
     parts = [
         cytoscape_script() if include_library else "",

@@ -32,8 +32,8 @@ from matplotlib.figure import Figure
 
 from circuits._io import atomic_write
 from circuits._repr import key_value_html, number
-from circuits.graph.circuit import edge_table
 from circuits.report.attention import AttentionView, circuitsvis_script
+from circuits.report.circuit_style import edge_count_text, edge_kinds_text, edge_rows
 from circuits.report.draw import draw_circuit
 from circuits.report.graph_view import cytoscape_script, graph_view_html
 
@@ -225,17 +225,30 @@ def _graph_html(item: GraphView, element_id: str) -> str:
     buf = io.StringIO()
     with matplotlib.rc_context({"svg.fonttype": "none", "svg.hashsalt": "circuits"}):
         draw_circuit(g).savefig(buf, format="svg")
-    n_edges = g.number_of_edges()
+    kinds = edge_kinds_text(g)
+    shared = "; ".join(
+        f"{k}: {html.escape(str(v))}"
+        for k in ("metric", "intervention")
+        if len(v := {d.get(k) for *_, d in g.edges(data=True)}) == 1 and (v := v.pop())
+    )
     return "\n".join(
         [
             _figure_html(_svg_inline(buf.getvalue()), item.caption),
-            f"<p>{g.number_of_nodes()} nodes, {n_edges} edges. Interactive view (drag to pan, "
-            "scroll to zoom, click a node or edge for its scores):</p>",
+            f"<p>The graph holds {g.number_of_nodes()} nodes and {edge_count_text(g)}"
+            + (f": {html.escape(kinds)}" if kinds else "")
+            + ". Interactive view (drag to pan, scroll to zoom, click a node or edge for its "
+            "values):</p>",
             graph_view_html(g, element_id),
-            _key_values_html(KeyValues(g.graph, name="graph attribute")),
             _table_html(
-                Table(edge_table(g), "edges, strongest first", max_rows=item.max_edges, index=False)
+                Table(
+                    edge_rows(g),
+                    "edges, strongest first (effect: change under removal of the source, "
+                    "negative = supports)" + (f"; every edge's {shared}" if shared else ""),
+                    max_rows=item.max_edges,
+                    index=False,
+                )
             ),
+            _key_values_html(KeyValues(g.graph, name="graph attribute")),
         ]
     )
 
@@ -277,8 +290,6 @@ def render_report(
         Image: _image_html,
     }
     body, n_views, n_graphs = [], 0, 0
-    if settings:
-        body += ["<h2>Settings</h2>", _key_values_html(KeyValues(settings, name="setting"))]
     for heading, items in wrapped:
         body.append(f"<h2>{html.escape(heading)}</h2>")
         for item in items:
@@ -290,6 +301,8 @@ def render_report(
                 n_graphs += 1
             else:
                 body.append(renderers[type(item)](item))
+    if settings:  # last: a reader wants the finding first
+        body += ["<h2>Settings</h2>", _key_values_html(KeyValues(settings, name="setting"))]
     stamp = _dt.datetime.now().isoformat(timespec="seconds")
     return "\n".join(
         [
@@ -318,7 +331,7 @@ def write_report(
     """Write one self-contained HTML report to `path` (atomically); returns the path.
 
     `sections` are `Section(heading, items)`; `settings` (e.g. model, seed, thresholds) are
-    shown as a table at the top. Everything is inlined (figures as PNG/SVG, the circuitsvis
+    shown as a table at the end, after the sections. Everything is inlined (figures as PNG/SVG, the circuitsvis
     bundle once when there are attention views), so the file opens offline. All items are
     rendered before anything is written: a bad item raises and leaves no file.
     """

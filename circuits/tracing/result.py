@@ -3,7 +3,9 @@
 Every tracer's result is a `TraceResult`: `summary()` (headline numbers, JSON-ready),
 `tables()` (name -> DataFrame), `graph` (the circuit, or None when there is nothing to draw),
 `figures()` (name -> matplotlib Figure), `text()` (the findings in words, Markdown),
-`details()` (further JSON), plus `model`, `config` and `seconds`. `circuits.report.write_trace`
+`finding()` (the few sentences a report opens with), `captions()` (what each figure and table
+shows), `summary_keys()` (what each summary number means), `details()` (further JSON), plus
+`model`, `config` and `seconds`. `circuits.report.write_trace`
 writes any of them with one folder layout; notebooks show the short `repr` or the HTML table.
 How a pipeline runs its steps (timing, checkpoints, resume) is `circuits.tracing.steps`.
 """
@@ -43,6 +45,19 @@ class TraceResult:
 
     def text(self) -> str:
         raise NotImplementedError
+
+    def finding(self) -> str:
+        """The finding in a few sentences with its headline numbers (Markdown): what the report
+        and summary.md open with. Default: the first paragraph of `text()`."""
+        return self.text().split("\n\n", 1)[0]
+
+    def captions(self) -> dict[str, str]:
+        """Figure or table name -> a caption saying what it shows (default none: the name)."""
+        return {}
+
+    def summary_keys(self) -> dict[str, str]:
+        """Summary key -> what it means (default none), written beside the summary."""
+        return {}
 
     def details(self) -> dict:
         """Further JSON beside the summary (default none)."""

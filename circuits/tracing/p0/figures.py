@@ -8,7 +8,11 @@ from collections.abc import Sequence
 import numpy as np
 import pandas as pd
 from matplotlib.figure import Figure
+from matplotlib.lines import Line2D
+from matplotlib.patches import Patch, Rectangle
 from matplotlib.ticker import MaxNLocator
+
+from circuits.graph.convention import ROLE_COLORS, role_cmap
 
 
 def variants_figure(
@@ -19,7 +23,7 @@ def variants_figure(
     fig = Figure(figsize=(11, 4), layout="constrained")
     ax_mass, ax_norm = fig.subplots(1, 2)
     for name, df in layers.groupby("variant", sort=False):
-        ax_mass.plot(df.layer, df.p0_mass, marker=".", label=name)
+        ax_mass.plot(df.layer, df.p0_mass, marker=".")
         ax_norm.plot(df.layer, df.sink_norm, marker=".", label=name)
     ref = layers[layers.variant == main]
     ax_norm.plot(ref.layer, ref.other_median_norm, "k--", label="other positions (median)")
@@ -31,9 +35,24 @@ def variants_figure(
     ax_mass.set_ylabel("P0 attention mass\n(mean over heads, queries i>=1)")
     ax_norm.set_ylabel("L2 norm at position 0")
     ax_norm.set_yscale("log")
-    ax_norm.legend(fontsize=7, ncol=2)
+    # Below the panels, so that no legend hides a line (the dashed one runs along the bottom).
+    fig.legend(
+        handles=ax_norm.get_legend_handles_labels()[0],
+        labels=[_variant_label(name) for name in ax_norm.get_legend_handles_labels()[1]],
+        loc="outside lower center", ncols=5, fontsize=7, frameon=False,
+    )  # fmt: skip
     fig.suptitle(f"{model}: first-token variants (dotted: blocks where the P0 norm jumps)")
     return fig
+
+
+def _variant_label(name: str) -> str:
+    """A variant's legend entry in words ("no_bos" -> "no BOS")."""
+    words = {
+        "bos": "BOS",
+        "no_bos": "no BOS (text's first token)",
+        "repeated": "one token repeated",
+    }
+    return words.get(name, name.replace("_", " "))
 
 
 HEAD_PANELS = {
@@ -46,8 +65,10 @@ HEAD_PANELS = {
 
 def heads_figure(heads: pd.DataFrame, model: str) -> Figure:
     """Relative change of the late P0 attention when each head is ablated at P0 / at a control
-    position (one colour scale, so the two compare), and of the P0 norm (its own scale). The
-    panels share the layer axis, labelled once on the left."""
+    position (one colour scale, so the two compare), and of the P0 norm (its own scale), in the
+    project's convention (`circuit_style`): blue cells support the sink (ablating the head
+    lowers it), orange cells oppose it. Heads of the node-level circuit (`in_circuit`) are
+    boxed. The panels share the layer axis, labelled once on the left."""
     cols = list(HEAD_PANELS)
     fig = Figure(figsize=(3.6 * len(cols) + 1.5, 0.3 * heads.layer.nunique() + 2.4),
                  layout="constrained")  # fmt: skip
@@ -58,7 +79,8 @@ def heads_figure(heads: pd.DataFrame, model: str) -> Figure:
         for col in group:
             ax = axes[cols.index(col)]
             grid = heads.pivot(index="layer", columns="head", values=col)
-            im = ax.imshow(grid.to_numpy(), cmap="RdBu", vmin=-lim, vmax=lim, aspect="auto")
+            im = ax.imshow(grid.to_numpy(), cmap=role_cmap(), vmin=-lim, vmax=lim, aspect="auto")
+            _box_circuit(ax, heads, grid)
             ax.set_title(HEAD_PANELS[col], fontsize=9)
             ax.set_xlabel("head")
             ax.set_xticks(range(len(grid.columns)), grid.columns, fontsize=7)
@@ -70,23 +92,61 @@ def heads_figure(heads: pd.DataFrame, model: str) -> Figure:
     axes[0].set_ylabel("layer")
     axes[0].set_yticks(range(len(grid.index)), grid.index, fontsize=7)
     fig.suptitle(f"{model}: heads ablated (mean over the other positions)")
+    fig.legend(
+        handles=[
+            Patch(color=ROLE_COLORS["supports"], label="blue: supports the sink (ablating the "
+                  "head lowers it)"),
+            Patch(color=ROLE_COLORS["opposes"], label="orange: opposes it (ablating the head "
+                  "raises it)"),
+            Patch(fc="none", ec="black", label="black box: head in the node-level circuit"),
+        ],
+        loc="outside lower center", ncols=3, fontsize=8, frameon=False,
+    )  # fmt: skip
     return fig
 
 
+def _box_circuit(ax, heads: pd.DataFrame, grid: pd.DataFrame) -> None:
+    """Outline the cells of the heads in the node-level circuit."""
+    if "in_circuit" not in heads:
+        return
+    rows, cols = list(grid.index), list(grid.columns)
+    for r in heads[heads.in_circuit.astype(bool)].itertuples():
+        y, x = rows.index(r.layer), cols.index(r.head)
+        ax.add_patch(Rectangle((x - 0.5, y - 0.5), 1, 1, fill=False, ec="black", lw=1.4))
+
+
 def mlps_figure(mlps: pd.DataFrame, model: str) -> Figure:
-    """Relative change of both metrics when each MLP is ablated at P0 and at the control."""
-    cols = ["p0_norm@p0", "p0_attention@p0", "p0_attention@control"]
-    fig = Figure(figsize=(10, 3.5), layout="constrained")
-    ax = fig.subplots()
-    width = 0.8 / len(cols)
-    for i, col in enumerate(cols):
-        ax.bar(mlps.layer + (i - 1) * width, mlps[col], width, label=col)
-    ax.axhline(0, color="k", lw=0.6)
-    ax.set_xlabel("MLP layer")
-    ax.xaxis.set_major_locator(MaxNLocator(integer=True))
-    ax.set_ylabel("relative change")
-    ax.legend(fontsize=8)
-    ax.set_title(f"{model}: MLPs ablated at P0 / control position")
+    """Relative change of the late P0 attention and of the P0 norm when each MLP is ablated at
+    P0 and at the control position, one panel each; bars blue where the MLP supports the sink
+    (ablating lowers it), orange where it opposes it. MLPs of the node-level circuit are
+    starred."""
+    fig = Figure(figsize=(10, 6), layout="constrained")
+    axes = fig.subplots(len(HEAD_PANELS), 1, sharex=True)
+    circuit = mlps.in_circuit.astype(bool) if "in_circuit" in mlps else mlps.layer < -1
+    for ax, (col, title) in zip(axes, HEAD_PANELS.items(), strict=True):
+        values = mlps[col].to_numpy()
+        colors = [ROLE_COLORS["supports" if v < 0 else "opposes"] for v in values]
+        ax.bar(mlps.layer, values, 0.7, color=colors)
+        for layer, v in zip(mlps.layer[circuit], values[circuit.to_numpy()], strict=True):
+            ax.annotate("*", (layer, v), ha="center", va="top" if v < 0 else "bottom",
+                        fontsize=12)  # fmt: skip
+        ax.axhline(0, color="k", lw=0.6)
+        ax.set_ylabel("relative\nchange", fontsize=8)
+        ax.set_title(title.replace("head", "MLP").replace("\n", " "), fontsize=9)
+    axes[-1].set_xlabel("MLP layer")
+    axes[-1].xaxis.set_major_locator(MaxNLocator(integer=True))
+    fig.suptitle(f"{model}: MLPs ablated, (ablated - clean) / clean")
+    fig.legend(
+        handles=[
+            Patch(color=ROLE_COLORS["supports"], label="blue: supports the sink (ablating the "
+                  "MLP lowers it)"),
+            Patch(color=ROLE_COLORS["opposes"], label="orange: opposes it (ablating the MLP "
+                  "raises it)"),
+            Line2D([], [], marker="$*$", ls="", color="black", ms=9,
+                   label="*: MLP in the node-level circuit"),
+        ],
+        loc="outside lower center", ncols=3, fontsize=8, frameon=False,
+    )  # fmt: skip
     return fig
 
 

@@ -1,0 +1,45 @@
+"""`summary.md`: a trace's finding, figures and findings in detail as plain Markdown, the file a
+reader opens first (on GitHub, in an editor); report.html holds everything else."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from circuits._io import atomic_write
+from circuits._repr import number
+
+
+def _setting(value) -> str:
+    if isinstance(value, float):
+        return number(value, ".4g")
+    if isinstance(value, list | tuple):
+        return " ".join(_setting(v) for v in value)
+    return str(value)
+
+
+def summary_markdown(trace, title: str, figures, captions: dict[str, str]) -> str:
+    """The Markdown text: title, finding, each figure (its PNG beside this file) with its
+    caption, the findings in detail, the settings last."""
+    parts = [f"# {title}", trace.finding().strip(), "## Figures"]
+    for name in figures:
+        caption = captions.get(name, name)
+        parts.append(f"![{name}]({name}.png)\n\n*{caption}*")
+    parts += ["## In detail", trace.text().strip()]
+    parts.append(
+        "Files: report.html (everything, with the interactive circuit and the tables), "
+        "summary.json (every number; `summary_keys` says what each means), one CSV a table, "
+        "circuit.* (the graph in several formats)."
+    )
+    rows = "\n".join(f"| {k} | {_setting(v)} |" for k, v in trace.settings().items())
+    parts += ["## Settings", f"| setting | value |\n|---|---|\n{rows}"]
+    return "\n\n".join(parts) + "\n"
+
+
+def write_summary_md(path: str | Path, trace, title: str, figures, captions) -> Path:
+    """Write `summary_markdown` to `path` atomically; returns the path."""
+    with atomic_write(path, "w") as fh:
+        fh.write(summary_markdown(trace, title, figures, captions))
+    return Path(path)
+
+
+__all__ = ["summary_markdown", "write_summary_md"]
