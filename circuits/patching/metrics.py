@@ -33,6 +33,9 @@ class Metric:
     fn: Callable[[Acts, Tensor | None], Tensor]
     logits: bool = False
     logit_pos: tuple[int, ...] | None = None
+    texts: Callable[[list[int]], Metric] | None = None
+    """For a metric with per-text data (answer ids, sink positions): the same metric over the
+    texts `rows` only (`for_texts`); None when it reads nothing per text."""
 
     def __post_init__(self) -> None:
         if not self.hooks and not self.logits:
@@ -40,6 +43,10 @@ class Metric:
         if self.logit_pos is not None and not self.logits:
             raise ValueError(f"metric {self.name!r} has logit_pos but logits=False")
         object.__setattr__(self, "hooks", tuple(dict.fromkeys(self.hooks)))
+
+    def for_texts(self, rows: Sequence[int]) -> Metric:
+        """This metric on the texts `rows` of its batch (itself when it has no per-text data)."""
+        return self if self.texts is None else self.texts([int(r) for r in rows])
 
     def __call__(self, acts: Acts, logits: Tensor | None = None) -> Float[Tensor, " batch"]:
         """The metric from activations and full logits [batch, pos, vocab] (or None)."""
@@ -185,10 +192,21 @@ def logit_diff(answer: int | Tensor, wrong: int | Tensor, pos: int = -1) -> Metr
         return at[rows, _per_row(answer, len(rows))] - at[rows, _per_row(wrong, len(rows))]
 
     def show(x):
-        return x if isinstance(x, int) else x.tolist()
+        if isinstance(x, int):
+            return x
+        return x.tolist() if x.numel() <= 4 else f"{x.numel()} per-text ids"
 
+    def texts(rows: list[int]) -> Metric:
+        return logit_diff(answer[rows], wrong[rows], pos)
+
+    n = max([x.numel() for x in (answer, wrong) if isinstance(x, Tensor)] + [1])
+    per_text = n > 1  # one id per text: the metric over some texts takes their ids
+    if per_text:
+        answer, wrong = (
+            x if isinstance(x, Tensor) else torch.full((n,), x) for x in (answer, wrong)
+        )
     name = f"logit_diff({show(answer)} vs {show(wrong)}, pos={pos})"
-    return Metric(name, (), fn, logits=True, logit_pos=(pos,))
+    return Metric(name, (), fn, logits=True, logit_pos=(pos,), texts=texts if per_text else None)
 
 
 def logits_metric(fn: Callable[[Tensor], Tensor], name: str) -> Metric:

@@ -1,0 +1,148 @@
+"""Counterfactual text pairs: each clean text has a corrupted partner of the same token length,
+and each pair names the answer token (the clean text's correct next token) and a wrong one.
+
+The behaviour is logit(answer) - logit(wrong) at the last position (`Pairs.metric`), and an
+ablated sender takes its value in the partner text at the same position ("resample from the
+partner", the counterfactual ablation of IOI path patching, EAP-IG and the MIB benchmark).
+`EdgeRunner`, `discover` and `judge_saved` take a `Pairs` wherever they take tokens.
+
+A pairs file is JSONL, one pair a line: {"clean": str, "corrupt": str, "answer": str,
+"wrong": str}; answer and wrong are the text of one token each (e.g. " Mary", with its space).
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Sequence
+from dataclasses import dataclass
+from pathlib import Path
+
+import torch
+from jaxtyping import Int
+from torch import Tensor
+
+from circuits.patching.metrics import Metric, logit_diff
+
+FIELDS = ("clean", "corrupt", "answer", "wrong")
+
+
+@dataclass(frozen=True)
+class Pairs:
+    """Clean and corrupt token rows [pair, pos] (one length), and the answer and wrong token id
+    of each pair [pair]. Indexing (`pairs[:8]`, `pairs[[0, 3]]`) gives the pairs selected."""
+
+    clean: Int[Tensor, "pair pos"]
+    corrupt: Int[Tensor, "pair pos"]
+    answer: Int[Tensor, " pair"]
+    wrong: Int[Tensor, " pair"]
+
+    def __post_init__(self) -> None:
+        if self.clean.shape != self.corrupt.shape or self.clean.ndim != 2:
+            raise ValueError(
+                f"clean and corrupt tokens must be [pair, pos] of one shape, got "
+                f"{tuple(self.clean.shape)} and {tuple(self.corrupt.shape)}"
+            )
+        if not self.answer.shape == self.wrong.shape == (self.clean.shape[0],):
+            raise ValueError("answer and wrong need one token id per pair")
+
+    @property
+    def shape(self) -> torch.Size:
+        return self.clean.shape
+
+    def __len__(self) -> int:
+        return int(self.clean.shape[0])
+
+    def __getitem__(self, rows) -> Pairs:
+        if isinstance(rows, int):
+            rows = [rows]
+        return Pairs(self.clean[rows], self.corrupt[rows], self.answer[rows], self.wrong[rows])
+
+    @property
+    def metric(self) -> Metric:
+        """logit(answer) - logit(wrong) at the last position, per pair."""
+        return logit_diff(self.answer, self.wrong, pos=-1)
+
+
+def check_rows(rows: Sequence[dict], source: str) -> None:
+    """Each row is an object with the four string fields, clean != corrupt (no tokenizer
+    needed, so the CLI checks a file before a model loads)."""
+    if not rows:
+        raise ValueError(f"{source}: no pairs; give one JSON object a line with {FIELDS}")
+    for i, row in enumerate(rows, 1):
+        where = f"{source}: pair {i}"
+        if not isinstance(row, dict):
+            raise ValueError(f"{where}: a pair must be a JSON object with fields {FIELDS}")
+        bad = [k for k in FIELDS if not isinstance(row.get(k), str) or not row[k]]
+        if bad:
+            raise ValueError(f"{where}: field(s) {', '.join(bad)} missing or not a non-empty "
+                             f"string; each pair needs {', '.join(FIELDS)}")  # fmt: skip
+        if row["answer"] == row["wrong"]:
+            raise ValueError(f"{where}: answer and wrong are the same token {row['answer']!r}")
+
+
+def read_rows(path: str | Path) -> list[dict]:
+    """The pairs of a JSONL file as dicts, checked (`check_rows`); blank lines are skipped."""
+    path = Path(path)
+    if not path.is_file():
+        raise ValueError(f"{path}: no such pairs file; give JSONL with fields {FIELDS}")
+    rows = []
+    for number, line in enumerate(path.read_text(encoding="utf-8").splitlines(), 1):
+        if not line.strip():
+            continue
+        try:
+            rows.append(json.loads(line))
+        except json.JSONDecodeError as err:
+            raise ValueError(
+                f"{path}:{number}: not JSON ({err.msg}); one pair object a line"
+            ) from None
+        if not isinstance(rows[-1], dict):
+            raise ValueError(f"{path}:{number}: a pair must be a JSON object with {FIELDS}")
+    check_rows(rows, str(path))
+    return rows
+
+
+def single_token(model, text: str, where: str) -> int:
+    """The id of `text` when the tokenizer makes it one token, else a one-line error."""
+    ids = model.tokenizer.encode(text, add_special_tokens=False)
+    if len(ids) != 1:
+        raise ValueError(
+            f"{where}: {text!r} is {len(ids)} tokens for this tokenizer; answer and wrong must be "
+            "one token each (mind the leading space)"
+        )
+    return int(ids[0])
+
+
+def tokenize(model, rows: Sequence[dict], source: str = "pairs") -> Pairs:
+    """`rows` (dicts with FIELDS) as Pairs: texts tokenized as the model's `to_tokens` does (its
+    BOS token first when it has one); every clean and corrupt text must have the same number of
+    tokens."""
+    check_rows(rows, source)
+    clean, corrupt, answer, wrong = [], [], [], []
+    for i, row in enumerate(rows, 1):
+        where = f"{source}: pair {i}"
+        a, b = (model.to_tokens(row[k])[0] for k in ("clean", "corrupt"))
+        if len(a) != len(b):
+            raise ValueError(
+                f"{where}: clean is {len(a)} tokens, corrupt {len(b)}; a pair must have the same "
+                "token length (the partner's values replace the clean ones position by position)"
+            )
+        if clean and len(a) != len(clean[0]):
+            raise ValueError(
+                f"{where}: {len(a)} tokens, but pair 1 has {len(clean[0])}; all pairs of one run "
+                "must have the same token length (split the file by length)"
+            )
+        clean.append(a)
+        corrupt.append(b)
+        answer.append(single_token(model, row["answer"], where))
+        wrong.append(single_token(model, row["wrong"], where))
+    return Pairs(
+        torch.stack(clean), torch.stack(corrupt), torch.tensor(answer), torch.tensor(wrong)
+    )
+
+
+def read_pairs(model, path: str | Path) -> Pairs:
+    """A pairs file (see the module docstring) tokenized for `model`."""
+    return tokenize(model, read_rows(path), str(path))
+
+
+__all__ = ["FIELDS", "Pairs", "check_rows", "read_pairs", "read_rows", "single_token", "tokenize"]

@@ -1,0 +1,159 @@
+"""Indirect object identification (IOI, Wang et al. 2022), generated here.
+
+A prompt names two people, then repeats one of them (the subject S) as the giver; the model
+should complete with the other one (the indirect object IO):
+
+    "When Mary and John went to the store, John gave a drink to" -> " Mary" (IO), not " John" (S)
+
+Templates, names, places and objects below are written for this project (in the spirit of the
+paper's, not copied). Both name orders are used (ABBA: IO first; BABA: S first). The corrupted
+partner is the paper's ABC prompt: the same template, place and object with the IO, S1 and S2
+slots filled by three other distinct names, so that no name is repeated and the position of the
+repetition carries no information. Metric: logit(IO) - logit(S) at the last position
+(`Pairs.metric`). Every name, place and object must be one token with its leading space for the
+tokenizer at hand (`check_vocabulary`); pairs must also have one token length, so only the
+templates of the most common token length are used (`ioi_pairs` says which).
+"""
+
+from __future__ import annotations
+
+import random
+from collections import Counter
+from dataclasses import dataclass
+
+from circuits.discovery.pairs import Pairs, tokenize
+
+NAMES = (
+    "Mary", "John", "Anna", "James", "Sarah", "David", "Laura", "Michael", "Emma", "Robert",
+    "Lisa", "Thomas", "Kate", "Daniel", "Alice", "Peter", "Helen", "Paul", "Rose", "Mark",
+    "Jane", "Tom", "Grace", "Steven", "Julia", "Kevin", "Amy", "Brian", "Lucy", "Jack",
+    "Ruth", "Henry", "Clara", "George", "Nancy", "Frank", "Diana", "Adam", "Karen", "Eric",
+)  # fmt: skip
+PLACES = (
+    "store", "park", "school", "house", "garden", "station", "office", "market", "hospital",
+    "beach", "restaurant", "church", "library", "river", "hotel",
+)  # fmt: skip
+OBJECTS = (
+    "drink", "book", "ring", "ball", "bag", "snack", "key", "letter", "flower", "basket",
+    "pen", "computer", "cake", "bottle", "phone",
+)  # fmt: skip
+TEMPLATES = (
+    "When {A} and {B} went to the {PLACE}, {C} gave a {OBJECT} to",
+    "After {A} and {B} arrived at the {PLACE}, {C} handed a {OBJECT} to",
+    "Once {A} and {B} got to the {PLACE}, {C} sent a {OBJECT} to",
+    "While {A} and {B} were at the {PLACE}, {C} passed a {OBJECT} to",
+    "Later {A} and {B} walked to the {PLACE}. {C} brought a {OBJECT} to",
+    "Since {A} and {B} were in the {PLACE}, {C} offered a {OBJECT} to",
+    "Today {A} and {B} stopped by the {PLACE}. {C} gave a {OBJECT} to",
+    "{A} and {B} went to the {PLACE}, then {C} gave a {OBJECT} to",
+)
+"""{A} and {B} are the first two names, {C} the repeated one (the subject, S2); the IO is the
+one of A / B that C is not."""
+
+
+@dataclass(frozen=True)
+class IOIPrompt:
+    """One clean prompt with its ABC partner: `io` and `s` are the names (no space)."""
+
+    clean: str
+    corrupt: str
+    io: str
+    s: str
+    template: int
+    order: str  # "ABBA" (IO first) or "BABA" (S first)
+
+    def row(self) -> dict:
+        """The pairs-file row: clean, corrupt, answer (" IO"), wrong (" S")."""
+        return {"clean": self.clean, "corrupt": self.corrupt, "answer": f" {self.io}",
+                "wrong": f" {self.s}"}  # fmt: skip
+
+
+def check_vocabulary(tokenizer) -> dict[str, list[str]]:
+    """Names, places and objects that are NOT one token with a leading space, by list (an empty
+    dict: every word is one token)."""
+    bad: dict[str, list[str]] = {}
+    for label, words in (("names", NAMES), ("places", PLACES), ("objects", OBJECTS)):
+        multi = [w for w in words if len(tokenizer.encode(f" {w}", add_special_tokens=False)) != 1]
+        if multi:
+            bad[label] = multi
+    return bad
+
+
+def _fill(template: str, a: str, b: str, c: str, place: str, obj: str) -> str:
+    return template.format(A=a, B=b, C=c, PLACE=place, OBJECT=obj)
+
+
+def ioi_prompts(
+    n: int,
+    seed: int = 0,
+    *,
+    names=NAMES,
+    places=PLACES,
+    objects=OBJECTS,
+    templates=TEMPLATES,
+) -> list[IOIPrompt]:
+    """`n` IOI prompts with their ABC partners: template, order (ABBA / BABA, alternating),
+    names, place and object drawn with a seeded `random.Random(seed)`."""
+    if n < 1:
+        raise ValueError(f"n must be >= 1, got {n}")
+    if len(names) < 5:
+        raise ValueError(f"the ABC corruption needs at least 5 names, got {len(names)}")
+    rng = random.Random(seed)
+    out = []
+    for i in range(n):
+        t = rng.randrange(len(templates))
+        io, s, c1, c2, c3 = rng.sample(list(names), 5)
+        place, obj = rng.choice(places), rng.choice(objects)
+        order = "ABBA" if i % 2 == 0 else "BABA"
+        a, b = (io, s) if order == "ABBA" else (s, io)
+        clean = _fill(templates[t], a, b, s, place, obj)
+        corrupt = _fill(templates[t], c1, c2, c3, place, obj)
+        out.append(IOIPrompt(clean, corrupt, io, s, t, order))
+    return out
+
+
+def ioi_pairs(model, n: int, seed: int = 0) -> tuple[Pairs, list[IOIPrompt]]:
+    """`n` IOI pairs tokenized for `model`, all of one token length: prompts are drawn from the
+    templates whose length is the most common one for this tokenizer. Raises when a word of the
+    lists is not one token."""
+    bad = check_vocabulary(model.tokenizer)
+    if bad:
+        raise ValueError(
+            f"IOI words that are not one token for this tokenizer: {bad}; remove them from "
+            "circuits.tasks.ioi lists or pass lists of single-token words"
+        )
+    lengths = {}
+    for t, template in enumerate(TEMPLATES):
+        probe = _fill(template, NAMES[0], NAMES[1], NAMES[1], PLACES[0], OBJECTS[0])
+        lengths[t] = int(model.to_tokens(probe).shape[1])
+    common = Counter(lengths.values()).most_common(1)[0][0]
+    templates = tuple(TEMPLATES[t] for t, n_tok in lengths.items() if n_tok == common)
+    prompts = ioi_prompts(n, seed, templates=templates)
+    kept = [TEMPLATES.index(t) for t in templates]
+    prompts = [IOIPrompt(p.clean, p.corrupt, p.io, p.s, kept[p.template], p.order) for p in prompts]
+    return tokenize(model, [p.row() for p in prompts], "ioi"), prompts
+
+
+def name_positions(pairs: Pairs) -> dict[str, list[int]]:
+    """Per clean prompt, the token positions of the IO name, the first S and the second S."""
+    out: dict[str, list[int]] = {"io": [], "s1": [], "s2": []}
+    for row, io, s in zip(pairs.clean.tolist(), pairs.answer.tolist(), pairs.wrong.tolist(),
+                          strict=True):  # fmt: skip
+        s_at = [i for i, t in enumerate(row) if t == s]
+        out["io"].append(row.index(io))
+        out["s1"].append(s_at[0])
+        out["s2"].append(s_at[-1])
+    return out
+
+
+__all__ = [
+    "NAMES",
+    "OBJECTS",
+    "PLACES",
+    "TEMPLATES",
+    "IOIPrompt",
+    "check_vocabulary",
+    "ioi_pairs",
+    "ioi_prompts",
+    "name_positions",
+]
