@@ -4,7 +4,13 @@ Memory: per layer, hook functions reduce the attention pattern to two numbers pe
 (`sink_score`, `gu_alpha`) as soon as the block computes it, so no [query, key] pattern is kept
 (unless `per_query` asks for the sink column, which needs the patterns of one chunk); the only
 activations kept are the block outputs (`blocks.{l}.hook_resid_post`), for one chunk at a time.
-The model is asked for the last position's logits only.
+The model is asked for the last position's logits only. The bridge still builds each layer's
+whole pattern while the layer runs; for long texts (`chunked`, by default above
+`CHUNKED_FROM` tokens) `circuits.sinks.chunked` computes the same two numbers in query chunks
+instead, so memory grows with the text's length, not its square.
+
+Precision: every metric is reduced in float32 whatever the model's dtype (patterns and block
+outputs are cast before any mean or norm).
 
 Batching: texts are sorted by length and packed into chunks of at most `max_batch_tokens`
 padded tokens, right-padded, with an attention mask. Under causal attention a right-padded
@@ -31,6 +37,7 @@ from transformer_lens.model_bridge import TransformerBridge
 
 from circuits.corpus import Trace
 from circuits.sinks.attention import gu_alpha, sink_score
+from circuits.sinks.chunked import CHUNKED_FROM, MAX_CHUNK_ELEMENTS, column_sums
 from circuits.sinks.primary import (
     p0_mass_per_query,
 )
@@ -90,6 +97,8 @@ def measure_tokens(
     offsets: int | Sequence[int] = 0,
     sink_position: int | None = None,
     per_query: bool = False,
+    chunked: bool | None = None,
+    max_chunk_elements: int = MAX_CHUNK_ELEMENTS,
     max_batch_tokens: int = MAX_BATCH_TOKENS,
     max_batch_size: int = MAX_BATCH_SIZE,
     progress: bool = True,
@@ -102,7 +111,9 @@ def measure_tokens(
     `offsets`: leading tokens to exclude as queries and secondary sinks (one int for all texts,
     or one per text; see the module docstring). `sink_position` fixes the primary sink instead
     of taking the largest-norm position. `per_query` also keeps A[l, h, i, sink] for every
-    query (more memory: the patterns of one chunk). `on_states(index, states)` is called with
+    query (more memory: the patterns of one chunk). `chunked` computes attention received in
+    query chunks of at most `max_chunk_elements` scores without any whole pattern (None: when a
+    chunk's longest text exceeds `CHUNKED_FROM` tokens; not with `per_query`). `on_states(index, states)` is called with
     each text's block outputs [layer, pos, d_model] (on the CPU) as soon as they are measured,
     so a caller can use them without keeping every text's. `thresholds` are `Settings` fields (`tau`,
     `eps`, `massive_ratio`, ...; the papers' defaults). Every input is checked before the
@@ -113,6 +124,14 @@ def measure_tokens(
     offsets = _check(
         model, rows, offsets, sink_position, settings, max_batch_tokens, max_batch_size
     )
+    if chunked and per_query:
+        raise ValueError(
+            "per_query needs whole attention patterns, which chunked=True never builds; "
+            "drop one of them"
+        )
+    forward = partial(
+        _forward, per_query=per_query, chunked=chunked, max_chunk_elements=max_chunk_elements
+    )
     results: list[TextSinks | None] = [None] * len(rows)
     chunks = _chunks([len(r) for r in rows], max_batch_tokens, max_batch_size)
     with tqdm(total=len(rows), desc="sinks", unit="text", disable=not progress) as bar:
@@ -120,7 +139,7 @@ def measure_tokens(
             for index, text in zip(
                 chunk,
                 _measure_chunk(model, [rows[i] for i in chunk], [offsets[i] for i in chunk],
-                               chunk, sink_position, settings, per_query, on_states),
+                               chunk, sink_position, settings, forward, on_states),
                 strict=True,
             ):  # fmt: skip
                 results[index] = text
@@ -240,7 +259,7 @@ def _measure_chunk(
     indices: list[int],
     sink_position: int | None,
     settings: Settings,
-    per_query: bool,
+    forward: Callable,
     on_states: Callable[[int, Tensor], None] | None = None,
 ) -> list[TextSinks]:
     n_layers = model.cfg.n_layers
@@ -253,33 +272,8 @@ def _measure_chunk(
     positions = torch.arange(width)
     key_valid = positions < lengths[:, None]
     query_valid = (key_valid & (positions >= torch.tensor(offsets)[:, None])).to(device)
-
-    score, alpha, resid, patterns = {}, {}, {}, {}
-
-    def on_pattern(pattern: Tensor, hook, layer: int) -> None:
-        score[layer] = sink_score(pattern, query_valid)
-        alpha[layer] = gu_alpha(pattern, query_valid)
-        if per_query:
-            patterns[layer] = pattern.detach()
-
-    def on_resid(value: Tensor, hook, layer: int) -> None:
-        resid[layer] = value.detach()
-
-    hooks = [(pattern_hook(layer), partial(on_pattern, layer=layer)) for layer in range(n_layers)]
-    hooks += [(resid_hook(layer), partial(on_resid, layer=layer)) for layer in range(n_layers)]
-    model.run_with_hooks(
-        tokens.to(device),
-        fwd_hooks=hooks,
-        attention_mask=key_valid.long().to(device),
-        return_type=None,
-        logits_to_keep=1,
-    )
-    missing = [layer for layer in range(n_layers) if layer not in score or layer not in resid]
-    if missing:
-        raise RuntimeError(
-            f"hooks did not fire for layers {missing}; this model does not expose "
-            "blocks.{l}.attn.hook_pattern / blocks.{l}.hook_resid_post"
-        )
+    score, alpha, resid, patterns = forward(model, tokens.to(device), key_valid, query_valid)
+    per_query = bool(patterns)
     tok = model.tokenizer
     out = []
     for b, row in enumerate(rows):
@@ -307,10 +301,64 @@ def _measure_chunk(
     return out
 
 
+def _forward(
+    model: TransformerBridge,
+    tokens: Int[Tensor, "batch pos"],
+    key_valid: Tensor,
+    query_valid: Tensor,
+    *,
+    per_query: bool,
+    chunked: bool | None,
+    max_chunk_elements: int,
+) -> tuple[dict, dict, dict, dict]:
+    """One forward over a padded chunk: per layer, `sink_score` and `gu_alpha` [batch, head,
+    key], the block outputs and (with `per_query`) the patterns; all float32."""
+    n_layers = model.cfg.n_layers
+    if chunked is None:
+        chunked = not per_query and tokens.shape[1] > CHUNKED_FROM
+    score, alpha, resid, patterns = {}, {}, {}, {}
+
+    def on_pattern(pattern: Tensor, hook, layer: int) -> None:
+        pattern = pattern.detach().float()
+        score[layer] = sink_score(pattern, query_valid)
+        alpha[layer] = gu_alpha(pattern, query_valid)
+        if per_query:
+            patterns[layer] = pattern
+
+    def on_resid(value: Tensor, hook, layer: int) -> None:
+        resid[layer] = value.detach()
+
+    hooks = [(resid_hook(layer), partial(on_resid, layer=layer)) for layer in range(n_layers)]
+    run = partial(
+        model.run_with_hooks,
+        tokens,
+        attention_mask=key_valid.long().to(tokens.device),
+        return_type=None,
+        logits_to_keep=1,
+    )
+    if chunked:
+        with column_sums(model, query_valid, max_chunk_elements) as sums:
+            run(fwd_hooks=hooks)
+        for layer in range(n_layers):
+            score[layer], alpha[layer] = sums.sink_score(layer), sums.gu_alpha(layer)
+    else:
+        hooks += [
+            (pattern_hook(layer), partial(on_pattern, layer=layer)) for layer in range(n_layers)
+        ]
+        run(fwd_hooks=hooks)
+    missing = [layer for layer in range(n_layers) if layer not in score or layer not in resid]
+    if missing:
+        raise RuntimeError(
+            f"hooks did not fire for layers {missing}; this model does not expose "
+            "blocks.{l}.attn.hook_pattern / blocks.{l}.hook_resid_post"
+        )
+    return score, alpha, resid, patterns
+
+
 def _layer_stack(acts: dict[int, Tensor], index: tuple, n_layers: int) -> Tensor:
-    """`acts[l][index]` stacked over layers, on the CPU: one text at a time, so a chunk's
-    activations are never copied whole."""
-    return torch.stack([acts[layer][index] for layer in range(n_layers)]).cpu()
+    """`acts[l][index]` stacked over layers, on the CPU in float32: one text at a time, so a
+    chunk's activations are never copied whole."""
+    return torch.stack([acts[layer][index] for layer in range(n_layers)]).cpu().float()
 
 
 def measure_corpus(

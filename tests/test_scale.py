@@ -1,0 +1,112 @@
+"""Beyond one small CPU: sink scores in query chunks (bounded memory), reduced precision,
+device placement and data-parallel discovery."""
+
+from __future__ import annotations
+
+import pytest
+import torch
+
+from circuits.sinks.runner import measure
+
+TEXTS = [
+    "The quick brown fox jumps over the lazy dog. " * 3,
+    "Hello world, this is a test.",
+    "abc" * 20,
+]
+TOL = 1e-5
+
+
+def assert_same_sinks(full, chunked, tol: float = TOL) -> None:
+    """Every attention-derived metric of two reports agrees to `tol` (NaN where the other is)."""
+    for a, b in zip(full.texts, chunked.texts, strict=True):
+        assert a.sink == b.sink
+        for name in ("score", "p0_mass", "alpha", "cosine"):
+            x, y = getattr(a, name), getattr(b, name)
+            assert torch.equal(x.isnan(), y.isnan()), name
+            assert (x - y).abs().nan_to_num(0.0).max() <= tol, name
+        assert [e.position for e in a.events] == [e.position for e in b.events]
+
+
+def test_chunked_sinks_equal_full_pattern(tiny):
+    # Three texts of different lengths in one padded batch, with offsets; 300 scores a chunk
+    # means 1-2 query rows at a time (4 heads, 2 KV heads).
+    full = measure(tiny, TEXTS, offsets=[0, 2, 5], chunked=False, progress=False)
+    chunked = measure(
+        tiny, TEXTS, offsets=[0, 2, 5], chunked=True, max_chunk_elements=300, progress=False
+    )
+    assert_same_sinks(full, chunked)
+    # The sink scores are not trivially equal: they vary over positions and layers.
+    assert full.texts[0].score.nan_to_num(0).std() > 1e-3
+
+
+def test_chunked_leaves_the_model_as_it_was(tiny):
+    attn = tiny.blocks[0].attn
+    config = attn.original_component.config
+    measure(tiny, TEXTS[:1], chunked=True, progress=False)
+    assert "forward" not in attn.__dict__
+    assert config._attn_implementation == "eager"
+    seen = []
+    tiny.run_with_hooks(
+        tiny.to_tokens(TEXTS[1]),
+        fwd_hooks=[("blocks.0.attn.hook_pattern", lambda p, hook: seen.append(p.shape))],
+    )
+    assert seen, "hook_pattern no longer fires after a chunked run"
+
+
+def test_chunked_refuses_per_query(tiny):
+    with pytest.raises(ValueError, match="per_query"):
+        measure(tiny, TEXTS[:1], chunked=True, per_query=True, progress=False)
+
+
+def tiny_gemma(folder):
+    """A seeded random 4-layer Gemma 3 with a sliding window of 8 tokens on layers 0 and 2."""
+    from transformer_lens.model_bridge import TransformerBridge
+    from transformers import Gemma3ForCausalLM, Gemma3TextConfig
+
+    from circuits.models.tiny import VOCAB, byte_tokenizer
+
+    tok = byte_tokenizer(folder)
+    config = Gemma3TextConfig(
+        vocab_size=VOCAB,
+        hidden_size=64,
+        intermediate_size=128,
+        num_hidden_layers=4,
+        num_attention_heads=4,
+        num_key_value_heads=1,
+        head_dim=16,
+        sliding_window=8,
+        max_position_embeddings=256,
+        layer_types=["sliding_attention", "full_attention"] * 2,
+        bos_token_id=1,
+        eos_token_id=2,
+        pad_token_id=0,
+        architectures=["Gemma3ForCausalLM"],
+    )
+    torch.manual_seed(0)
+    hf = Gemma3ForCausalLM(config).eval()
+    hf.config._attn_implementation = "eager"
+    model = TransformerBridge.boot_transformers(
+        "circuits/tiny-gemma3", hf_model=hf, tokenizer=tok, device="cpu", dtype=torch.float32
+    )
+    return model.eval()
+
+
+def test_chunked_sliding_window_equals_full_pattern(tmp_path):
+    model = tiny_gemma(tmp_path)
+    full = measure(model, TEXTS[:2], chunked=False, progress=False)
+    chunked = measure(model, TEXTS[:2], chunked=True, max_chunk_elements=200, progress=False)
+    assert_same_sinks(full, chunked)
+    # The window is in force: in sliding layer 0 only queries 1..7 see key 0, so its mean
+    # over the 90 later queries is at most 7/90; the full layer 1 has no such bound.
+    n = len(chunked.texts[0].tokens)
+    assert n > 80
+    assert chunked.texts[0].score[0, 0] <= 7 / (n - 1) + TOL
+
+
+@pytest.mark.slow
+def test_chunked_sinks_equal_full_pattern_smollm2(smollm2):
+    texts = [" ".join(TEXTS) * 4, TEXTS[1]]
+    full = measure(smollm2, texts, chunked=False, progress=False)
+    chunked = measure(smollm2, texts, chunked=True, max_chunk_elements=2**16, progress=False)
+    assert len(full.texts[0].tokens) > 200
+    assert_same_sinks(full, chunked)
