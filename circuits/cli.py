@@ -102,6 +102,12 @@ def _cmd_p0(args: argparse.Namespace) -> int:
             f"resumed: {len(trace.resumed)} of {len(STEPS)} steps loaded from {steps} "
             f"({', '.join(trace.resumed)})"
         )
+    if args.claims:
+        from circuits.claims import claims
+        from circuits.claims.attach import with_claims
+
+        measured = claims(model, trace.texts)
+        trace = with_claims(trace, measured.table, measured.run["jump_layers"])
     _write(trace, out, model)
     remove_checkpoints(steps)
     print(f"removed the step checkpoints {steps}")
@@ -124,6 +130,11 @@ def add_p0(sub) -> None:
         action="store_true",
         help="load the steps already in --checkpoints (same model, settings and texts), run the "
         "rest",
+    )
+    p.add_argument(
+        "--claims",
+        action="store_true",
+        help="add the P0 claims table (circuits claims, default settings) to the report",
     )
     config_options(p, P0Config)
     p.set_defaults(func=_cmd_p0)
@@ -322,7 +333,11 @@ def _cmd_secondary(args: argparse.Namespace) -> int:
     else:
         traces = project_traces(args.model, args.n_texts)
     model = load(args)
-    _write(trace_secondary(model, plain_texts(traces) if args.plain else traces, config), out)
+    trace = trace_secondary(model, plain_texts(traces) if args.plain else traces, config)
+    from circuits.claims import ClaimsConfig, secondary_claims
+    from circuits.claims.attach import with_claims
+
+    _write(with_claims(trace, secondary_claims(trace.tables(), ClaimsConfig())), out)
     return 0
 
 
@@ -339,9 +354,60 @@ def add_secondary(sub) -> None:
     p.set_defaults(func=_cmd_secondary)
 
 
+def _cmd_claims(args: argparse.Namespace) -> int:
+    out = check_out(args.out)
+    from circuits.claims.config import ClaimsConfig
+
+    config = config_from(args, ClaimsConfig)
+    from circuits.claims import Claims, read_secondary
+    from circuits.claims.pipeline import claims
+
+    secondary = read_secondary(args.secondary) if args.secondary else None  # before the load
+    if args.trigger:
+        from circuits.claims.trigger import trigger_claims
+
+        result = Claims("trigger-task", config, trigger_claims(config))
+    else:
+        texts = _texts(args.texts)
+        result = claims(load(args), texts, config, secondary=secondary)
+    _write(result, out)
+    from circuits._io import atomic_write, write_json
+
+    write_json(out / "claims.json", {"model": result.model, "claims": result.table.records()})
+    with atomic_write(out / "claims.md") as f:
+        f.write(result.text() + "\n")
+    print(result.table.markdown())
+    return 0
+
+
+def add_claims(sub) -> None:
+    p = sub.add_parser(
+        "claims", help="the seed papers' mechanism claims as measured rows with verdicts"
+    )
+    model_options(p)
+    out_option(p, "claims.csv, claims.json, claims.md, figures, report.html")
+    p.add_argument("--texts", metavar="PATH", help=TEXTS_HELP)
+    p.add_argument(
+        "--secondary",
+        metavar="DIR",
+        help="a folder written by `circuits secondary` for this model: adds Wong et al.'s "
+        "claims, read from its tables",
+    )
+    p.add_argument(
+        "--trigger",
+        action="store_true",
+        help="instead of --model: Ran-Milo's theorems on small models trained on the trigger "
+        "task (about a minute)",
+    )
+    from circuits.claims.config import ClaimsConfig
+
+    config_options(p, ClaimsConfig)
+    p.set_defaults(func=_cmd_claims)
+
+
 COMMANDS = [
     add_models, add_export, add_generate, add_p0, add_faithfulness, add_sinks, add_trigger,
-    add_secondary,
+    add_secondary, add_claims,
 ]  # fmt: skip
 
 

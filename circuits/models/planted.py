@@ -84,10 +84,13 @@ P0_TEXTS = (
 distinct-ish bytes): demos and tests of the P0 tracer on `planted_p0_model`."""
 
 
-def planted_p0_model(seed: int = 0, folder=None) -> PlantedP0:
+def planted_p0_model(seed: int = 0, folder=None, amplify: float = 1.0) -> PlantedP0:
     """The 4-layer tiny model with a P0 circuit planted at head L0.H0 and MLP L1.
 
     The planted head's query-head partner (sharing its key/value head) keeps random weights.
+    `amplify` scales what the MLP writes on the sink direction: at 1 the P0 norm barely grows
+    (the sink lives in the direction after the norm); at 10 it triples across block 1, a P0
+    norm jump as Peng et al. describe, and the sink heads still attend to P0.
     Heads in layers 2-3 are the downstream sink heads. Scales were chosen so that P0 attention in
     layers 2-3 is near 1 on texts of distinct characters, and is checked by the tests.
     """
@@ -118,7 +121,7 @@ def planted_p0_model(seed: int = 0, folder=None) -> PlantedP0:
         # |scratch|^2 through pairs of neurons: silu(a z) z + silu(-a z)(-z) ~= a z^2.
         m = hf.model.layers[mlp].mlp
         n = lay.scratch.stop - lay.scratch.start
-        gain, out = 10.0, 0.003
+        gain, out = 10.0, 0.003 * amplify
         for j in range(n):
             for k, sign in ((2 * j, 1.0), (2 * j + 1, -1.0)):
                 m.gate_proj.weight[k].zero_()

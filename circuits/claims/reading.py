@@ -1,0 +1,179 @@
+"""How the late heads read P0 (Peng et al.: under pre-norm the fixed P0 direction is what later
+keys read). Per late sink head, the score advantage of P0 over the other keys is split by
+interventions on the key and query projections' inputs (after the block's norm, what the
+projections read; each patched alone): P0's key input without its excess along the P0-state
+direction (the rest), and a constant query (the query side). Then which components write that direction at P0."""
+
+from __future__ import annotations
+
+import pandas as pd
+import torch
+import torch.nn.functional as F
+from jaxtyping import Float
+from torch import Tensor
+from transformer_lens.model_bridge import TransformerBridge
+
+from circuits.claims.identification import PAPER
+from circuits.claims.inputs import Inputs
+from circuits.claims.table import AUTO, Claim, claim_row
+from circuits.discovery.forward import head_outputs
+from circuits.sites import hook_name
+
+KEY = "blocks.{}.attn.k.hook_in"
+QUERY = "blocks.{}.attn.q.hook_in"
+SCORES = "blocks.{}.attn.hook_attn_scores"
+
+
+def advantage(scores: Float[Tensor, "text head query key"]) -> Float[Tensor, "text head"]:
+    """Mean over queries i >= 1 of score(i, 0) - mean score(i, j) over keys 1..i."""
+    n = scores.shape[-1]
+    mask = torch.tril(torch.ones(n, n, dtype=torch.bool), 0)[1:, 1:]
+    rest = torch.where(mask, scores[..., 1:, 1:], torch.zeros(()).to(scores))
+    others = rest.sum(-1) / mask.sum(-1)
+    return (scores[..., 1:, 0] - others).mean(-1)
+
+
+@torch.no_grad()
+def _scores(model, tokens, layer: int, hooks: list) -> Tensor:
+    name = SCORES.format(layer)
+    with model.hooks(fwd_hooks=hooks):
+        _, cache = model.run_with_cache(tokens, names_filter=[name], stop_at_layer=layer + 1)
+    return cache[name]
+
+
+def _without_excess(direction: Tensor):
+    """Hook: P0's key input keeps everything but its excess (over the mean of the other
+    positions) along `direction`."""
+
+    def hook(x: Tensor, hook) -> Tensor:
+        x = x.clone()
+        excess = ((x[:, 0] - x[:, 1:].mean(1)) * direction).sum(-1, keepdim=True)
+        x[:, 0] = x[:, 0] - excess * direction
+        return x
+
+    return hook
+
+
+def _constant_query(x: Tensor, hook) -> Tensor:
+    x = x.clone()
+    x[:, 1:] = x[:, 1:].mean(1, keepdim=True)
+    return x
+
+
+def score_split(model: TransformerBridge, inputs: Inputs, eps: float) -> pd.DataFrame:
+    """Per late head with P0 mass > `eps`: per text, the P0 score `advantage`, the share of it
+    lost when P0's key input loses its excess along the P0-state direction (`dir_share`),
+    the share lost when P0's whole key input is made the mean of the others' (`key_share`),
+    and the share kept with one constant query (`const_query_share`)."""
+    tokens = inputs.tokens
+    rows = []
+    with torch.no_grad():
+        for layer in inputs.formation.late_layers:
+            name = hook_name("pattern", layer)
+            _, cache = model.run_with_cache(
+                tokens, names_filter=[name, KEY.format(layer)], stop_at_layer=layer + 1
+            )
+            mass = cache[name][:, :, 1:, 0].mean((0, 2))
+            heads = [h for h in range(model.cfg.n_heads) if mass[h] > eps]
+            if not heads:
+                continue
+            k0 = cache[KEY.format(layer)][:, 0]  # [text, d_model], after the norm
+            direction = F.normalize(k0.mean(0), dim=-1)
+            clean = advantage(_scores(model, tokens, layer, []))
+            runs = {
+                "dir": [(KEY.format(layer), _without_excess(direction))],
+                "key": [(KEY.format(layer), _p0_ordinary)],
+                "const_query": [(QUERY.format(layer), _constant_query)],
+            }
+            adv = {k: advantage(_scores(model, tokens, layer, h)) for k, h in runs.items()}
+            for h in heads:
+                a = clean[:, h]
+                rows.append(
+                    {"component": f"L{layer}.H{h}", "layer": layer, "head": h,
+                     "p0_mass": float(mass[h]), "advantage": a.tolist(),
+                     "dir_share": ((a - adv["dir"][:, h]) / a).tolist(),
+                     "key_share": ((a - adv["key"][:, h]) / a).tolist(),
+                     "const_query_share": (adv["const_query"][:, h] / a).tolist()}
+                )  # fmt: skip
+    return pd.DataFrame(rows)
+
+
+def _p0_ordinary(x: Tensor, hook) -> Tensor:
+    x = x.clone()
+    x[:, 0] = x[:, 1:].mean(1)
+    return x
+
+
+@torch.no_grad()
+def writers(model: TransformerBridge, inputs: Inputs) -> pd.DataFrame:
+    """Per component up to the last jump block (embedding, each head, each MLP, and the rest:
+    biases and norms outside them), its share of the formed P0 state along that state's
+    direction, per text: (component's P0 output . u) / (P0 state . u), u the unit mean P0
+    state over texts after the last jump block. The shares sum to 1."""
+    last = inputs.formation.last_jump
+    layers = inputs.formation_layers
+    names = [hook_name("resid_pre", 0), hook_name("resid_post", last)]
+    names += [hook_name(k, layer) for layer in layers for k in ("head", "mlp_out")]
+    _, cache = model.run_with_cache(inputs.tokens, names_filter=names)
+    state = cache[hook_name("resid_post", last)][:, 0]
+    u = F.normalize(state.mean(0), dim=-1)
+    total = state @ u
+    parts = {"embed": cache[hook_name("resid_pre", 0)][:, 0]}
+    for layer in layers:
+        outs = head_outputs(model, layer, cache[hook_name("head", layer)][:, :1])[:, 0]
+        for h in range(outs.shape[1]):
+            parts[f"L{layer}.H{h}"] = outs[:, h]
+        parts[f"L{layer}.MLP"] = cache[hook_name("mlp_out", layer)][:, 0]
+    parts["rest"] = state - sum(parts.values())
+    return pd.DataFrame(
+        [{"component": k, "share": float((v @ u / total).mean()),
+          "shares": (v @ u / total).tolist()} for k, v in parts.items()]
+    )  # fmt: skip
+
+
+def reading_claims(
+    inputs: Inputs, split: pd.DataFrame, written: pd.DataFrame, shares: pd.DataFrame, config
+) -> list[Claim]:
+    """The late sink heads' P0 advantage comes through the P0-state direction in P0's key
+    (median over heads of `dir_share` >= read_share; not applicable without sink heads), and
+    the components that carry the jump write that direction (their summed share of the state
+    along it >= write_share)."""
+    over = f"{len(inputs.tokens)} texts x {inputs.tokens.shape[1]} tokens, P0 = {inputs.main}"
+    text = {"family": "reading", "paper": PAPER, "over": over}
+    if split.empty:
+        per_text, ok = [], None
+        detail = f"no late head (blocks {inputs.formation.late_layers[0]}+) has P0 mass > eps"
+    else:
+        per_text = _median_over_heads(split, "dir_share")
+        ok = AUTO
+        detail = (
+            f"{len(split)} late sink heads; whole key made ordinary: median share "
+            f"{pd.Series(_median_over_heads(split, 'key_share')).mean():.2f}; one constant "
+            f"query keeps {pd.Series(_median_over_heads(split, 'const_query_share')).mean():.2f}"
+        )
+    rows = [
+        claim_row(config, per_text, "read_share", ok=ok, claim="reading.keys_read_p0_direction",
+                  wording="later heads' keys read the fixed P0 direction",
+                  measurement="share of the P0 score advantage lost when P0's key input loses "
+                  "its excess along the P0-state direction (median over late sink heads)",
+                  rule="median share >= read_share", detail=detail, **text)
+    ]  # fmt: skip
+    carry = set(shares.component[shares.share >= config.carry_share])
+    mine = written[written.component.isin(carry)]
+    per_text = [sum(t) for t in zip(*mine.shares, strict=True)] if len(mine) else [0.0]
+    top = written.sort_values("share", ascending=False).head(4)
+    rows.append(
+        claim_row(config, per_text, "write_share", claim="reading.circuit_writes_direction",
+                  wording="the identification heads and amplifying MLPs write what the keys "
+                  "read", measurement="share of the formed P0 state along its direction "
+                  "written by the components that carry the jump",
+                  rule="summed share >= write_share",
+                  detail=f"carriers: {sorted(carry) or 'none'}; largest writers: "
+                  + ", ".join(f"{r.component} {r.share:.2f}" for r in top.itertuples()), **text)
+    )  # fmt: skip
+    return rows
+
+
+def _median_over_heads(split: pd.DataFrame, column: str) -> list[float]:
+    """Per text, the median over heads of `column`."""
+    return torch.tensor(split[column].tolist()).median(0).values.tolist()

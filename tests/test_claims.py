@@ -1,0 +1,289 @@
+"""The claims table: each claim kind gives "holds" on a tiny model where it is built in and "does
+not hold" on a control built without it; the verdict logic; the CLI."""
+
+from __future__ import annotations
+
+import json
+import math
+
+import pandas as pd
+import pytest
+import torch
+
+from circuits.claims import ClaimsConfig, claims
+from circuits.claims.secondary import secondary_claims
+from circuits.claims.table import (
+    AUTO,
+    FAILS,
+    HOLDS,
+    NOT_APPLICABLE,
+    Claim,
+    claim_row,
+    mean_interval,
+)
+from circuits.models.planted import P0_TEXTS, planted_p0_model
+
+CONFIG = ClaimsConfig(n_texts=8, n_tokens=24)
+MARKER = 34  # a residual dimension the planted layout leaves free
+
+
+def _verdicts(model) -> dict[str, str]:
+    return claims(model, list(P0_TEXTS), CONFIG).table.verdicts()
+
+
+def _constant_values(p):
+    """Control: every head of blocks 0-1 reads only the constant direction as its value, so its
+    output is the same at every position (nothing can single out P0, no cone)."""
+    with torch.no_grad():
+        for layer in (0, 1):
+            v = p.model.original_model.model.layers[layer].self_attn.v_proj.weight
+            v.zero_()
+            v[:, p.layout.const] = 1.0
+    return p.model
+
+
+def _semantic(p, write: float = 0.06):
+    """Control: the P0 jump comes from the BOS token itself (a marker only <bos> carries, read by
+    one neuron of MLP 1 that writes the sink direction), not from position."""
+    hf = p.model.original_model
+    with torch.no_grad():
+        hf.model.embed_tokens.weight[1, MARKER] = 1.0
+        m, n = hf.model.layers[1].mlp, 40
+        for w in (m.gate_proj.weight[n], m.up_proj.weight[n], m.down_proj.weight[:, n]):
+            w.zero_()
+        m.gate_proj.weight[n, MARKER], m.gate_proj.weight[n, p.layout.const] = 8.0, -4.0
+        m.up_proj.weight[n, MARKER] = 1.0
+        m.down_proj.weight[p.layout.sink, n] = write
+    return p.model
+
+
+def _token_keys(p, gain: float = 12.0):
+    """Control: the late heads key on the BOS token's identity, not on the P0 state's direction
+    (which the MLP still writes)."""
+    hf = p.model.original_model
+    d_head = p.model.cfg.d_model // p.model.cfg.n_heads
+    bos = hf.model.embed_tokens.weight[1, p.layout.token].clone()
+    with torch.no_grad():
+        for layer in p.sink_layers:
+            k_proj = hf.model.layers[layer].self_attn.k_proj.weight
+            for kk in range(p.model.cfg.n_key_value_heads):
+                k = k_proj[kk * d_head : (kk + 1) * d_head]
+                k.zero_()
+                k[d_head - 1, p.layout.token] = gain * bos
+    return p.model
+
+
+@pytest.fixture(scope="module")
+def planted(tmp_path_factory):
+    """The planted P0 circuit with a P0 norm jump (MLP 1 writes 10x the default)."""
+    return planted_p0_model(folder=tmp_path_factory.mktemp("claims"), amplify=10)
+
+
+@pytest.fixture(scope="module")
+def planted_claims(planted):
+    return claims(planted.model, list(P0_TEXTS), CONFIG)
+
+
+def test_planted_circuit_holds_where_built_in(planted, planted_claims):
+    v = planted_claims.table.verdicts()
+    built_in = [
+        "identification.spread_heads_carry_jump", "identification.p0_output_distinct",
+        "identification.same_across_texts", "amplification.mlps_carry_jump",
+        "amplification.fixed_direction_texts", "amplification.fixed_direction_variants",
+        "cone.p0_attention_output_larger", "reading.keys_read_p0_direction",
+        "reading.circuit_writes_direction",
+    ]  # fmt: skip
+    assert {c: v[c] for c in built_in} == dict.fromkeys(built_in, HOLDS)
+    # The planted head copies the first token's identity: its P0 output is distinct by norm
+    # for every first token, but points elsewhere for each one. Not built in, so not claimed.
+    assert v["identification.same_across_first_tokens"] == FAILS
+    shares = planted_claims.table.tables["jump_shares"].set_index("component").share
+    assert shares["L0.H0"] > 0.9 and shares["L1.MLP"] > 0.8  # the planted head and MLP
+    others = shares.drop(["L0.H0", "L1.MLP", "L0.H1"])  # L0.H1 shares H0's key/value head
+    assert others.abs().max() < 0.05
+    rows = planted_claims.frame().set_index("claim")
+    assert rows.loc["identification.spread_heads_carry_jump", "detail"].startswith(
+        "carriers (jump share): L0.H0"
+    )
+    assert rows.value.notna().all() and (rows.low <= rows.value + 1e-9).all()
+
+
+def test_constant_values_control_breaks_identification_and_the_cone(tmp_path):
+    v = _verdicts(_constant_values(planted_p0_model(folder=tmp_path, amplify=10)))
+    for claim in (
+        "identification.spread_heads_carry_jump",
+        "identification.p0_output_distinct",
+        "cone.p0_attention_output_larger",
+        "reading.circuit_writes_direction",
+    ):
+        assert v[claim] == FAILS, claim  # fmt: skip
+
+
+def test_no_amplifier_control_breaks_amplification(tmp_path):
+    result = claims(planted_p0_model(folder=tmp_path, amplify=0).model, list(P0_TEXTS), CONFIG)
+    rows = result.frame().set_index("claim")
+    for claim in (
+        "amplification.mlps_carry_jump",
+        "amplification.fixed_direction_texts",
+        "identification.spread_heads_carry_jump",
+    ):
+        assert rows.loc[claim, "verdict"] == FAILS, claim  # fmt: skip
+        assert "no P0 norm jump" in rows.loc[claim, "detail"]
+    assert result.run["p0_norm_growth"] < CONFIG.jump_factor
+
+
+def test_semantic_control_has_no_fixed_direction_across_first_tokens(tmp_path):
+    v = _verdicts(_semantic(planted_p0_model(folder=tmp_path, amplify=0)))
+    assert v["amplification.mlps_carry_jump"] == HOLDS  # the jump is there, made by the token
+    assert v["amplification.fixed_direction_variants"] == FAILS
+    assert v["identification.same_across_first_tokens"] == FAILS
+
+
+def test_token_keys_control_does_not_read_the_p0_direction(tmp_path):
+    result = claims(_token_keys(planted_p0_model(folder=tmp_path, amplify=10)), list(P0_TEXTS),
+                    CONFIG)  # fmt: skip
+    row = result.frame().set_index("claim").loc["reading.keys_read_p0_direction"]
+    assert row.verdict == FAILS and row.value < CONFIG.read_share
+    split = result.table.tables["score_split"]
+    assert len(split) == 8  # the late heads still attend to P0, through the token's keys
+    assert min(sum(s) / len(s) for s in split.key_share) > 0.5
+
+
+def test_thresholds_decide_and_are_named(planted):
+    strict = CONFIG.with_options(cone_ratio=100.0, read_share=0.99)
+    v = claims(planted.model, list(P0_TEXTS), strict).table
+    rows = v.frame().set_index("claim")
+    assert rows.loc["cone.p0_attention_output_larger", "verdict"] == FAILS
+    assert rows.loc["cone.p0_attention_output_larger", "threshold"] == "cone_ratio"
+    assert rows.loc["cone.p0_attention_output_larger", "threshold_value"] == 100.0
+    with pytest.raises(ValueError, match="cone_ratio must be > 0"):
+        ClaimsConfig(cone_ratio=0)
+    with pytest.raises(ValueError, match="n_texts=8 needed"):
+        claims(planted.model, ["one text"], CONFIG)
+
+
+def test_claim_row_verdicts_and_interval():
+    text = dict(family="f", claim="c", paper="p", wording="w", measurement="m", rule="r",
+                detail="", over="")  # fmt: skip
+    assert claim_row(CONFIG, [0.6, 0.7], "carry_share", **text).verdict == HOLDS
+    assert claim_row(CONFIG, [0.01, 0.02], "carry_share", **text).verdict == FAILS
+    assert claim_row(CONFIG, [], "carry_share", **text).verdict == FAILS  # nothing measured
+    assert claim_row(CONFIG, [0.5], "carry_share", ok=None, **text).verdict == NOT_APPLICABLE
+    row = claim_row(CONFIG, [1.0, 2.0, 3.0], "carry_share", ok=AUTO, bound=5.0, **text)
+    assert row.verdict == FAILS and row.threshold_value == 5.0 and row.value == 2.0
+    mean, lo, hi = mean_interval([1.0, 2.0, 3.0, 4.0], seed=0)
+    assert mean == 2.5 and 1.0 <= lo < mean < hi <= 4.0
+    assert mean_interval([1.0, 2.0, 3.0, 4.0], seed=0) == (mean, lo, hi)  # seeded
+    assert all(math.isnan(x) for x in mean_interval([math.nan]))
+    with pytest.raises(ValueError, match="verdict must be one of"):
+        Claim("f", "c", "p", "w", "m", 1.0, 1.0, 1.0, "t", 1.0, "r", "maybe")
+
+
+def _secondary_tables(sink_cos: float, r2: float, sink_pr: float, dip: float) -> dict:
+    forming = pd.DataFrame(
+        {"group": ["sink"] * 4 + ["control"] * 4,
+         "mlp_cos": [sink_cos] * 4 + [0.1, 0.2, 0.0, 0.1]}
+    )  # fmt: skip
+    fits = pd.DataFrame(
+        [{"y": y, "x": "log_mlp_norm", "slope": 1.0, "intercept": 0.0, "r2": r2, "n": 40,
+          "subset": "all"} for y in ("log_score", "lifetime")]
+    )  # fmt: skip
+    pca = pd.DataFrame(
+        [{"layer": 3, "group": "sink", "n": 40, "top1": 0.8, "participation_ratio": sink_pr},
+         {"layer": 3, "group": "control", "n": 40, "top1": 0.2, "participation_ratio": 10.0}]
+    )  # fmt: skip
+    active = [0, 0, 2, 2, 0, 0]
+    mass = [0.1, 0.5, 0.5 * (1 - dip), 0.5 * (1 - dip), 0.5, 0.5]
+    layers = pd.DataFrame({"layer": range(6), "p0_mass": mass, "n_active@0.95": active})
+    return {"forming": forming, "fits": fits, "pca": pca, "layers": layers}
+
+
+def test_secondary_verdicts_from_the_tracer_tables():
+    good = secondary_claims(_secondary_tables(0.98, 0.8, 2.0, 0.5), CONFIG).verdicts()
+    assert set(good.values()) == {HOLDS} and len(good) == 5
+    bad = secondary_claims(_secondary_tables(0.2, 0.1, 8.0, 0.0), CONFIG).verdicts()
+    assert set(bad.values()) == {FAILS}
+    empty = _secondary_tables(0.98, 0.8, 2.0, 0.5)
+    empty["forming"] = empty["forming"][empty["forming"].group == "control"]
+    assert set(secondary_claims(empty, CONFIG).verdicts().values()) == {NOT_APPLICABLE}
+
+
+def test_planted_secondary_sink_is_formed_by_an_aligned_mlp(tmp_path):
+    from circuits.models.planted import planted_secondary_model
+    from circuits.tracing.secondary import find_secondary, forming_mlp, make_corpus, mlp_geometry
+    from circuits.tracing.secondary.fit import norm_fit
+
+    p = planted_secondary_model(folder=tmp_path)
+    texts = ["ab,cd,ef,gh", "xy,zw,uv,st", "no,pe,qr,mn", "ij,kl,op,rs"]
+    corpus = make_corpus(p.model, texts)
+    census = find_secondary(p.model, corpus, progress=False)
+    forming = forming_mlp(p.model, corpus, census, progress=False)
+    tables = {"forming": forming.frame, "fits": norm_fit(forming).to_frame(),
+              "pca": mlp_geometry(forming, min_points=4).summary,
+              "layers": census.layers_frame()}  # fmt: skip
+    rows = secondary_claims(tables, CONFIG).frame().set_index("claim")
+    assert rows.loc["secondary.mlp_aligns_with_sink", "verdict"] == HOLDS
+    assert rows.loc["secondary.mlp_aligns_with_sink", "value"] > 0.99
+    # Every planted sink lives exactly `lifetime` layers: nothing for a lifetime fit to explain.
+    assert rows.loc["secondary.norm_predicts_lifetime", "verdict"] == NOT_APPLICABLE
+
+
+def test_trigger_theorems_in_table_form():
+    from circuits.claims.trigger import theorem_rows
+    from circuits.trigger import (
+        SINK_BOUND,
+        TrainConfig,
+        TriggerModelConfig,
+        TriggerTask,
+        TriggerTransformer,
+        eval_batch,
+        make_batch,
+        measure,
+        relu_construction,
+        train_model,
+    )  # fmt: skip
+
+    task = TriggerTask()
+    batch = make_batch(task, 128, seed=1)
+    built = theorem_rows(measure(relu_construction(task), batch), "hand-set", CONFIG)
+    assert [(r.claim, r.verdict) for r in built] == [("trigger.theorem3", HOLDS)]
+    torch.manual_seed(0)
+    untrained = TriggerTransformer(TriggerModelConfig.for_task(task, attention="relu"))
+    control = theorem_rows(measure(untrained, batch), "untrained ReLU", CONFIG)
+    assert [(r.claim, r.verdict) for r in control] == [("trigger.theorem3", FAILS)]
+    train = TrainConfig(steps=400, n_checkpoints=1, seed=0)
+    soft = train_model(task, TriggerModelConfig.for_task(task), train, False)
+    rows = theorem_rows(measure(soft.model, eval_batch(task, train)), "softmax", CONFIG)
+    assert [(r.claim, r.verdict) for r in rows] == [("trigger.theorem1", HOLDS)]
+    assert rows[0].value > SINK_BOUND
+
+
+def test_cli_writes_claims_files(planted, tmp_path, monkeypatch, capsys):
+    from circuits import cli
+
+    texts = tmp_path / "texts.txt"
+    texts.write_text("\n".join(P0_TEXTS) + "\n")
+    monkeypatch.setattr(cli, "load", lambda args: planted.model)
+    out = tmp_path / "out"
+    assert cli.main(["claims", "--texts", str(texts), "--out", str(out)]) == 0
+    names = {p.name for p in out.iterdir()}
+    assert {"claims.csv", "claims.json", "claims.md", "report.html", "claim_cone.png"} <= names
+    doc = json.loads((out / "claims.json").read_text())
+    assert len(doc["claims"]) == 10 and doc["claims"][0]["verdict"] in (HOLDS, FAILS)
+    assert "| `cone.p0_attention_output_larger` |" in (out / "claims.md").read_text()
+    assert cli.main(["claims", "--secondary", str(tmp_path), "--out", str(tmp_path / "o")]) == 2
+    assert "lacks forming.csv" in capsys.readouterr().err
+
+
+def test_claims_join_another_report(planted_claims, tmp_path):
+    from circuits.claims.attach import with_claims
+    from circuits.report import write_trace
+
+    extra = secondary_claims(_secondary_tables(0.98, 0.8, 2.0, 0.5), CONFIG)
+    joined = with_claims(planted_claims, extra, [1])
+    assert joined.model == planted_claims.model  # everything else is the trace's own
+    assert len(joined.tables()["claims"]) == 5
+    assert joined.summary()["claims"]["secondary.primary_valley"] == HOLDS
+    html = write_trace(joined, tmp_path / "r").read_text()
+    assert "The papers&#x27; claims, measured" in html or "The papers' claims, measured" in html
+    assert "secondary.mlp_aligns_with_sink" in html
