@@ -35,7 +35,9 @@ P0_GRAPH = Path(__file__).parent / "data" / "smollm2_p0_node_graph.graphml"
 EDGE_GRAPH = Path(__file__).parents[1] / "docs" / "p0" / "smollm2-135m" / "circuit.graphml"
 # The SmolLM2 P0 trace's tables (docs/p0), from which its figures are drawn without a model.
 P0_TABLES = EDGE_GRAPH.parent
-needs_dot = pytest.mark.skipif(shutil.which("dot") is None, reason="Graphviz dot not installed")
+needs_dot = pytest.mark.skipif(
+    shutil.which("dot") is None, reason="Graphviz dot not installed (apt-get install graphviz)"
+)
 LAYOUTS = ["multipartite", pytest.param("dot", marks=needs_dot)]
 
 

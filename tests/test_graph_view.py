@@ -112,7 +112,9 @@ def test_a_notebook_shows_the_view_with_its_library():
     assert show_graph(small_graph()).element_id != view.element_id
 
 
-@pytest.mark.skipif(shutil.which("dot") is None, reason="Graphviz dot not installed")
+@pytest.mark.skipif(
+    shutil.which("dot") is None, reason="Graphviz dot not installed (apt-get install graphviz)"
+)
 def test_with_dot_the_long_edges_follow_its_routes():
     from pathlib import Path
 

@@ -216,14 +216,20 @@ class Selection:
     hidden: int = 0
 
 
+MAX_DRAWN = 60
+"""At most this many valued edges in a picture (drawing, Mermaid, viewer's first view)."""
+
+
 def circuit_edges(
     g: nx.DiGraph,
     *,
     min_abs_effect: float | None = None,
     min_share: float | None = None,
     roles: dict[tuple[str, str], str] | None = None,
+    max_edges: int | None = MAX_DRAWN,
 ) -> Selection:
-    """The edges in the circuit, by the first rule that applies:
+    """The edges in the circuit, by the first rule that applies (then at most `max_edges` of
+    them, the strongest, when more pass: a picture of thousands of edges helps no one):
 
     1. `in_graph` true, when any edge carries that attribute (pruned EAP-style graphs);
     2. |effect| >= `min_abs_effect` (given here, or the threshold of that name recorded on the
@@ -270,6 +276,11 @@ def circuit_edges(
         )
     else:
         rule = "all edges"
+    valued = [e for e in edges if roles[e] not in ("observed", "structure")]
+    if max_edges is not None and len(valued) > max_edges:
+        weak = set(sorted(valued, key=lambda e: -g.edges[e]["abs_effect"])[max_edges:])
+        edges = [e for e in edges if e not in weak]
+        rule += f", capped to the {max_edges} strongest"
     edges = _with_structure(g, edges, roles)
     if any("in_graph" in d for _, d in g.nodes(data=True)):
         nodes = [n for n, d in g.nodes(data=True) if d.get("in_graph") is True]

@@ -1,6 +1,7 @@
 """Heatmaps of patching sweeps: layer x position, layer x head (or x neuron), from a
 `circuits.patching.SweepResult`. Colour is the effect (patched - unpatched metric), on a
-diverging scale centred at zero."""
+diverging scale centred at zero, in the project's colours (`circuits.graph.convention`): blue
+below zero, orange above."""
 
 from __future__ import annotations
 
@@ -8,6 +9,8 @@ from collections.abc import Sequence
 
 import numpy as np
 from matplotlib.figure import Figure
+
+from circuits.graph.convention import role_cmap
 
 REDUCTIONS = ("sum", "max_abs")
 
@@ -21,13 +24,14 @@ def _reduce(effects: np.ndarray, axis: int, how: str) -> np.ndarray:
 
 def _panel(fig, ax, data: np.ndarray, ylabels, xlabels, xname: str, title: str) -> None:
     vmax = float(np.abs(data).max()) or 1.0
-    im = ax.imshow(data, cmap="RdBu_r", vmin=-vmax, vmax=vmax, aspect="auto", origin="upper")
+    im = ax.imshow(data, cmap=role_cmap(), vmin=-vmax, vmax=vmax, aspect="auto", origin="upper")
     ax.set_ylabel("layer")
     ax.set_xlabel(xname)
     ax.set_title(title, fontsize=9)
     ax.set_yticks(range(len(ylabels)), [str(v) for v in ylabels], fontsize=6)
     ax.set_xticks(range(len(xlabels)), [str(v) for v in xlabels], fontsize=6, rotation=90)
-    fig.colorbar(im, ax=ax, label="effect")
+    fig.colorbar(im, ax=ax, label="effect: blue lowers the metric (removing it: supports),\n"
+                 "orange raises it (opposes)")  # fmt: skip
 
 
 def plot_sweep(
