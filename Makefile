@@ -5,7 +5,7 @@ PY := $(VENV)/bin/python
 TEST_MODELS := smollm2-135m qwen2.5-0.5b
 OUT ?= out
 
-.PHONY: install demo docs test lint format clean notebooks
+.PHONY: install demo quick docs test lint format clean notebooks
 
 install: $(VENV)/.installed
 
@@ -18,8 +18,15 @@ $(VENV)/.installed: pyproject.toml
 	$(VENV)/bin/circuits models --install $(TEST_MODELS)
 	touch $@
 
+# An interrupted demo resumes from its finished steps (kept in OUT/p0-smollm2-135m.steps).
+DEMO := $(OUT)/p0-smollm2-135m
 demo: install
-	$(VENV)/bin/circuits p0 --model smollm2-135m --out $(OUT)/p0-smollm2-135m
+	$(VENV)/bin/circuits p0 --model smollm2-135m --out $(DEMO) \
+		$(if $(wildcard $(DEMO).steps/*),--resume)
+
+# A rough first result in about 2-4 minutes on 2 cores (fewer, shorter texts; see --quick).
+quick: install
+	$(VENV)/bin/circuits p0 --quick --model smollm2-135m --out $(OUT)/p0-smollm2-135m-quick
 
 # The saved runs under docs/ (summaries, tables, graphs, PNGs are committed; report.html is not:
 # this target writes it again, with every other file, by re-running each documented command).
