@@ -713,3 +713,10 @@ def test_convert_and_the_export_command(tmp_path, capsys):
     assert "invalid choice: 'svg'" in capsys.readouterr().err
     assert main(["export", str(src), "--format", "graphml"]) == 2
     assert "is the input file" in capsys.readouterr().err
+    # A run's own files are never replaced silently.
+    (tmp_path / "x.gv").write_text("the run's own file")
+    assert main(["export", str(src), "--format", "dot", "--out", str(tmp_path / "x.gv")]) == 2
+    assert "x.gv exists; pass --force" in capsys.readouterr().err
+    assert (tmp_path / "x.gv").read_text() == "the run's own file"
+    argv = ["export", str(src), "--format", "dot", "--out", str(tmp_path / "x.gv"), "--force"]
+    assert main(argv) == 0 and typed(read(tmp_path / "x.gv")) == typed(sample())

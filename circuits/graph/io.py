@@ -130,9 +130,11 @@ def _write_mermaid(g: nx.DiGraph, fh: IO[bytes], fenced: bool) -> None:
         circuit_edges,
         drawing_caption,
         edge_roles,
+        fold_read_heads,
         support_sign,
     )
 
+    g = fold_read_heads(g)
     roles = edge_roles(g)
     sel = circuit_edges(g, roles=roles)
     edges, keep = sel.edges, set(sel.nodes)
@@ -261,11 +263,15 @@ def read(path: str | Path, format: str | None = None) -> nx.DiGraph:
         raise ValueError(f"{path} was read but is not a complete circuit graph: {err}") from err
 
 
-def convert(src: str | Path, format: str, out: str | Path | None = None) -> Path:
+def convert(
+    src: str | Path, format: str, out: str | Path | None = None, *, force: bool = False
+) -> Path:
     """Read the graph at `src` and write it in `format` to `out` (default: `src` with the
-    format's suffix). Returns the written path."""
+    format's suffix). An existing `out` is replaced only with `force`. Returns the path."""
     fmt = format_of(out or src, format)
     out = Path(out) if out is not None else Path(src).with_suffix(FORMATS[fmt][0])
     if out.resolve() == Path(src).resolve():
         raise ValueError(f"{out} is the input file; give --out a different path")
+    if out.is_file() and not out.is_symlink() and not force:  # `write` refuses the rest
+        raise ValueError(f"{out} exists; pass --force to replace it, or --out another file")
     return write(read(src), out, fmt)

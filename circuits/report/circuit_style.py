@@ -147,7 +147,7 @@ def role_legend(g: nx.DiGraph, *, sign: int | None = None) -> dict[str, str]:
         "opposes": opp,
         "neutral": "no effect",
         "observed": "observed value, no intervention",
-        "structure": "structure: a head's input -> the head, a late head -> the target",
+        "structure": "structure: a head input -> its head(s) -> the target that reads them",
     }
     return {role: f"{COLOR_WORDS[role]}: {text}" for role, text in words.items()}
 
@@ -292,6 +292,34 @@ def circuit_edges(
         if not edges:
             nodes = list(g.nodes)
     return Selection(edges, nodes, rule, hidden=g.number_of_edges() - len(edges))
+
+
+def fold_read_heads(g: nx.DiGraph) -> nx.DiGraph:
+    """A copy of `g` for pictures in which a head input whose heads only pass the metric's read
+    on (structure edges only: input -> head -> target) points at the target itself, one edge
+    naming those heads, instead of one box and two edges per head (7 heads share a key under
+    grouped-query attention). The heads stay when anything else touches them."""
+    roles = edge_roles(g)
+    out = g.copy()
+    for n in list(g):
+        heads = [h for h in g.successors(n) if roles[n, h] == "structure"]
+        if not heads or any(roles[e] != "structure" for e in g.out_edges(n)):
+            continue
+        ends = {v for h in heads for v in g.successors(h)}
+        plain = all(
+            all(roles[e] == "structure" for e in [*g.in_edges(h), *g.out_edges(h)])
+            and g.in_degree(h) == 1
+            for h in heads
+        )
+        if not plain or len(ends) != 1 or not all(g.out_degree(h) == 1 for h in heads):
+            continue
+        target = ends.pop()
+        names = ", ".join(h.split(".")[-1] for h in heads)
+        out.remove_nodes_from(heads)
+        data = dict(g.edges[heads[0], target])
+        data["intervention"] = f"structure: read through heads {names}"
+        out.add_edge(n, target, **data)
+    return out
 
 
 def _with_structure(

@@ -51,6 +51,7 @@ from circuits.report.circuit_style import (
     edge_label,
     edge_roles,
     effect_meaning,
+    fold_read_heads,
     format_value,
     role_legend,
     support_sign,
@@ -131,6 +132,7 @@ def draw_circuit(
         raise ValueError("the graph has no nodes: nothing to draw")
     if max_edge_labels < 0:
         raise ValueError(f"max_edge_labels must be >= 0, got {max_edge_labels}")
+    g = fold_read_heads(g)
     sign = support_sign(g) if effect_sign_supports is None else effect_sign_supports
     roles = edge_roles(g, sign=sign)
     sel = circuit_edges(g, min_abs_effect=min_abs_effect, min_share=min_share, roles=roles)
