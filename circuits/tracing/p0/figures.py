@@ -92,17 +92,24 @@ def heads_figure(heads: pd.DataFrame, model: str) -> Figure:
     axes[0].set_ylabel("layer")
     axes[0].set_yticks(range(len(grid.index)), grid.index, fontsize=7)
     fig.suptitle(f"{model}: heads ablated (mean over the other positions)")
+    member = Patch(fc="none", ec="black", label="black box: head in the node-level circuit")
+    _role_legend(fig, "head", member)
+    return fig
+
+
+def _role_legend(fig: Figure, what: str, member) -> None:
+    """The convention's two colours in words (`circuits.graph.convention`) and the circuit
+    marker `member`, below the panels."""
     fig.legend(
         handles=[
-            Patch(color=ROLE_COLORS["supports"], label="blue: supports the sink (ablating the "
-                  "head lowers it)"),
-            Patch(color=ROLE_COLORS["opposes"], label="orange: opposes it (ablating the head "
-                  "raises it)"),
-            Patch(fc="none", ec="black", label="black box: head in the node-level circuit"),
+            Patch(color=ROLE_COLORS["supports"],
+                  label=f"blue: supports the sink (ablating the {what} lowers it)"),
+            Patch(color=ROLE_COLORS["opposes"],
+                  label=f"orange: opposes it (ablating the {what} raises it)"),
+            member,
         ],
         loc="outside lower center", ncols=3, fontsize=8, frameon=False,
     )  # fmt: skip
-    return fig
 
 
 def _box_circuit(ax, heads: pd.DataFrame, grid: pd.DataFrame) -> None:
@@ -136,17 +143,9 @@ def mlps_figure(mlps: pd.DataFrame, model: str) -> Figure:
     axes[-1].set_xlabel("MLP layer")
     axes[-1].xaxis.set_major_locator(MaxNLocator(integer=True))
     fig.suptitle(f"{model}: MLPs ablated, (ablated - clean) / clean")
-    fig.legend(
-        handles=[
-            Patch(color=ROLE_COLORS["supports"], label="blue: supports the sink (ablating the "
-                  "MLP lowers it)"),
-            Patch(color=ROLE_COLORS["opposes"], label="orange: opposes it (ablating the MLP "
-                  "raises it)"),
-            Line2D([], [], marker="$*$", ls="", color="black", ms=9,
-                   label="*: MLP in the node-level circuit"),
-        ],
-        loc="outside lower center", ncols=3, fontsize=8, frameon=False,
-    )  # fmt: skip
+    member = Line2D([], [], marker="$*$", ls="", color="black", ms=9,
+                    label="*: MLP in the node-level circuit")  # fmt: skip
+    _role_legend(fig, "MLP", member)
     return fig
 
 
