@@ -83,6 +83,9 @@ TEXTS_HELP = (
 def _cmd_p0(args: argparse.Namespace) -> int:
     out = check_out(args.out)
     steps = check_checkpoints(args.checkpoints or f"{out}.steps", args.resume)
+    from circuits.discovery.distributed import writer_paths
+
+    out, steps = writer_paths(out, steps)  # under torchrun only rank 0 writes
     config = config_from(args, P0Config)
     texts = _texts(args.texts)
     if texts is not None and len(texts) < config.n_fit + config.n_heldout:

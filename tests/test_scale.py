@@ -3,6 +3,8 @@ device placement and data-parallel discovery."""
 
 from __future__ import annotations
 
+import os
+
 import pytest
 import torch
 
@@ -110,3 +112,30 @@ def test_chunked_sinks_equal_full_pattern_smollm2(smollm2):
     chunked = measure(smollm2, texts, chunked=True, max_chunk_elements=2**16, progress=False)
     assert len(full.texts[0].tokens) > 200
     assert_same_sinks(full, chunked)
+
+
+@pytest.mark.slow  # tiny model, but three processes start: ~1-2.5 min on the shared CPU
+def test_two_processes_give_the_scores_and_circuit_of_one(tmp_path):
+    """Discovery on the planted model under torchrun (2 CPU processes, gloo) against one
+    process: the same edge scores (1e-6), circuit, curve and faithfulness values; rank 1
+    wrote nothing beside rank 0's file."""
+    import subprocess
+    import sys
+    from pathlib import Path
+
+    script = Path(__file__).parent / "data" / "dist_discover.py"
+    env = {**os.environ, "OMP_NUM_THREADS": "1"}
+    one, two = tmp_path / "one.pt", tmp_path / "two.pt"
+    subprocess.run([sys.executable, script, one, tmp_path / "m1"], check=True, env=env)
+    torchrun = [sys.executable, "-m", "torch.distributed.run", "--nproc-per-node", "2"]
+    torchrun += ["--rdzv-backend", "c10d", "--rdzv-endpoint", "localhost:0"]
+    subprocess.run([*torchrun, script, two, tmp_path / "m2"], check=True, env=env, timeout=600)
+    a, b = torch.load(one), torch.load(two)
+    assert a["scores"].shape == b["scores"].shape
+    assert (a["scores"] - b["scores"]).abs().max() <= 1e-6
+    assert a["scores"].abs().max() > 1e-3
+    assert torch.equal(a["mask"], b["mask"]) and a["mask"].any()
+    for key in ("fit_faithfulness", "heldout", "random"):
+        assert b[key] == pytest.approx(a[key], abs=1e-6), key
+    assert a["curve"]["n_edges"] == b["curve"]["n_edges"]
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["m1", "m2", "one.pt", "two.pt"]

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import heapq
 from dataclasses import dataclass
+from functools import partial
 
 import numpy as np
 import torch
@@ -19,6 +20,7 @@ from numpy.typing import ArrayLike
 from torch import Tensor
 
 from circuits.discovery.dag import EdgeSpace
+from circuits.discovery.distributed import per_text
 from circuits.discovery.forward import EdgeRunner
 
 N_RANDOM = 10
@@ -31,7 +33,12 @@ CI = 0.95
 def evaluate(
     runner: EdgeRunner, masks: Bool[Tensor, "circuit edge"], *, batch_size: int = 64
 ) -> Float[Tensor, "circuit batch"]:
-    """The metric per circuit and prompt with only each circuit's edges kept."""
+    """The metric per circuit and prompt with only each circuit's edges kept (under torchrun,
+    each process runs its shard of the texts: `distributed.per_text`)."""
+    return per_text(runner, partial(_evaluate, masks=masks, batch_size=batch_size), dim=1)
+
+
+def _evaluate(runner: EdgeRunner, masks: Tensor, batch_size: int) -> Tensor:
     n_batch = runner.tokens.shape[0]
     per = max(1, batch_size // n_batch)
     out = []

@@ -1,0 +1,38 @@
+"""Run by tests/test_scale.py, alone or under torchrun: discover the planted P0 circuit and
+save its edge scores, circuit and faithfulness values to argv[1] (rank 0; any other rank writes
+into its scratch copy of the path, `writer_paths`)."""
+
+import os
+import sys
+from pathlib import Path
+
+import torch
+
+from circuits.discovery import DiscoveryConfig, discover, token_rows
+from circuits.discovery.distributed import writer_paths
+from circuits.models.planted import P0_TEXTS, planted_p0_model
+from circuits.patching.metrics import p0_attention
+
+torch.set_num_threads(1)
+planted = planted_p0_model(folder=f"{sys.argv[2]}/rank{os.environ.get('RANK', '0')}")
+model = planted.model
+fit, held = token_rows(model, P0_TEXTS[:5], 20), token_rows(model, P0_TEXTS[5:], 20)
+# One text per gradient batch in both runs, so each text gets the same arithmetic (gradients
+# taken in batches of different sizes differ by float rounding, ~2e-5 here).
+config = DiscoveryConfig(
+    n_curve=4, n_stability=4, n_exact_texts=1, max_exact=5, n_random=3, n_boot=50, grad_batch=1
+)
+circuit = discover(model, fit, held, p0_attention(list(planted.sink_layers)), config=config)
+(out,) = writer_paths(Path(sys.argv[1]))
+summary = circuit.summary()
+torch.save(
+    {
+        "scores": circuit.scores,
+        "mask": circuit.mask,
+        "fit_faithfulness": circuit.fit_faithfulness,
+        "heldout": summary["heldout_faithfulness"],
+        "random": summary["random_faithfulness_mean"],
+        "curve": circuit.curve.to_dict("list"),
+    },
+    out,
+)
