@@ -8,17 +8,24 @@ ablated at position 0 with the mean over the text's other positions):
    forward per edge (hooks on the one receiver, as a hand-written reference), with the largest
    difference between their values;
 3. the extrapolated speed-up of EAP over exact path patching of every edge;
-4. `discover` end to end as the texts double (fit = held-out = n / 2).
+4. `discover` end to end as the texts double (fit = held-out = n / 2);
+5. mask optimisation (the `mask` method's default sweep) on the same texts, as a multiple of
+   one EAP-IG run (target <= 10x);
+6. peak memory (RSS high-water mark of a forked process: model, clean run and gradients) of
+   EAP-IG over --memory-texts texts scored --grad-batch texts per gradient pass (target < 6 GB;
+   13.4 GB in one pass before batching, issue 20).
 
     python scripts/bench_discovery.py [--texts 32] [--top 200] [--scaling 32 64 128]
-        [--light-scaling]
+        [--light-scaling] [--parts attribution exact scaling mask memory]
 """
 
 from __future__ import annotations
 
 import argparse
+import multiprocessing
 import resource
 import time
+from pathlib import Path
 
 import torch
 
@@ -33,6 +40,7 @@ from circuits.discovery import (
     read_texts,
 )
 from circuits.discovery.forward import _project
+from circuits.discovery.methods.mask import sweep
 from circuits.models import load_model
 from circuits.patching.metrics import p0_attention
 
@@ -122,6 +130,44 @@ def separate_forward(model, runner, e) -> torch.Tensor:
     return runner.metric(acts, None)
 
 
+def peak_rss_gb() -> float:
+    """This process's resident-set high-water mark (VmHWM), in GB."""
+    for line in Path("/proc/self/status").read_text().splitlines():
+        if line.startswith("VmHWM:"):
+            return int(line.split()[1]) / 1e6
+    return float("nan")
+
+
+def _score_in_child(model, tokens, metric, steps: int, batch: int) -> tuple[float, float]:
+    t = time.perf_counter()
+    eap_ig(EdgeRunner(model, tokens, metric), steps, batch=batch)
+    return time.perf_counter() - t, peak_rss_gb()
+
+
+def mask_vs_ig(model, fit, metric, steps: int) -> None:
+    """5: the mask sweep against one EAP-IG run on the same texts."""
+    cfg = DiscoveryConfig(method="mask", ig_steps=steps)
+    runner = EdgeRunner(model, fit, metric)
+    _, t_ig = clock(lambda: eap_ig(runner, steps, batch=cfg.grad_batch))
+    t = time.perf_counter()
+    points = sweep(runner, cfg, progress=print)
+    t_mask = time.perf_counter() - t
+    sizes = ", ".join(f"{p['lambda']:g}: {p['n_kept']:,}" for p in points)
+    print(f"EAP-IG ({steps} steps, {cfg.grad_batch} texts a pass) {t_ig:.1f} s; mask sweep "
+          f"({len(points)} weights x {cfg.mask_steps} steps x {cfg.mask_batch} texts) "
+          f"{t_mask:.1f} s = {t_mask / t_ig:.1f}x (target <= 10x); edges kept per weight: "
+          f"{sizes}")  # fmt: skip
+
+
+def memory(model, tokens, metric, steps: int, batch: int) -> None:
+    """6: peak RSS of scoring `tokens` in chunks of `batch`, in a forked process."""
+    with multiprocessing.get_context("fork").Pool(1) as pool:
+        t, peak = pool.apply(_score_in_child, (model, tokens, metric, steps, batch))
+    print(f"EAP-IG ({steps} steps) over {tokens.shape[0]} texts x {tokens.shape[1]} tokens, "
+          f"{batch} texts a gradient pass: {t:.0f} s, peak RSS {peak:.2f} GB (target < 6 GB; "
+          f"13.4 GB in one pass before batching)")  # fmt: skip
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--texts", type=int, default=32, help="texts for 1-3 (default 32)")
@@ -135,15 +181,33 @@ def main() -> None:
         help="4: a lighter config (2 IG steps, 6 curve sizes, 3 random circuits, 20 exact "
         "edges) so that three sizes fit in a session; the cost still grows with the texts",
     )
+    parts = ("attribution", "exact", "scaling", "mask", "memory")
+    parser.add_argument("--parts", nargs="*", default=list(parts), choices=parts)
+    parser.add_argument("--memory-texts", type=int, default=128, help="texts for 6 (128)")
+    parser.add_argument("--grad-batch", type=int, default=16, help="texts a pass in 6 (16)")
     args = parser.parse_args()
     torch.manual_seed(0)
     model = load_model("smollm2-135m")
     metric = p0_attention(list(range(12, 30)))
-    tokens = windows(model, max([args.texts, *args.scaling]), args.tokens)
+    scaling = args.scaling if "scaling" in args.parts else []
+    memory_texts = [args.memory_texts] if "memory" in args.parts else []
+    tokens = windows(model, max([args.texts, *scaling, *memory_texts]), args.tokens)
     fit = tokens[: args.texts]
     print(
         f"SmolLM2-135M, {args.texts} texts x {args.tokens} tokens, {torch.get_num_threads()} threads"
     )
+    if "memory" in args.parts:  # first: the forked child then holds no state of the others
+        memory(model, tokens[: args.memory_texts], metric, args.steps, args.grad_batch)
+    if "mask" in args.parts:
+        mask_vs_ig(model, fit, metric, args.steps)
+    if "attribution" in args.parts or "exact" in args.parts:
+        attribution_and_exact(model, fit, metric, args)
+    if scaling:
+        grow(model, tokens, metric, args)
+
+
+def attribution_and_exact(model, fit, metric, args) -> None:
+    """1-3."""
 
     runner, t_setup = clock(lambda: EdgeRunner(model, fit, metric))
     print(f"edges {runner.space.n_edges:,}; runner set-up (one clean run) {t_setup:.1f} s")
@@ -172,6 +236,9 @@ def main() -> None:
           f"{per_edge * runner.space.n_edges / 60:.0f} min batched; EAP is "
           f"{per_edge * runner.space.n_edges / t_eap:,.0f}x faster (target >= 1000x)")  # fmt: skip
 
+
+def grow(model, tokens, metric, args) -> None:
+    """4."""
     light = {"ig_steps": 2, "n_curve": 6, "n_random": 3, "max_exact": 20}
     cfg = DiscoveryConfig(**(light if args.light_scaling else {"ig_steps": args.steps}))
     print(f"discover config for 4: {cfg.to_dict()}")

@@ -10,16 +10,39 @@ EAP-IG (Hanna et al. 2024), here over the edge coefficients: the same gradient a
 scores of all edges sum to metric(clean) - metric(fully ablated) as steps grow.
 
 Scores are per prompt [batch, n_edges]; positive means the edge supports the metric (keeping it
-raises the metric).
+raises the metric). Texts are scored `batch` at a time (memory grows with `batch`, not with the
+number of texts); `chunked` is the one place where the chunks' scores are gathered.
 """
 
 from __future__ import annotations
+
+from collections.abc import Callable, Iterator
 
 import torch
 from jaxtyping import Float
 from torch import Tensor
 
 from circuits.discovery.forward import EdgeRunner
+
+
+def chunks(runner: EdgeRunner, batch: int | None) -> Iterator[EdgeRunner]:
+    """Runners over consecutive chunks of at most `batch` texts (the runner itself when
+    `batch` is None or covers every text)."""
+    n = runner.tokens.shape[0]
+    if batch is None or batch >= n:
+        yield runner
+        return
+    if not isinstance(batch, int) or batch < 1:
+        raise ValueError(f"batch must be a positive int, got {batch!r}")
+    for i in range(0, n, batch):
+        yield runner.subset(range(i, min(i + batch, n)))
+
+
+def chunked(
+    runner: EdgeRunner, fn: Callable[[EdgeRunner], Tensor], batch: int | None
+) -> Float[Tensor, "batch edge"]:
+    """`fn` (per-text scores of one runner) over chunks of `batch` texts, in text order."""
+    return torch.cat([fn(part) for part in chunks(runner, batch)])
 
 
 def _gradient_at(runner: EdgeRunner, alpha: float) -> Tensor:
@@ -38,21 +61,26 @@ def _gradient_at(runner: EdgeRunner, alpha: float) -> Tensor:
     return grad[:, sp.edges[:, 0], sp.edges[:, 1]]
 
 
-def eap(runner: EdgeRunner) -> Float[Tensor, "batch edge"]:
+def eap(runner: EdgeRunner, *, batch: int | None = None) -> Float[Tensor, "batch edge"]:
     """EAP scores per prompt and edge: the gradient with every edge kept."""
-    return _gradient_at(runner, 1.0)
+    return chunked(runner, lambda r: _gradient_at(r, 1.0), batch)
 
 
-def eap_ig(runner: EdgeRunner, steps: int = 5) -> Float[Tensor, "batch edge"]:
+def eap_ig(
+    runner: EdgeRunner, steps: int = 5, *, batch: int | None = None
+) -> Float[Tensor, "batch edge"]:
     """EAP-IG scores per prompt and edge: gradients averaged over `steps` midpoints
     alpha = (k + 0.5) / steps between the fully ablated (0) and the clean model (1)."""
     if not isinstance(steps, int) or steps < 1:
         raise ValueError(f"steps must be a positive int, got {steps!r}")
-    total = None
-    for k in range(steps):
-        g = _gradient_at(runner, (k + 0.5) / steps)
-        total = g if total is None else total + g
-    return total / steps
+
+    def one(part: EdgeRunner) -> Tensor:
+        total = _gradient_at(part, 0.5 / steps)
+        for k in range(1, steps):
+            total = total + _gradient_at(part, (k + 0.5) / steps)
+        return total / steps
+
+    return chunked(runner, one, batch)
 
 
-__all__ = ["eap", "eap_ig"]
+__all__ = ["chunked", "chunks", "eap", "eap_ig"]

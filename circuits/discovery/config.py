@@ -4,16 +4,54 @@
 from __future__ import annotations
 
 from dataclasses import dataclass
+from enum import StrEnum
 
 from circuits.config import Config, option
+from circuits.discovery.methods import METHODS
 
-METHODS = ("eap", "eap_ig")
-ABLATIONS = ("mean", "resample", "zero")
-"""mean: each sender's mean output over the reference positions (positions outside the ablated
-ones, never position 0) of the same text; resample: its output at the same position in another
-text (a seeded derangement of the texts); zero: 0."""
-GROW = ("greedy", "top")
-RANK_BY = ("abs", "signed")
+
+class Ablation(StrEnum):
+    """The value an ablated sender takes at the ablated positions."""
+
+    MEAN = "mean"
+    """its mean output over the reference positions (outside the ablated ones, never position
+    0) of the same text"""
+    RESAMPLE = "resample"
+    """its output at the same position in another text (a seeded derangement of the texts)"""
+    ZERO = "zero"
+    """0"""
+
+    @classmethod
+    def parse(cls, value: str) -> Ablation:
+        """`value` as an Ablation, or a one-line error naming the choices."""
+        try:
+            return cls(value)
+        except ValueError:
+            raise ValueError(f"unknown ablation {value!r}; use one of {', '.join(cls)}") from None
+
+
+class Grow(StrEnum):
+    """How a circuit grows from edge scores (`evaluation.grow_order`)."""
+
+    GREEDY = "greedy"
+    """from the targets backwards, always the best edge into the circuit so far (EAP-IG's
+    apply_greedy)"""
+    TOP = "top"
+    """the top-n edges anywhere (MIB's apply_topn)"""
+
+
+class RankBy(StrEnum):
+    """Which score orders the edges."""
+
+    ABS = "abs"
+    """|score| (EAP; MIB's CMD circuits)"""
+    SIGNED = "signed"
+    """the signed score, in the direction that supports the metric (MIB's CPR circuits)"""
+
+
+ABLATIONS = tuple(Ablation)
+GROW = tuple(Grow)
+RANK_BY = tuple(RankBy)
 
 
 @dataclass(frozen=True)
@@ -21,10 +59,18 @@ class DiscoveryConfig(Config):
     """Settings of `discover`; the anchors' defaults where they give one (target 0.8 from the
     issue, EAP-IG and greedy growth from Hanna et al. 2024), the library's otherwise."""
 
-    method: str = option("eap_ig", "edge scores: eap or eap_ig", choices=METHODS)
+    method: str = option(
+        "eap_ig", f"edge scores: {', '.join(METHODS)} (circuits.discovery.methods)", choices=METHODS
+    )
     ig_steps: int = option(8, "integration steps of eap_ig (midpoint rule)", low=1)
     target: float = option(
         0.8, "faithfulness the circuit must reach on the fit texts", low=0, high=1, low_open=True
+    )
+    target_band: tuple[float, ...] = option(
+        (0.9, 1.1),
+        "held-out faithfulness band [low, high]: the smallest evaluated circuit inside it is "
+        "reported beside the target circuit (f near 1, neither short of nor beyond the model)",
+        low=0,
     )
     ablation: str = option(
         "mean",
@@ -52,7 +98,46 @@ class DiscoveryConfig(Config):
         100, "circuit edges (largest scores first) given exact direct effects", low=0
     )
     batch_size: int = option(64, "sequences in one forward", low=1)
+    grad_batch: int = option(
+        16, "fit texts in one gradient pass of edge scoring (memory grows with it)", low=1
+    )
+    mask_lambdas: tuple[float, ...] = option(
+        (0.25, 0.5, 1.0, 2.0, 4.0),
+        "mask: sparsity weights of the sweep, each trained from the last (one circuit each); "
+        "loss = mean |circuit - model metric| / |model - empty| + weight x the "
+        "expected share of edges kept",
+        low=0,
+        low_open=True,
+    )
+    mask_steps: int = option(48, "mask: optimiser (Adam) steps per sparsity weight", low=1)
+    mask_lr: float = option(
+        0.1, "mask: learning rate of the edges' log-alphas", low=0, low_open=True
+    )
+    mask_batch: int = option(8, "mask: fit texts per optimiser step (seeded draw)", low=1)
+    mask_init: float = option(
+        3.0, "mask: initial log-alpha of every edge (3: each kept with probability ~0.95)", low=0
+    )
+    mask_warm_start: bool = option(
+        False,
+        "mask: start from EAP-IG instead (log-alpha = mask_init x (2 q - 1), q the edge's "
+        "quantile of |EAP-IG score|); costs one EAP-IG run",
+    )
     seed: int = option(0, "seed for random circuits and resampling", low=0)
 
+    def __post_init__(self) -> None:
+        super().__post_init__()
+        band = self.target_band
+        if len(band) != 2 or band[0] >= band[1]:
+            raise ValueError(f"target_band must be two numbers low < high, got {list(band)}")
 
-__all__ = ["ABLATIONS", "GROW", "METHODS", "RANK_BY", "DiscoveryConfig"]
+
+__all__ = [
+    "ABLATIONS",
+    "GROW",
+    "METHODS",
+    "RANK_BY",
+    "Ablation",
+    "DiscoveryConfig",
+    "Grow",
+    "RankBy",
+]

@@ -19,6 +19,7 @@ from jaxtyping import Bool, Float
 from numpy.typing import ArrayLike
 from torch import Tensor
 
+from circuits.discovery.config import Grow
 from circuits.discovery.dag import EdgeSpace
 from circuits.discovery.distributed import per_text
 from circuits.discovery.forward import EdgeRunner
@@ -197,6 +198,67 @@ def greedy_order(space: EdgeSpace, key: Tensor) -> Tensor:
     return torch.tensor(order, dtype=torch.long)
 
 
+def top_order(space: EdgeSpace, key: Tensor) -> Tensor:
+    """All edges by `key`, largest first (ties in edge order): MIB's apply_topn."""
+    return key.argsort(descending=True, stable=True)
+
+
+GROWTH = {Grow.GREEDY: greedy_order, Grow.TOP: top_order}
+"""Growth rule -> `(space, key) -> every edge in the order the circuit takes them`."""
+
+
+def grow_order(space: EdgeSpace, key: Tensor, rule: str) -> Tensor:
+    """Edges in the order rule `rule` (a `Grow`) adds them, from a key per edge."""
+    return GROWTH[Grow(rule)](space, key)
+
+
+def top_mask(order: Tensor, n: int, n_edges: int) -> Bool[Tensor, " edge"]:
+    """The first `n` edges of `order` as a mask."""
+    mask = torch.zeros(n_edges, dtype=torch.bool)
+    mask[order[:n]] = True
+    return mask
+
+
+MIB_FRACTIONS = (0.001, 0.002, 0.005, 0.01, 0.02, 0.05, 0.1, 0.2, 0.5, 1.0)
+"""Circuit sizes of the MIB circuit-localisation track (Mueller et al. 2025), as fractions of
+all edges: the top int(fraction x n_edges) edges by score, dead ends pruned."""
+
+
+def mib_areas(fractions, faithfulness_values) -> tuple[float, float]:
+    """(area under f, area under |1 - f|) over the fraction of edges, trapezoid rule between the
+    given sizes, with no normalisation (MIB's convention: the areas span [0.001, 1], so a
+    constant f = 1 gives 0.999 and 0). CPR is the first over circuits of signed scores (higher
+    is better), CMD the second over circuits of absolute scores (0 is best)."""
+    x = np.asarray(fractions, dtype=float)
+    f = np.asarray(faithfulness_values, dtype=float)
+    if x.shape != f.shape or len(x) < 2 or (np.diff(x) <= 0).any():
+        raise ValueError("need at least two ascending fractions, one faithfulness each")
+    width = np.diff(x)
+    under = float((width * (f[1:] + f[:-1]) / 2).sum())
+    gap = np.abs(1 - f)
+    return under, float((width * (gap[1:] + gap[:-1]) / 2).sum())
+
+
+def mib_curve(
+    runner: EdgeRunner,
+    key: Tensor,
+    empty: Tensor,
+    *,
+    fractions=MIB_FRACTIONS,
+    batch_size: int = 64,
+) -> tuple[list[int], list[float]]:
+    """(edges kept after pruning, faithfulness) of the top-`fraction` circuits by `key` on
+    `runner`'s texts; `empty` is the metric per text with every edge ablated."""
+    space = runner.space
+    order = top_order(space, key)
+    masks = torch.stack(
+        [prune(space, top_mask(order, int(f * space.n_edges), space.n_edges)) for f in fractions]
+    )
+    values = evaluate(runner, masks, batch_size=batch_size).numpy()
+    model_v, empty_v = runner.clean.metric.numpy(), empty.numpy()
+    return [int(m.sum()) for m in masks], [faithfulness(v, model_v, empty_v) for v in values]
+
+
 @dataclass
 class Curve:
     """Faithfulness of the top-n edges (after pruning) for each n in `sizes`."""
@@ -209,12 +271,19 @@ class Curve:
 __all__ = [
     "CI",
     "Curve",
+    "GROWTH",
+    "MIB_FRACTIONS",
     "N_BOOT",
     "N_RANDOM",
     "bootstrap_interval",
     "evaluate",
     "faithfulness",
     "greedy_order",
+    "grow_order",
+    "mib_areas",
+    "mib_curve",
     "prune",
     "random_masks",
+    "top_mask",
+    "top_order",
 ]

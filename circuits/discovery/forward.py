@@ -22,6 +22,7 @@ post-attention norm's scale in models that have one).
 
 from __future__ import annotations
 
+import copy
 from collections.abc import Sequence
 from dataclasses import dataclass
 
@@ -29,7 +30,7 @@ import torch
 from jaxtyping import Float, Int
 from torch import Tensor
 
-from circuits.discovery.config import ABLATIONS
+from circuits.discovery.config import ABLATIONS, Ablation
 from circuits.discovery.dag import EdgeSpace, build_space
 from circuits.patching.forward import MetricReady, capture_run, forward_from, hook_layer, tile
 from circuits.patching.metrics import Metric
@@ -163,8 +164,7 @@ class EdgeRunner:
         ablation: str = "mean",
         seed: int = 0,
     ) -> None:
-        if ablation not in ABLATIONS:
-            raise ValueError(f"unknown ablation {ablation!r}; use one of {', '.join(ABLATIONS)}")
+        ablation = Ablation.parse(ablation)
         if not isinstance(metric, Metric):
             raise ValueError(f"metric must be a circuits.patching.Metric, got {metric!r}")
         if tokens.ndim != 2 or tokens.is_floating_point():
@@ -217,13 +217,49 @@ class EdgeRunner:
         metric = self.metric(run.acts, run.logits)
         self.blocks = run
         outputs = torch.cat(at, 1)
-        if self.ablation == "zero":
+        if self.ablation is Ablation.ZERO:
             ablated = torch.zeros_like(outputs)
-        elif self.ablation == "resample":
+        elif self.ablation is Ablation.RESAMPLE:
             ablated = outputs[_derangement(outputs.shape[0], self.seed)]
         else:
             ablated = torch.cat(mean, 1).expand_as(outputs).clone()
         return CleanRun(outputs, ablated, metric)
+
+    def subset(self, rows: Sequence[int], metric: Metric | None = None) -> EdgeRunner:
+        """A runner over texts `rows` only that shares this one's clean run and ablated values
+        (so a resampled text keeps its partner from the full set): scoring in chunks of texts
+        gives the same per-text values as one pass. A metric built for per-text positions must
+        be given again for those rows (`metric`)."""
+        per_text = not isinstance(self.positions[0], int)
+        idx = torch.as_tensor(list(rows), dtype=torch.long)
+        if per_text and metric is None:
+            build = getattr(self, "metric_at", None)  # set by `discover`: positions -> Metric
+            if build is None:
+                raise ValueError("a runner with per-text positions needs the rows' metric")
+            metric = build([self.positions[i] for i in idx.tolist()])
+        n = self.tokens.shape[0]
+
+        def cut(x):
+            if isinstance(x, Tensor):
+                return x[idx] if x.ndim >= 2 and x.shape[0] == n else x
+            if isinstance(x, tuple | list):
+                return type(x)(cut(t) for t in x)
+            if isinstance(x, dict):
+                return {k: cut(v) for k, v in x.items()}
+            return x
+
+        sub = copy.copy(self)
+        sub.tokens, sub.where = self.tokens[idx], self.where[idx]
+        if getattr(self, "corrupt", None) is not None:
+            sub.corrupt = self.corrupt[idx]
+        sub.metric = metric or self.metric
+        sub.positions = [self.positions[i] for i in idx.tolist()] if per_text else self.positions
+        c = self.clean
+        sub.clean = CleanRun(c.outputs[idx], c.ablated[idx], c.metric[idx])
+        sub.blocks = copy.copy(self.blocks)
+        for name in ("resid", "block_kwargs", "acts", "logits"):
+            setattr(sub.blocks, name, cut(getattr(self.blocks, name)))
+        return sub
 
     # -- the patched run --------------------------------------------------------------------
 
@@ -302,10 +338,8 @@ class EdgeRunner:
         def fed(rows: list[int], resid: Tensor) -> Tensor:
             """Inputs of receivers `rows` [n, len(rows), pos, d] at the ablated positions."""
             n = sp.n_senders[rows[0]]
-            # Summed in float32, handed back in the model's dtype (bfloat16 / float16 models).
-            stack = torch.stack(deltas[:n], 1).float()  # n_rows sender pos d
-            x = resid.unsqueeze(1) - torch.einsum("nrs,nspd->nrpd", drop[:, rows, :n], stack)
-            return x.to(resid.dtype)
+            stack = torch.stack(deltas[:n], 1)  # n_rows sender pos d
+            return resid.unsqueeze(1) - torch.einsum("nrs,nspd->nrpd", drop[:, rows, :n], stack)
 
         def add(out: Tensor, first: int) -> None:
             for i in range(out.shape[1]):

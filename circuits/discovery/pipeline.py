@@ -1,12 +1,15 @@
 """Circuit discovery driven by faithfulness, fitted on some texts and judged on others.
 
-1. Score every edge of the residual DAG on the fit texts (EAP or EAP-IG, `METHODS`).
+1. Score every edge of the residual DAG on the fit texts (a method of
+   `circuits.discovery.methods`: EAP, EAP-IG, optimised masks).
 2. Grow the circuit by score: for a grid of sizes n, keep the top-n edges, prune dead ends and
    measure faithfulness on the fit texts; the circuit is the smallest n whose faithfulness
    reaches `target` (the grid is refined between the last two sizes). The whole curve is kept.
 3. Judge it on held-out texts: faithfulness with a bootstrap interval over texts, random
    circuits of the same number of edges (mean and spread), the complement (every edge but the
-   circuit's), and the curve again.
+   circuit's), and the curve again (with the circuits the method proposes itself, e.g. the mask
+   sweep's); the smallest curve circuit whose held-out faithfulness lies in `target_band` is
+   reported too. MIB's scores (faithfulness at fixed shares of edges, CPR, CMD) on both sets.
 4. Edge stability: the share of bootstrap resamples of the fit texts (scores re-averaged, same
    n, same pruning) whose circuit keeps each edge.
 5. Direct effects: exact path patching of each circuit edge (on the first `n_exact_texts` fit
@@ -16,8 +19,10 @@
 from __future__ import annotations
 
 import math
+import sys
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
+from pathlib import Path
 
 import numpy as np
 import pandas as pd
@@ -25,22 +30,24 @@ import torch
 from jaxtyping import Int
 from torch import Tensor
 
-from circuits.discovery.attribution import eap, eap_ig
-from circuits.discovery.config import DiscoveryConfig
+from circuits.discovery.config import DiscoveryConfig, RankBy
 from circuits.discovery.evaluation import (
+    MIB_FRACTIONS,
     bootstrap_interval,
     evaluate,
     faithfulness,
-    greedy_order,
+    grow_order,
+    mib_areas,
+    mib_curve,
     prune,
     random_masks,
+    top_mask,
 )
 from circuits.discovery.forward import EdgeRunner
+from circuits.discovery.methods import METHODS, scorer
+from circuits.discovery.methods.base import EdgeScores
 from circuits.discovery.path_patching import edge_effects
 from circuits.patching.metrics import Metric
-
-METHODS = {"eap": lambda runner, cfg: eap(runner), "eap_ig": lambda r, cfg: eap_ig(r, cfg.ig_steps)}
-"""Edge scoring methods by name (`DiscoveryConfig.method`)."""
 
 
 @dataclass
@@ -80,6 +87,9 @@ class EdgeCircuit:
     heldout: HeldOut
     stability: Tensor = field(repr=False)  # [edge] share of resamples keeping each edge
     direct: dict[int, float]  # edge index -> exact direct effect (mean over texts)
+    band: dict | None = None  # smallest curve circuit with held-out f in target_band, or None
+    mib: dict = field(default_factory=dict)  # MIB scores per text set (fit, heldout)
+    method_records: list[dict] = field(default_factory=list)  # the method's own figures
 
     @property
     def edge_index(self) -> list[int]:
@@ -131,23 +141,15 @@ class EdgeCircuit:
             "complement_faithfulness": h.complement_faithfulness,
             "stability_mean": float(stab.mean()) if len(stab) else math.nan,
             "share_edges_stable_half": float((stab >= 0.5).float().mean()) if len(stab) else 0.0,
+            "target_band": list(self.config.target_band),
+            **{f"band_{k}": v for k, v in (self.band or {"n_edges": None}).items()},
+            **{f"{k}_{s}": self.mib[s][k] for s in self.mib for k in ("cpr", "cmd")},
         }
 
 
-def _order(space, scores: Tensor, cfg, direction: float) -> Tensor:
-    """Edges in the order the circuit grows: by key (|score| or signed score), or `greedy`:
-    from the targets backwards, always the best edge into an input of the circuit so far."""
-    mean = scores.mean(0)
-    key = mean.abs() if cfg.rank_by == "abs" else mean * direction
-    if cfg.grow == "top":
-        return key.argsort(descending=True, stable=True)
-    return greedy_order(space, key)
-
-
-def _top(order: Tensor, n: int, n_edges: int) -> Tensor:
-    mask = torch.zeros(n_edges, dtype=torch.bool)
-    mask[order[:n]] = True
-    return mask
+def _order(space, scores: EdgeScores, cfg, direction: float, rows=None) -> Tensor:
+    """Edges in the order the circuit grows (`cfg.grow`) by their key (`cfg.rank_by`)."""
+    return grow_order(space, scores.key(cfg.rank_by, direction, rows), cfg.grow)
 
 
 def _sizes(n_edges: int, n: int, low: int = 1) -> list[int]:
@@ -156,7 +158,7 @@ def _sizes(n_edges: int, n: int, low: int = 1) -> list[int]:
 
 
 def _curve_values(runner, space, order, sizes, cfg) -> tuple[list[Tensor], Tensor]:
-    masks = torch.stack([prune(space, _top(order, n, space.n_edges)) for n in sizes])
+    masks = torch.stack([prune(space, top_mask(order, n, space.n_edges)) for n in sizes])
     return list(masks), evaluate(runner, masks, batch_size=cfg.batch_size)
 
 
@@ -170,6 +172,7 @@ def discover(
     heldout_positions: Sequence[Sequence[int]] | None = None,
     config: DiscoveryConfig | None = None,
     progress: bool = False,
+    checkpoint: str | Path | None = None,
 ) -> EdgeCircuit:
     """Find the smallest edge circuit whose faithfulness on `fit_tokens` reaches the target and
     judge it on `heldout_tokens` (see the module docstring). `positions` are where edges are
@@ -177,7 +180,8 @@ def discover(
     per fit text, with `heldout_positions` one list per held-out text. With per-text positions
     `metric` may be a function of them that builds the metric for those texts (e.g. the
     attention paid to each text's own sink: `lambda pos: p0_attention(layers, [p[0] for p in
-    pos])`); it is called for the fit, held-out and exact-effect texts in turn."""
+    pos])`); it is called for the fit, held-out and exact-effect texts in turn. `checkpoint`
+    (a folder) lets a method that trains (mask) resume where it stopped."""
     cfg = config or DiscoveryConfig()
     metric_at = (lambda pos: metric) if isinstance(metric, Metric) else metric
     if fit_tokens.shape[1] != heldout_tokens.shape[1]:
@@ -190,14 +194,58 @@ def discover(
         model, fit_tokens, metric_at(positions), positions=positions, ablation=cfg.ablation,
         seed=cfg.seed,
     )  # fmt: skip
-    space = fit.space
-    scores = METHODS[cfg.method](fit, cfg)
-    empty_fit = evaluate(fit, torch.zeros(1, space.n_edges, dtype=torch.bool))[0]
+    fit.metric_at = metric_at  # scoring in chunks rebuilds per-text metrics for each chunk
+    log = (lambda line: print(line, file=sys.stderr, flush=True)) if progress else None
+    scores = scorer(cfg.method)(fit, cfg, progress=log, checkpoint=checkpoint)
+    empty_fit = evaluate(fit, torch.zeros(1, fit.space.n_edges, dtype=torch.bool))[0]
     direction = 1.0 if fit.clean.metric.mean() >= empty_fit.mean() else -1.0
+    grown = _grow(fit, scores, cfg, direction, empty_fit)
+    hit = grown["hit"]
+    reached = hit is not None
+    hit = hit if reached else len(grown["sizes"]) - 1
+    n_top, mask = grown["sizes"][hit], grown["masks"][hit]
+
+    per_text = fit.positions and isinstance(fit.positions[0], list)
+    if per_text and heldout_positions is None:
+        raise ValueError("per-text positions for the fit texts need heldout_positions too")
+    held_at = heldout_positions if per_text else fit.positions
+    held = EdgeRunner(
+        model, heldout_tokens, metric_at(held_at), positions=held_at, ablation=cfg.ablation,
+        seed=cfg.seed,
+    )  # fmt: skip
+    heldout, f_held, empty_held = _judge(held, mask, grown["masks"], cfg)
+    stability = _stability(fit.space, scores, n_top, cfg, direction)
+    direct = _direct(model, fit_tokens, metric_at, fit, mask, scores.values, cfg)
+    curve = pd.DataFrame(
+        {
+            "top_n": grown["sizes"],
+            "n_edges": [int(m.sum()) for m in grown["masks"]],
+            "faithfulness_fit": grown["f_fit"],
+            "faithfulness_heldout": f_held,
+            "source": grown["source"],
+        }
+    )
+    key = {s: scores.key(s, direction) for s in RankBy}
+    mib = {
+        "fit": _mib(fit, key, empty_fit, cfg),
+        "heldout": _mib(held, key, empty_held, cfg),
+    }
+    circuit = EdgeCircuit(
+        fit, cfg, scores.values, mask, n_top, curve, grown["f_fit"][hit], reached, heldout,
+        stability, direct, _band(curve, cfg.target_band), mib, scores.records,
+    )  # fmt: skip
+    return circuit
+
+
+def _grow(fit: EdgeRunner, scores: EdgeScores, cfg, direction: float, empty: Tensor) -> dict:
+    """The curve on the fit texts: top-n circuits in growth order on a geometric grid (refined
+    between the last two sizes before the target), then the method's own circuits. `hit`:
+    index of the first grid circuit reaching `cfg.target` (None if none does)."""
+    space = fit.space
     order = _order(space, scores, cfg, direction)
 
     def faith(values: Tensor) -> float:
-        return faithfulness(values.numpy(), fit.clean.metric.numpy(), empty_fit.numpy())
+        return faithfulness(values.numpy(), fit.clean.metric.numpy(), empty.numpy())
 
     sizes = _sizes(space.n_edges, cfg.n_curve)
     masks, values = _curve_values(fit, space, order, sizes, cfg)
@@ -212,36 +260,44 @@ def discover(
             srt = sorted(range(len(sizes)), key=sizes.__getitem__)
             sizes, masks, f_fit = ([x[i] for i in srt] for x in (sizes, masks, f_fit))
             hit = next(i for i, f in enumerate(f_fit) if f >= cfg.target)
-    reached = hit is not None
-    hit = hit if reached else len(sizes) - 1
-    n_top, mask = sizes[hit], masks[hit]
-
-    per_text = fit.positions and isinstance(fit.positions[0], list)
-    if per_text and heldout_positions is None:
-        raise ValueError("per-text positions for the fit texts need heldout_positions too")
-    held_at = heldout_positions if per_text else fit.positions
-    held_metric = metric_at(held_at)
-    heldout, f_held = _judge(model, heldout_tokens, held_at, held_metric, fit, mask, masks, cfg)
-    stability = _stability(space, scores, n_top, cfg, direction)
-    direct = _direct(model, fit_tokens, metric_at, fit, mask, scores, cfg)
-    curve = pd.DataFrame(
-        {
-            "top_n": sizes,
-            "n_edges": [int(m.sum()) for m in masks],
-            "faithfulness_fit": f_fit,
-            "faithfulness_heldout": f_held,
-        }
-    )
-    return EdgeCircuit(
-        fit, cfg, scores, mask, n_top, curve, f_fit[hit], reached, heldout, stability, direct
-    )
+    source = [f"{cfg.grow} growth"] * len(sizes)
+    if scores.circuits:
+        own = [prune(space, m) for m in scores.circuits]
+        values = evaluate(fit, torch.stack(own), batch_size=cfg.batch_size)
+        sizes += [int(m.sum()) for m in scores.circuits]
+        masks += own
+        f_fit += [faith(v) for v in values]
+        source += scores.labels
+    return {"sizes": sizes, "masks": masks, "f_fit": f_fit, "hit": hit, "source": source}
 
 
-def _judge(model, tokens, positions, metric, fit: EdgeRunner, mask, curve_masks, cfg) -> tuple:
-    runner = EdgeRunner(
-        model, tokens, metric, positions=positions, ablation=cfg.ablation, seed=cfg.seed
-    )
-    n_edges = fit.space.n_edges
+def _band(curve: pd.DataFrame, band) -> dict | None:
+    """The smallest curve circuit whose held-out faithfulness lies in [band[0], band[1]]."""
+    inside = curve[curve.faithfulness_heldout.between(band[0], band[1])]
+    if inside.empty:
+        return None
+    row = inside.sort_values(["n_edges", "faithfulness_heldout"]).iloc[0]
+    return {
+        "n_edges": int(row.n_edges),
+        "heldout_faithfulness": float(row.faithfulness_heldout),
+        "fit_faithfulness": float(row.faithfulness_fit),
+        "source": str(row.source),
+    }
+
+
+def _mib(runner: EdgeRunner, key: dict, empty: Tensor, cfg) -> dict:
+    """MIB's scores on `runner`'s texts: faithfulness of the top circuits by signed score (CPR,
+    area under f) and by |score| (CMD, area under |1 - f|) at `MIB_FRACTIONS` of the edges."""
+    out: dict = {"fractions": list(MIB_FRACTIONS)}
+    for rank, area in ((RankBy.SIGNED, "cpr"), (RankBy.ABS, "cmd")):
+        n, f = mib_curve(runner, key[rank], empty, batch_size=cfg.batch_size)
+        out[f"n_edges_{rank}"], out[f"faithfulness_{rank}"] = n, f
+        out[area] = mib_areas(MIB_FRACTIONS, f)[0 if area == "cpr" else 1]
+    return out
+
+
+def _judge(runner: EdgeRunner, mask, curve_masks, cfg) -> tuple:
+    n_edges = runner.space.n_edges
     size = int(mask.sum())
     extra = [torch.zeros(n_edges, dtype=torch.bool), mask, ~mask]
     rand = random_masks(n_edges, size, cfg.n_random, cfg.seed)
@@ -255,7 +311,7 @@ def _judge(model, tokens, positions, metric, fit: EdgeRunner, mask, curve_masks,
         return faithfulness(v, model_v, empty_v)
 
     held = HeldOut(
-        n_texts=int(tokens.shape[0]),
+        n_texts=int(runner.tokens.shape[0]),
         faithfulness=faith(circ_v),
         faithfulness_ci=bootstrap_interval(
             circ_v, model_v, empty_v, n_boot=cfg.n_boot, seed=cfg.seed
@@ -266,19 +322,21 @@ def _judge(model, tokens, positions, metric, fit: EdgeRunner, mask, curve_masks,
         empty_metric=float(empty_v.mean()),
         circuit_metric=float(circ_v.mean()),
     )
-    return held, [faith(v) for v in curve_v]
+    return held, [faith(v) for v in curve_v], torch.from_numpy(empty_v)
 
 
-def _stability(space, scores: Tensor, n_top: int, cfg, direction: float) -> Tensor:
-    if cfg.n_stability == 0:
+def _stability(space, scores: EdgeScores, n_top: int, cfg, direction: float) -> Tensor:
+    """Per edge, the share of bootstrap resamples of the fit texts whose circuit keeps it (nan
+    for a method without per-text scores: resampling would mean training again)."""
+    if cfg.n_stability == 0 or not scores.per_text:
         return torch.full((space.n_edges,), math.nan)
     gen = torch.Generator().manual_seed(cfg.seed)
-    n = scores.shape[0]
+    n = scores.values.shape[0]
     kept = torch.zeros(space.n_edges)
     for _ in range(cfg.n_stability):
         rows = torch.randint(n, (n,), generator=gen)
-        order = _order(space, scores[rows], cfg, direction)
-        kept += prune(space, _top(order, n_top, space.n_edges)).float()
+        order = _order(space, scores, cfg, direction, rows)
+        kept += prune(space, top_mask(order, n_top, space.n_edges)).float()
     return kept / cfg.n_stability
 
 

@@ -1,0 +1,148 @@
+"""The method table of issue 20: each edge-scoring method (eap, eap_ig, mask) on the P0-sink
+circuit of one model, with the settings of `circuits p0` (16 fit + 16 held-out texts x 64
+tokens split with seed 0, edges ablated at position 0 with the mean over the text's other
+positions, the late P0 attention of the saved P0 run as the metric).
+
+Per method, in its own forked process (so that its peak memory is its own): the circuit at the
+target (first size with fit faithfulness >= 0.8), the smallest circuit whose held-out
+faithfulness lies in `target_band`, MIB's CPR and CMD on fit and held-out texts, wall time and
+peak RSS. Writes docs/p0/methods/<model>.json; `--markdown` prints the table of every model
+written so far.
+
+    python scripts/method_table.py --model smollm2-135m [--methods eap eap_ig mask]
+        [--texts FILE] [--checkpoint DIR]
+    python scripts/method_table.py --markdown
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import multiprocessing
+import time
+from pathlib import Path
+
+import networkx as nx
+import torch
+
+from circuits._io import json_records, write_json
+from circuits.discovery import DEFAULT_TEXTS, DiscoveryConfig, discover, read_texts, split_texts
+from circuits.discovery.methods import METHODS
+from circuits.discovery.saved import build_metric
+from circuits.discovery.texts import token_rows
+
+DOCS = Path(__file__).resolve().parents[1] / "docs" / "p0"
+OUT = DOCS / "methods"
+N_FIT, N_HELDOUT, N_TOKENS, SEED = 16, 16, 64, 0
+"""The `circuits p0` defaults the saved P0 runs used."""
+
+
+def _peak_rss_gb() -> float:
+    for line in Path("/proc/self/status").read_text().splitlines():
+        if line.startswith("VmHWM:"):
+            return int(line.split()[1]) / 1e6
+    return float("nan")
+
+
+def _inputs(model_key: str, texts_file: str):
+    from circuits.models import load_model
+
+    saved = nx.read_graphml(DOCS / model_key / "circuit.graphml").graph
+    spec = json.loads(saved["metric_spec"])
+    model = load_model(model_key)
+    info = model.circuits_info
+    first = model.tokenizer.bos_token_id if info.prepend_bos else None
+    fit, held = split_texts(read_texts(texts_file), N_FIT, N_HELDOUT, SEED)
+    return (
+        model,
+        spec,
+        token_rows(model, fit, N_TOKENS, first=first),
+        token_rows(model, held, N_TOKENS, first=first),
+    )
+
+
+def run_method(model_key: str, method: str, texts_file: str, checkpoint: str | None) -> dict:
+    """One method's row (run in a child process)."""
+    torch.manual_seed(SEED)
+    model, spec, fit, held = _inputs(model_key, texts_file)
+    cfg = DiscoveryConfig(method=method, n_exact_texts=0, seed=SEED)
+    start = time.perf_counter()
+    folder = None
+    if checkpoint:
+        folder = Path(checkpoint) / f"{model_key}-{method}"
+        folder.mkdir(parents=True, exist_ok=True)
+    c = discover(model, fit, held, build_metric(spec), positions=[0], config=cfg,
+                 progress=True, checkpoint=folder)  # fmt: skip
+    wall = time.perf_counter() - start
+    return {
+        "method": method,
+        "summary": c.summary(),
+        "curve": json_records(c.curve),
+        "mib": c.mib,
+        "method_records": c.method_records,
+        "wall_s": wall,
+        "peak_rss_gb": _peak_rss_gb(),
+        "metric_spec": spec,
+        "config": cfg.to_dict(),
+    }
+
+
+def _row(model_key: str, r: dict) -> str:
+    s = r["summary"]
+    band = (
+        f"{s['band_n_edges']:,} ({s['band_heldout_faithfulness']:.2f} held-out, "
+        f"{s['band_fit_faithfulness']:.2f} fit; {s['band_source']})"
+        if s.get("band_n_edges") is not None
+        else "none on the curve"
+    )
+    target = (f"{s['n_edges']:,} ({s['fit_faithfulness']:.2f} fit, "
+              f"{s['heldout_faithfulness']:.2f} held-out)")  # fmt: skip
+    if not s["reached_on_fit"]:
+        target += ", not reached"
+    return (
+        f"| {model_key} | {r['method']} | {target} | {band} | {s['cpr_fit']:.3f} / "
+        f"{s['cpr_heldout']:.3f} | {s['cmd_fit']:.3f} / {s['cmd_heldout']:.3f} | "
+        f"{r['wall_s'] / 60:.1f} min | {r['peak_rss_gb']:.1f} GB |"
+    )
+
+
+def markdown() -> str:
+    lines = [
+        "| model | method | edges at f >= 0.8 (fit; held-out f) | smallest circuit with held-out "
+        "f in [0.9, 1.1] | CPR fit / held-out | CMD fit / held-out | wall | peak RSS |",
+        "|---|---|---|---|---|---|---|---|",
+    ]
+    for path in sorted(OUT.glob("*.json")):
+        doc = json.loads(path.read_text())
+        lines += [_row(doc["model"], r) for r in doc["methods"]]
+    return "\n".join(lines)
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    parser.add_argument("--model", help="model key (its P0 run must be saved in docs/p0/)")
+    parser.add_argument("--methods", nargs="*", default=list(METHODS), choices=METHODS)
+    parser.add_argument("--texts", default=str(DEFAULT_TEXTS), help="text file (default texts)")
+    parser.add_argument("--checkpoint", help="folder for the mask sweep's checkpoints")
+    parser.add_argument("--markdown", action="store_true", help="print the table and stop")
+    args = parser.parse_args()
+    if args.markdown:
+        print(markdown())
+        return
+    if not args.model or not (DOCS / args.model / "circuit.graphml").is_file():
+        parser.error(f"--model needs a saved P0 run in {DOCS}/<model>/circuit.graphml")
+    path = OUT / f"{args.model}.json"
+    doc = json.loads(path.read_text()) if path.is_file() else {"model": args.model, "methods": []}
+    ctx = multiprocessing.get_context("fork")
+    for method in args.methods:
+        with ctx.Pool(1) as pool:
+            row = pool.apply(run_method, (args.model, method, args.texts, args.checkpoint))
+        doc["methods"] = [r for r in doc["methods"] if r["method"] != method] + [row]
+        doc["texts"] = args.texts
+        OUT.mkdir(parents=True, exist_ok=True)
+        write_json(path, doc)
+        print(_row(args.model, row), flush=True)
+
+
+if __name__ == "__main__":
+    main()
