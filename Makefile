@@ -55,6 +55,8 @@ format: install
 	$(VENV)/bin/ruff check --fix circuits tests scripts
 
 test: lint
+	@command -v dot >/dev/null || echo "note: Graphviz dot is not installed, so the tests that \
+	draw with it are skipped; install it (apt-get install -y graphviz, brew install graphviz) to run them"
 	$(PY) -m pytest -q -rs
 
 clean:

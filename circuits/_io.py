@@ -8,11 +8,16 @@ name, and every JSON file is strict (no NaN / Infinity literals, which JSON does
 from __future__ import annotations
 
 import contextlib
+import hashlib
 import json
 import math
 import os
+import re
 import shutil
+import socket
+import sys
 import tempfile
+import time
 from collections.abc import Iterator
 from pathlib import Path
 from typing import IO
@@ -24,19 +29,78 @@ NON_FINITE_KEY = "non_finite"
 """Top-level key of a strict JSON document listing the paths whose value was NaN / inf (now null)."""
 
 
+MARKER = ".circuits-run.json"
+"""The file every output folder written by `atomic_folder` holds: which run wrote it. A folder
+is replaced only when it holds this file (or is empty)."""
+
+_HOST = hashlib.sha256(socket.gethostname().encode()).hexdigest()[:6]
+"""This machine, in scratch names: a stale scratch is removed only by a run on its machine."""
+
+
+def _scratch_prefix(path: Path) -> str:
+    # `.NAME.HOST-PID.` + 8 random characters + `.tmp` / `.old`: a later run can tell whose it is.
+    return f".{path.name}.{_HOST}-{os.getpid()}."
+
+
+def _alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:  # another user's live process
+        return True
+    return True
+
+
+def remove_stale_scratch(path: str | Path) -> list[Path]:
+    """Remove the scratch files and folders beside `path` that a run on this machine left when
+    it was killed (kill -9): named after `path` and a process that is no longer alive. Returns
+    what was removed; scratch of live runs and anything not named so is left alone."""
+    path = Path(path)
+    pattern = re.compile(rf"\.{re.escape(path.name)}\.{_HOST}-(\d+)\.[a-z0-9_]{{8}}\.(tmp|old)")
+    removed = []
+    with contextlib.suppress(FileNotFoundError):
+        for entry in path.parent.iterdir():
+            match = pattern.fullmatch(entry.name)
+            if match is None or _alive(int(match[1])):
+                continue
+            if entry.is_dir() and not entry.is_symlink():
+                shutil.rmtree(entry, ignore_errors=True)
+            else:
+                entry.unlink(missing_ok=True)
+            removed.append(entry)
+    return removed
+
+
+def check_write_target(path: str | Path) -> Path:
+    """`path` as a Path if a file may be written there: it does not exist or is a regular file.
+    A symbolic link (it would be followed or replaced) or a device, pipe or socket
+    (`/dev/stdout`) is refused with a ValueError."""
+    path = Path(path)
+    if path.is_symlink():
+        raise ValueError(
+            f"{path} is a symbolic link (to {os.readlink(path)}); writing would replace the link "
+            "or follow it: give the path of a regular file"
+        )
+    if path.exists() and not path.is_file():
+        kind = "folder" if path.is_dir() else "device, pipe or socket"
+        raise ValueError(f"{path} is a {kind}, not a regular file; give the path of a file")
+    return path
+
+
 @contextlib.contextmanager
 def atomic_write(path: str | Path, mode: str = "w") -> Iterator[IO]:
     """Open a temp file next to `path` for writing; on success it replaces `path` atomically,
-    on an exception it is removed and `path` is left as it was."""
-    path = Path(path)
+    on an exception it is removed and `path` is left as it was. A symbolic link or a non-regular
+    file at `path` is refused (see `check_write_target`)."""
+    path = check_write_target(path)
     if not path.parent.is_dir():
         raise FileNotFoundError(f"folder {path.parent} does not exist; create it first")
-    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
+    remove_stale_scratch(path)
+    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=_scratch_prefix(path), suffix=".tmp")
     try:
         # mkstemp makes the file private (0600); give it the mode a plain open() would.
-        umask = os.umask(0)
-        os.umask(umask)
-        os.chmod(tmp, 0o666 & ~umask)
+        os.chmod(tmp, 0o666 & ~_umask())
         with os.fdopen(fd, mode, **({} if "b" in mode else {"encoding": "utf-8"})) as fh:
             yield fh
             fh.flush()
@@ -48,43 +112,116 @@ def atomic_write(path: str | Path, mode: str = "w") -> Iterator[IO]:
         raise
 
 
-def check_out_folder(folder: str | Path) -> Path:
-    """`folder` as a Path if it can become an output folder (it is a folder or does not exist
-    yet, and its nearest existing parent is a writable folder); else a ValueError that says
-    why. Call it before any expensive work."""
+def check_out_file(path: str | Path, suffixes: tuple[str, ...]) -> Path:
+    """`path` as a Path if an output file can be written there: its name ends in one of
+    `suffixes`, it is a regular file or none yet (see `check_write_target`), and its folder
+    exists and is writable; else a ValueError naming --out and the fix."""
+    path = Path(path)
+    if path.is_dir():
+        raise ValueError(f"--out {path} is a folder; give a {suffixes[0]} file name")
+    if not path.name.endswith(suffixes):
+        raise ValueError(f"--out {path}: give a {' (or '.join(suffixes)}) file name")
+    try:
+        check_write_target(path)
+    except ValueError as err:
+        raise ValueError(f"--out {err}") from None
+    if not path.parent.is_dir():
+        raise ValueError(f"--out {path}: folder {path.parent} does not exist; create it first")
+    if not os.access(path.parent, os.W_OK | os.X_OK):
+        raise ValueError(f"--out {path}: folder {path.parent} is not writable")
+    return path
+
+
+def check_writable_folder(folder: str | Path, option: str = "--out") -> Path:
+    """`folder` as a Path if files can be written into it (it is a folder or does not exist
+    yet, and its nearest existing parent is a writable folder); else a ValueError that names
+    `option` and says why. Call it before any expensive work."""
     folder = Path(folder)
     if folder.exists() and not folder.is_dir():
-        raise ValueError(f"--out {folder} is a file; give a folder (new or existing)")
+        raise ValueError(f"{option} {folder} is a file; give a folder (new or existing)")
     parent = folder if folder.exists() else folder.parent
     while not parent.exists():
         parent = parent.parent
     if not parent.is_dir():
-        raise ValueError(f"--out {folder}: {parent} is a file, so the folder cannot be made")
+        raise ValueError(f"{option} {folder}: {parent} is a file, so the folder cannot be made")
     if not os.access(parent, os.W_OK | os.X_OK):
-        raise ValueError(f"--out {folder}: {parent} is not writable; choose another folder")
+        raise ValueError(f"{option} {folder}: {parent} is not writable; choose another folder")
+    return folder
+
+
+def check_out_folder(folder: str | Path) -> Path:
+    """`folder` as a Path if it can become an output folder that `atomic_folder` replaces as a
+    whole: writable (see `check_writable_folder`), not a symbolic link, not the working folder
+    or one above it, and new, empty or written by this library (it holds `MARKER`). Anything
+    else is refused with a ValueError that names the folder and suggests another."""
+    folder = check_writable_folder(folder)
+    if folder.is_symlink():
+        raise ValueError(
+            f"--out {folder} is a symbolic link; give a real folder (the link is not followed)"
+        )
+    here, target = Path.cwd().resolve(), folder.resolve()
+    if target == here or target in here.parents:
+        raise ValueError(
+            f"--out {folder} is the working folder or holds it, and the output folder is "
+            f"replaced as a whole; give a new folder, e.g. --out {Path(folder) / 'out'}"
+        )
+    if folder.is_dir() and any(folder.iterdir()) and read_marker(folder) is None:
+        raise ValueError(
+            f"--out {folder} holds files this library did not write (no {MARKER}), and the "
+            f"output folder is replaced as a whole; give a new or empty folder, e.g. --out "
+            f"{folder.with_name(folder.name + '-run')}"
+        )
     # The folder is written beside itself and renamed into place: its parent must be writable.
-    beside = folder.resolve().parent
+    beside = target.parent
     if beside.exists() and not os.access(beside, os.W_OK | os.X_OK):
         raise ValueError(f"--out {folder}: {beside} is not writable; choose another folder")
     return folder
 
 
+def read_marker(folder: str | Path) -> dict | None:
+    """The run record in `folder`'s `MARKER` file, or None when it has none (or not ours)."""
+    path = Path(folder) / MARKER
+    if path.is_symlink() or not path.is_file():
+        return None
+    try:
+        record = json.loads(path.read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return None
+    return record if isinstance(record, dict) and record.get("written_by") == "circuits" else None
+
+
+def _run_record(identity: dict | None) -> dict:
+    from circuits import __version__
+
+    return {
+        "written_by": "circuits",
+        "version": __version__,
+        "command": sys.argv[1:] if Path(sys.argv[0]).name == "circuits" else None,
+        "started": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
+        "run": identity or {},
+    }
+
+
 @contextlib.contextmanager
-def atomic_folder(folder: str | Path) -> Iterator[Path]:
+def atomic_folder(folder: str | Path, identity: dict | None = None) -> Iterator[Path]:
     """Yield a fresh temp folder beside `folder`; on success it becomes `folder` (an existing
     `folder` is replaced as a whole, never mixed with the new files), on an exception it is
-    removed and `folder` is left as it was."""
+    removed and `folder` is left as it was. `folder` must pass `check_out_folder` (checked
+    again before it is replaced); the new folder holds `MARKER` with the run's `identity`.
+    Scratch folders that killed runs left beside `folder` are removed first."""
     folder = check_out_folder(folder).resolve()
     folder.parent.mkdir(parents=True, exist_ok=True)
-    tmp = Path(tempfile.mkdtemp(dir=folder.parent, prefix=f".{folder.name}.", suffix=".tmp"))
+    remove_stale_scratch(folder)
+    prefix = _scratch_prefix(folder)
+    tmp = Path(tempfile.mkdtemp(dir=folder.parent, prefix=prefix, suffix=".tmp"))
     try:
         os.chmod(tmp, 0o777 & ~_umask())
+        write_json(tmp / MARKER, _run_record(identity))
         yield tmp
         old = None
         if folder.exists():
-            old = Path(
-                tempfile.mkdtemp(dir=folder.parent, prefix=f".{folder.name}.", suffix=".old")
-            )
+            check_out_folder(folder)  # files may have been put there while the run worked
+            old = Path(tempfile.mkdtemp(dir=folder.parent, prefix=prefix, suffix=".old"))
             os.replace(folder, old / folder.name)
         os.replace(tmp, folder)
         if old is not None:
@@ -126,7 +263,7 @@ def json_records(frame: pd.DataFrame) -> list[dict]:
 
 def strict_json(doc: dict, indent: int | None = 2) -> str:
     """`doc` as strict JSON text: every NaN / inf becomes null and, when there was any, the
-    key `non_finite` lists where (e.g. "summary.fraction_removed_by_circuit"), so a reader can
+    key `non_finite` lists where (e.g. "summary.node_share_removed_by_circuit"), so a reader can
     tell a missing value from a measured one."""
     bad: list[str] = []
     clean = _finite(doc, "", bad)

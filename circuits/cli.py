@@ -83,15 +83,16 @@ TEXTS_HELP = (
 def _cmd_p0(args: argparse.Namespace) -> int:
     out = check_out(args.out)
     steps = check_checkpoints(args.checkpoints or f"{out}.steps", args.resume)
-    from circuits.discovery.distributed import writer_paths
-
-    out, steps = writer_paths(out, steps)  # under torchrun only rank 0 writes
     config = config_from(args, P0Config)
     texts = _texts(args.texts)
-    if texts is not None and len(texts) < config.n_fit + config.n_heldout:
+    from circuits.discovery.texts import DEFAULT_TEXTS
+
+    # Checked against the default texts too, before the model loads.
+    n_texts = len(texts if texts is not None else _texts(str(DEFAULT_TEXTS)))
+    if n_texts < config.n_fit + config.n_heldout:
         raise ValueError(
-            f"{args.texts} holds {len(texts)} texts; --n-fit {config.n_fit} + --n-heldout "
-            f"{config.n_heldout} are needed (add texts or lower them)"
+            f"{args.texts or DEFAULT_TEXTS} holds {n_texts} texts; --n-fit {config.n_fit} + "
+            f"--n-heldout {config.n_heldout} are needed (add texts or lower them)"
         )
     from circuits.tracing.p0 import trace_p0
     from circuits.tracing.p0.pipeline import STEPS
@@ -195,13 +196,13 @@ def add_faithfulness(sub) -> None:
 
 
 def _cmd_sinks(args: argparse.Namespace) -> int:
+    out = check_out(args.out)  # before torch is imported, so a bad --out is refused at once
     from circuits._io import atomic_folder
     from circuits.corpus import read_corpus
     from circuits.report.sink_plots import plot_sink_report
     from circuits.sinks import Settings
     from circuits.sinks.runner import measure_corpus
 
-    out = check_out(args.out)
     given = {"tau": args.tau, "eps": args.eps}
     given = {k: v for k, v in given.items() if v is not None}
     Settings.from_options(given)  # thresholds checked before the model loads
@@ -213,7 +214,7 @@ def _cmd_sinks(args: argparse.Namespace) -> int:
         offsets=args.offset, sink_position=args.sink_position,
         max_batch_tokens=args.batch_tokens, **given,
     )  # fmt: skip
-    with atomic_folder(out) as tmp:
+    with atomic_folder(out, {"measured": "sinks", "model": report.model}) as tmp:
         paths = report.save(tmp) + plot_sink_report(report, tmp, args.rasters)
     print(report.summary_table())
     print(f"wrote {len(paths)} files to {out}")
@@ -251,6 +252,7 @@ def _cmd_trigger(args: argparse.Namespace) -> int:
         )
     if len(set(args.seeds)) != len(args.seeds):
         raise ValueError(f"--seeds {args.seeds} repeats a seed; give each seed once")
+    runs = check_checkpoints(args.runs_dir or f"{out}.runs", args.resume, "--runs-dir")
     from circuits._io import atomic_folder
     from circuits.report.trigger_plots import plot_trigger_experiment
     from circuits.trigger import (
@@ -260,10 +262,12 @@ def _cmd_trigger(args: argparse.Namespace) -> int:
         run_experiment,
         save_experiment,
     )
+    from circuits.trigger.experiment import remove_runs
 
     def given(names: tuple[str, ...]) -> dict:
         return {n: getattr(args, n) for n in names if getattr(args, n) is not None}
 
+    args.kept = f"; finished runs are kept in {runs}: add --resume to continue"
     task = TriggerTask(**given(("seq_len", "d_content", "n_triggers")))
     train = TrainConfig(**given(("steps", "lr", "weight_decay")))
     exp = run_experiment(
@@ -275,13 +279,15 @@ def _cmd_trigger(args: argparse.Namespace) -> int:
         d_model=args.d_model,
         d_mlp=args.d_mlp,
         init_scale=TriggerModelConfig.init_scale if args.init_scale is None else args.init_scale,
-        runs_dir=args.runs_dir or f"{out}.runs",
+        runs_dir=runs,
         resume=args.resume,
     )
-    with atomic_folder(out) as tmp:
+    with atomic_folder(out, {"experiment": "trigger"}) as tmp:
         paths = save_experiment(exp, tmp) + plot_trigger_experiment(exp, tmp)
     print(exp.summary().to_string(index=False))
     print(f"wrote {len(paths)} files under {out}")
+    remove_runs(runs)
+    print(f"removed the saved runs {runs}")
     return 0
 
 
@@ -318,7 +324,7 @@ def add_trigger(sub) -> None:
     p.add_argument("--d-model", type=positive_int, default=32, help="model width (32)")
     p.add_argument("--d-mlp", type=positive_int, help="MLP width (default: attention-only)")
     p.add_argument("--init-scale", type=positive_float, help=f"init scale ({library})")
-    p.add_argument("--runs-dir", help="each finished run is saved here as it ends (OUT.runs)")
+    p.add_argument("--runs-dir", help="each finished run is kept here until the end (OUT.runs)")
     p.add_argument(
         "--resume", action="store_true", help="read runs already in --runs-dir, train the rest"
     )
@@ -445,8 +451,9 @@ def main(argv: list[str] | None = None) -> int:
         print(f"\ncircuits {args.command}: interrupted{where}{kept}", file=sys.stderr)
         return 130
     except (ValueError, OSError, RuntimeError) as err:
-        # Library errors say what was wrong and how to fix it; OSErrors name their file.
-        message = str(err).splitlines()[0] if str(err) else type(err).__name__
+        # Library errors say what was wrong and how to fix it (every line: a graph's validation
+        # lists its reasons one a line); OSErrors name their file.
+        message = str(err) or type(err).__name__
         print(f"circuits {args.command}: error: {message}", file=sys.stderr)
         return 2
     finally:

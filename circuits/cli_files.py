@@ -86,6 +86,10 @@ def add_export(sub) -> None:
 
 
 def _cmd_generate(args: argparse.Namespace) -> int:
+    from circuits._io import check_out_file
+    from circuits._lines import JSONL_SUFFIXES
+
+    check_out_file(args.out, JSONL_SUFFIXES)  # before torch is imported: refused at once
     import torch
 
     from circuits.generation import generate_long_file

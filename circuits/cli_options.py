@@ -93,12 +93,9 @@ def check_checkpoints(path: str, resume: bool, option: str = "--checkpoints") ->
     """A folder for a command's checkpoints, refused at once when it cannot be written, or when
     it already holds an earlier run's and `resume` is not set (nothing is silently reused or
     overwritten)."""
-    from circuits._io import check_out_folder
+    from circuits._io import check_writable_folder
 
-    try:
-        folder = check_out_folder(path)
-    except ValueError as err:  # its message names --out
-        raise ValueError(str(err).replace("--out", option, 1)) from None
+    folder = check_writable_folder(path, option)
     if not resume and folder.is_dir() and any(folder.iterdir()):
         raise ValueError(
             f"{option} {folder} holds the checkpoints of an earlier run: pass --resume to "

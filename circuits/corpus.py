@@ -22,6 +22,7 @@ import torch
 from transformer_lens.model_bridge import TransformerBridge
 
 from circuits._io import atomic_write
+from circuits._lines import JSONL_SUFFIXES, json_object, read_lines
 
 PROBLEMS_PATH = Path(__file__).resolve().parent.parent / "data" / "math_problems.jsonl"
 INSTRUCTION = "Think step by step, then give the final answer."
@@ -62,17 +63,13 @@ def load_problems(path: str | Path = PROBLEMS_PATH) -> list[Problem]:
     if not path.is_file():
         raise FileNotFoundError(f"no problem file at {path}; pass the path of a JSONL file")
     problems = []
-    for n, line in enumerate(path.read_text(encoding="utf-8").splitlines(), 1):
-        if not line.strip():
-            continue
+    fix = 'not a problem record: each line must be a JSON object with "id" and "problem"'
+    for n, line in read_lines(path):
+        rec = json_object(path, n, line, fix)
         try:
-            rec = json.loads(line)
             problems.append(Problem(int(rec["id"]), str(rec["problem"]), rec.get("answer")))
         except (ValueError, KeyError, TypeError) as err:
-            raise ValueError(
-                f"{path}:{n}: not a problem record ({err}); each line must be a JSON object "
-                'with "id" and "problem"'
-            ) from None
+            raise ValueError(f"{path}:{n}: {fix} ({err})") from None
     if not problems:
         raise ValueError(f"{path} holds no problems")
     return problems
@@ -151,18 +148,14 @@ def read_traces(path: str | Path) -> list[Trace]:
             f"no trace file at {path}; make one with `circuits generate` (or "
             "circuits.generation.generate_long_traces)"
         )
-    raw = path.read_bytes()
-    text = (gzip.decompress(raw) if path.suffix == ".gz" else raw).decode("utf-8")
+    fix = "not a trace record: trace files are written by `circuits generate`"
     traces = []
-    for n, line in enumerate(text.splitlines(), 1):
-        if not line.strip():
-            continue
+    for n, line in read_lines(path):
         try:
-            traces.append(Trace(**json.loads(line)))
-        except (ValueError, TypeError) as err:
+            traces.append(Trace(**json_object(path, n, line, fix)))
+        except TypeError as err:
             raise ValueError(
-                f"{path}:{n}: not a trace record ({err}); trace files are written by "
-                "`circuits generate` or circuits.generation, and this one was not or was cut off"
+                f"{path}:{n}: {fix}, and this one was not or was cut off ({err})"
             ) from None
     return traces
 
@@ -174,18 +167,19 @@ def read_corpus(path: str | Path) -> list[str] | list[Trace]:
     path = Path(path)
     if not path.is_file():
         raise FileNotFoundError(f"no corpus file at {path}")
-    lines = [ln for ln in path.read_text(encoding="utf-8").splitlines() if ln.strip()]
+    lines = read_lines(path)
     if not lines:
         raise ValueError(f"{path} is empty; it needs at least one text")
-    if path.suffix != ".jsonl":
-        return lines
-    first = json.loads(lines[0])
+    if not path.name.endswith(JSONL_SUFFIXES):
+        return [line for _, line in lines]
+    fix = 'not a text record: each line must be a JSON object with "text" or "problem"'
+    first = json_object(path, *lines[0], fix)
     if "tokens" in first:
         return read_traces(path)
     key = "problem" if "problem" in first else "text"
     texts = []
-    for n, line in enumerate(lines, 1):
-        rec = json.loads(line)
+    for n, line in lines:
+        rec = json_object(path, n, line, fix)
         if not isinstance(rec.get(key), str):
             raise ValueError(f'{path}:{n}: no "{key}" string; every record needs one')
         texts.append(rec[key])

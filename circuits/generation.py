@@ -26,7 +26,6 @@ from __future__ import annotations
 
 import datetime as dt
 import hashlib
-import os
 import resource
 import sys
 import time
@@ -39,6 +38,8 @@ from transformer_lens.model_bridge import TransformerBridge
 from transformers import LogitsProcessor, LogitsProcessorList
 from transformers.generation.streamers import BaseStreamer
 
+from circuits._io import check_out_file
+from circuits._lines import JSONL_SUFFIXES
 from circuits.corpus import (
     INSTRUCTION,
     PROBLEMS_PATH,
@@ -321,18 +322,9 @@ def generate_long_traces(
 
 
 def check_trace_file(out: str | Path) -> Path:
-    """`out` as a Path if a trace file can be written there (a `.jsonl` or `.jsonl.gz` name,
-    not a folder, in a writable folder that exists); else a ValueError that says why."""
-    out = Path(out)
-    if out.is_dir():
-        raise ValueError(f"--out {out} is a folder; give a .jsonl file name")
-    if not out.name.endswith((".jsonl", ".jsonl.gz")):
-        raise ValueError(f"--out {out}: give a .jsonl (or .jsonl.gz) file name")
-    if not out.parent.is_dir():
-        raise ValueError(f"--out {out}: folder {out.parent} does not exist; create it first")
-    if not os.access(out.parent, os.W_OK | os.X_OK):
-        raise ValueError(f"--out {out}: folder {out.parent} is not writable")
-    return out
+    """`out` as a Path if a trace file can be written there (see `circuits._io.check_out_file`:
+    a `.jsonl` or `.jsonl.gz` name, a regular file or none yet, in a writable folder)."""
+    return check_out_file(out, JSONL_SUFFIXES)
 
 
 def generate_long_file(

@@ -6,6 +6,7 @@ import json
 
 import pytest
 
+from circuits._io import MARKER
 from circuits.discovery import token_rows
 from circuits.graph import io as graph_io
 from circuits.graph import validate
@@ -86,7 +87,8 @@ def test_write_trace_writes_every_file(planted, planted_trace, tmp_path):
         assert set(back.edges) == set(planted_trace.graph.edges)
     for name in ("variants", "heads", "mlps", "position", "circuit", "faithfulness_curve"):
         assert (tmp_path / f"{name}.png").stat().st_size > 1000
-    assert not [p for p in tmp_path.iterdir() if p.name.startswith(".")]
+    # No temp files left; the one hidden file says which run wrote the folder.
+    assert [p.name for p in tmp_path.iterdir() if p.name.startswith(".")] == [MARKER]
 
 
 def test_find_formation_rules():

@@ -139,3 +139,29 @@ def test_two_processes_give_the_scores_and_circuit_of_one(tmp_path):
         assert b[key] == pytest.approx(a[key], abs=1e-6), key
     assert a["curve"]["n_edges"] == b["curve"]["n_edges"]
     assert sorted(p.name for p in tmp_path.iterdir()) == ["m1", "m2", "one.pt", "two.pt"]
+
+
+def test_reduced_precision_metrics_and_scores_in_float32(tmp_path):
+    """bfloat16 / float16 weights: sink metrics, EAP scores and circuit metric values come out
+    in float32 and close to the float32 model's."""
+    from circuits.discovery import token_rows
+    from circuits.discovery.attribution import eap
+    from circuits.discovery.evaluation import evaluate
+    from circuits.discovery.forward import EdgeRunner
+    from circuits.models.tiny import tiny_model
+    from circuits.patching.metrics import p0_attention
+
+    def figures(model):
+        report = measure(model, TEXTS, progress=False)
+        runner = EdgeRunner(model, token_rows(model, TEXTS, 16), p0_attention([2, 3]))
+        keep = torch.ones(1, runner.space.n_edges, dtype=torch.bool)
+        return report.p0_mass, report.texts[0].score, eap(runner), evaluate(runner, keep)
+
+    ref = figures(tiny_model(folder=tmp_path / "fp32"))
+    for dtype in (torch.bfloat16, torch.float16):
+        model = tiny_model(folder=tmp_path / str(dtype)).to(dtype)
+        assert model.cfg.dtype == dtype
+        got = figures(model)
+        for a, b in zip(ref, got, strict=True):
+            assert b.dtype == torch.float32
+            assert (a - b).abs().nan_to_num(0.0).max() <= 0.02 * a.abs().nan_to_num(0.0).max()

@@ -112,20 +112,20 @@ def test_strict_json_writes_null_and_says_where(tmp_path):
 
 
 def test_atomic_folder_replaces_as_a_whole_or_not_at_all(tmp_path):
-    from circuits._io import atomic_folder
+    from circuits._io import MARKER, atomic_folder
 
     out = tmp_path / "out"
-    out.mkdir()
-    (out / "old.csv").write_text("old")
+    with atomic_folder(out) as tmp:
+        (tmp / "old.csv").write_text("old")
     with pytest.raises(RuntimeError), atomic_folder(out) as tmp:
         (tmp / "new.csv").write_text("new")
         raise RuntimeError("interrupted")
     assert [p.name for p in tmp_path.iterdir()] == ["out"]
-    assert [p.name for p in out.iterdir()] == ["old.csv"]
+    assert sorted(p.name for p in out.iterdir()) == [MARKER, "old.csv"]
     with atomic_folder(out) as tmp:
         (tmp / "new.csv").write_text("new")
     assert [p.name for p in tmp_path.iterdir()] == ["out"]
-    assert [p.name for p in out.iterdir()] == ["new.csv"]
+    assert sorted(p.name for p in out.iterdir()) == [MARKER, "new.csv"]
     (tmp_path / "file").write_text("x")
     with pytest.raises(ValueError, match="is a file"), atomic_folder(tmp_path / "file"):
         pass

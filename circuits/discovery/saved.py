@@ -44,12 +44,15 @@ def _check_model(graph: nx.DiGraph, model) -> None:
     info = getattr(model, "circuits_info", None)
     key = info.key if info else model.cfg.model_name
     want_hash = graph.graph.get("model_hash", "")
-    have_hash = (info.gguf_sha256 or "") if info else ""
-    if graph.graph.get("model") != key or (want_hash and have_hash and want_hash != have_hash):
+    have_hash = (info.gguf_sha256 or info.weights_sha256 or "") if info else ""
+    # Identity is the weights' hash when both sides have one (a folder's path may change).
+    same = want_hash == have_hash if want_hash and have_hash else graph.graph.get("model") == key
+    if not same:
+        replaced = ": the same name with other weights" if graph.graph.get("model") == key else ""
         raise ValueError(
             f"this circuit was found on model {graph.graph.get('model')!r} "
-            f"(hash {want_hash[:12] or '-'}), not on {key!r} (hash {have_hash[:12] or '-'}); "
-            "evaluate it with --model set to the model it was found on"
+            f"(hash {want_hash[:12] or '-'}), not on {key!r} (hash {have_hash[:12] or '-'})"
+            f"{replaced}; evaluate it with --model set to the model it was found on"
         )
 
 

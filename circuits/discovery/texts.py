@@ -3,7 +3,6 @@ cut them into equal-length token rows."""
 
 from __future__ import annotations
 
-import json
 import random
 from collections.abc import Sequence
 from pathlib import Path
@@ -11,6 +10,8 @@ from pathlib import Path
 import torch
 from jaxtyping import Int
 from torch import Tensor
+
+from circuits._lines import json_object, read_lines
 
 DEFAULT_TEXTS = Path(__file__).resolve().parents[2] / "data" / "texts" / "python_reference.jsonl"
 """78 prose paragraphs of the Python Language Reference (see data/texts/README.md)."""
@@ -22,24 +23,18 @@ def read_texts(path: str | Path) -> list[str]:
     path = Path(path)
     if not path.is_file():
         raise ValueError(f"{path}: no such text file; give one text a line, or JSONL with 'text'")
-    try:
-        lines = path.read_text(encoding="utf-8").splitlines()
-    except UnicodeDecodeError as err:
-        raise ValueError(f"{path}: not UTF-8 text ({err.reason} at byte {err.start})") from None
-    lines = [(i + 1, line) for i, line in enumerate(lines) if line.strip()]
+    lines = read_lines(path)
     if not lines:
         raise ValueError(f"{path}: the file holds no text; give one text a line")
     jsonl = path.suffix == ".jsonl" or all(line.lstrip().startswith("{") for _, line in lines)
     if not jsonl:
         return [line.strip() for _, line in lines]
     texts = []
+    fix = "each JSONL line must be an object with a 'text'"
     for number, line in lines:
-        try:
-            row = json.loads(line)
-        except json.JSONDecodeError as err:
-            raise ValueError(f"{path}:{number}: not a JSON object ({err.msg})") from None
-        if not isinstance(row, dict) or not isinstance(row.get("text"), str):
-            raise ValueError(f"{path}:{number}: each JSONL line must be an object with a 'text'")
+        row = json_object(path, number, line, fix)
+        if not isinstance(row.get("text"), str):
+            raise ValueError(f"{path}:{number}: {fix}")
         texts.append(row["text"])
     return texts
 

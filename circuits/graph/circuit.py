@@ -182,8 +182,7 @@ def new_graph(
     """An empty circuit graph with its provenance: model (key, hash), data, metric, seed.
 
     `model` is a registry key, a `ModelInfo` or a model from `load_model`; `model_hash` is the
-    GGUF sha256 when the weights have one, else a model folder's weights hash, else "". Extra
-    keyword attributes are stored too.
+    GGUF sha256 or a model folder's weights hash, else "". Extra keyword attributes are stored too.
     """
     import circuits
 

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import hashlib
 import json
 import socket
 import sys
@@ -49,6 +50,8 @@ class ModelInfo:
     load_seconds: float
     quantised_source: bool
     """True when the weights are dequantised GGUF: close to, not equal to, the originals."""
+    weights_sha256: str | None = None
+    """For a model folder: sha256 over its weight files (see `folder_sha256`), its identity."""
 
     def to_dict(self) -> dict:
         return asdict(self)
@@ -220,6 +223,44 @@ def _check_supported(config) -> None:
         )
 
 
+WEIGHT_FILES = ("*.safetensors", "*.bin", "*.pt", "*.pth")
+"""The files of a model folder that hold weights (what `folder_sha256` hashes)."""
+
+
+def folder_sha256(folder: Path) -> str:
+    """sha256 over the weight files of a model folder (each file's name and sha256, in name
+    order): the same weights give the same hash wherever the folder is, replaced weights a
+    different one."""
+    files = sorted({p for pattern in WEIGHT_FILES for p in folder.glob(pattern) if p.is_file()})
+    listing = "".join(f"{p.name}\t{sha256_file(p)}\n" for p in files)
+    return hashlib.sha256(listing.encode()).hexdigest()
+
+
+def check_device(device: str) -> str:
+    """`device` if torch can run here on it (cpu, an available cuda:N, or mps); else a
+    ValueError naming it and the fix. Cheap: call it before loading a model."""
+    try:
+        dev = torch.device(device)
+    except (RuntimeError, TypeError):
+        raise ValueError(
+            f"--device {device} is not a device; use cpu, cuda, cuda:N or mps"
+        ) from None
+    if dev.type == "cuda" and not torch.cuda.is_available():
+        why = (
+            "this torch is a CPU-only build" if torch.version.cuda is None else "no GPU is visible"
+        )
+        raise ValueError(f"--device {device}: CUDA is not available ({why}); use --device cpu")
+    if dev.type == "cuda" and (dev.index or 0) >= torch.cuda.device_count():
+        raise ValueError(
+            f"--device {device}: there are {torch.cuda.device_count()} CUDA devices (0-based)"
+        )
+    if dev.type == "mps" and not torch.backends.mps.is_available():
+        raise ValueError(f"--device {device}: Apple MPS is not available here; use --device cpu")
+    if dev.type not in ("cpu", "cuda", "mps"):
+        raise ValueError(f"--device {device}: models run on cpu, cuda or mps, not {dev.type}")
+    return device
+
+
 def _tl_version() -> str:
     from importlib.metadata import version
 
@@ -240,8 +281,10 @@ def load_model(
     The returned bridge carries a `ModelInfo` as `bridge.circuits_info`.
     """
     t0 = time.perf_counter()
+    check_device(device)
     text = str(spec)
     path = Path(text).expanduser()
+    weights_sha = None
     gguf_sha = None
     cache_dir = None
     from_cache = False
@@ -267,8 +310,12 @@ def load_model(
         gguf_sha = manifest["gguf_sha256"]
         model = _boot(hub_name, folder, device, dtype)
     elif path.is_dir():
-        hub_name, source, quantised = str(path), f"folder:{path}", False
+        # A folder is named by its absolute path (so FOLDER and FOLDER/ are one model) and
+        # known by its weights' hash (so replaced weights are another).
+        path = path.resolve()
+        text, hub_name, source, quantised = str(path), str(path), f"folder:{path}", False
         model = _boot(hub_name, path, device, dtype)
+        weights_sha = folder_sha256(path)
     elif (
         path.suffix.lower() == ".gguf"
         or text.startswith((".", "/", "~"))
@@ -301,6 +348,7 @@ def load_model(
         from_cache=from_cache,
         load_seconds=time.perf_counter() - t0,
         quantised_source=quantised,
+        weights_sha256=weights_sha,
     )
     model.eval()
     return model

@@ -55,8 +55,10 @@ class Metric:
         return self.read(acts, logits)
 
     def read(self, acts: Acts, logits: Tensor | None) -> Float[Tensor, " batch"]:
-        """The metric from activations and logits already cut to `logit_pos`."""
-        out = self.fn(acts, logits)
+        """The metric from activations and logits already cut to `logit_pos`, read in float32
+        whatever the model's dtype (a bfloat16 mean over heads and queries loses 2-3 digits)."""
+        acts = {name: act.float() for name, act in acts.items()}
+        out = self.fn(acts, None if logits is None else logits.float())
         first = next(iter(acts.values())) if acts else logits
         if not isinstance(out, Tensor) or out.shape != (first.shape[0],):
             shape = tuple(out.shape) if isinstance(out, Tensor) else type(out).__name__

@@ -22,7 +22,7 @@ MAX_TICK_TOKENS = 80
 
 def p0_mass_heatmap(report: SinkReport) -> Figure:
     """Layer x head heatmap of the sink attention mass (text-averaged); sink heads dotted."""
-    mass = report.p0_mass.numpy()
+    mass = report.p0_mass.float().numpy()
     fig = Figure(
         figsize=(max(4.0, 0.45 * report.n_heads + 2), max(4.0, 0.22 * report.n_layers)),
         layout="constrained",
@@ -52,9 +52,17 @@ def state_norms(report: SinkReport) -> Figure:
     layers = np.arange(report.n_layers)
     fig = Figure(figsize=(7, 4), layout="constrained")
     ax = fig.add_subplot()
-    ax.plot(layers, state.sink_norm.numpy(), "o-", label="sink state", color="tab:red")
-    ax.plot(layers, state.other_median_norm.numpy(), "s-", label="others: median", color="tab:blue")
-    ax.plot(layers, state.other_mean_norm.numpy(), "^--", label="others: mean", color="tab:cyan")
+    ax.plot(layers, state.sink_norm.float().numpy(), "o-", label="sink state", color="tab:red")
+    ax.plot(
+        layers,
+        state.other_median_norm.float().numpy(),
+        "s-",
+        label="others: median",
+        color="tab:blue",
+    )
+    ax.plot(
+        layers, state.other_mean_norm.float().numpy(), "^--", label="others: mean", color="tab:cyan"
+    )
     marks = {
         f"norm ratio > {report.settings.massive_ratio:g}": report.massive_layer,
         "Sun et al. massive entry": report.massive_activation_layer,
@@ -100,7 +108,7 @@ def primary_score(report: SinkReport) -> Figure:
 def secondary_raster(text: TextSinks, title: str = "") -> Figure:
     """Layer x position raster of each token's cosine with the primary sink's state, with the
     detected runs (cos > tau) outlined in their label's colour and the sink marked."""
-    cos = text.cosine.numpy()
+    cos = text.cosine.float().numpy()
     n_layers, n_pos = cos.shape
     fig = Figure(
         figsize=(min(24.0, max(6.0, 0.09 * n_pos + 2)), max(4.0, 0.16 * n_layers + 1.5)),

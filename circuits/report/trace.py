@@ -50,7 +50,7 @@ def write_trace(trace, folder: str | Path, model=None) -> Path:
     trace names (circuitsvis, offline)."""
     folder = check_out_folder(folder)
     title = f"{trace.title}: {trace.model}"
-    with atomic_folder(folder) as tmp:
+    with atomic_folder(folder, {"trace": trace.title, "model": trace.model}) as tmp:
         write_json(tmp / "summary.json", trace_json(trace))
         tables = trace.tables()
         for name, frame in tables.items():

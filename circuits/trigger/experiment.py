@@ -178,6 +178,18 @@ def _check_runs_dir(runs_dir: Path | None, resume: bool) -> None:
         )
 
 
+def remove_runs(runs_dir: str | Path) -> None:
+    """Delete the runs saved in `runs_dir` (`*.pt`) and the folder once it is empty; anything
+    else in it is left alone."""
+    runs_dir = Path(runs_dir)
+    if not runs_dir.is_dir():
+        return
+    for path in runs_dir.glob("*.pt"):
+        path.unlink(missing_ok=True)
+    if not any(runs_dir.iterdir()):
+        runs_dir.rmdir()
+
+
 def _finished(path: Path, task, cfg, tc) -> TrainResult | None:
     """The run saved at `path`, if any; refuses one trained with other settings."""
     if not path.is_file():
