@@ -74,9 +74,15 @@ def _texts(path: str | None) -> list[str] | None:
     return None if path is None else read_texts(path)
 
 
+def _kinded_texts(path: str | None) -> tuple[list[str] | None, list[str] | None]:
+    from circuits.discovery.texts import read_kinded_texts
+
+    return (None, None) if path is None else read_kinded_texts(path)
+
+
 TEXTS_HELP = (
-    "text file: one text a line, or JSONL with a 'text' field (default: data/texts/"
-    "python_reference.jsonl, 78 prose paragraphs)"
+    "text file: one text a line, or JSONL with a 'text' field and optionally a 'kind' "
+    "(default: data/texts/mix.jsonl, English prose, Python source, German prose and tables)"
 )
 
 
@@ -84,15 +90,16 @@ def _cmd_p0(args: argparse.Namespace) -> int:
     out = check_out(args.out)
     steps = check_checkpoints(args.checkpoints or f"{out}.steps", args.resume)
     config = config_from(args, P0Config)
-    texts = _texts(args.texts)
+    texts, kinds = _kinded_texts(args.texts)
+    edge = config.edge
     from circuits.discovery.texts import DEFAULT_TEXTS
 
     # Checked against the default texts too, before the model loads.
     n_texts = len(texts if texts is not None else _texts(str(DEFAULT_TEXTS)))
-    if n_texts < config.n_fit + config.n_heldout:
+    if n_texts < edge.n_fit + edge.n_heldout:
         raise ValueError(
-            f"{args.texts or DEFAULT_TEXTS} holds {n_texts} texts; --n-fit {config.n_fit} + "
-            f"--n-heldout {config.n_heldout} are needed (add texts or lower them)"
+            f"{args.texts or DEFAULT_TEXTS} holds {n_texts} texts; --edge-n-fit {edge.n_fit} + "
+            f"--edge-n-heldout {edge.n_heldout} are needed (add texts or lower them)"
         )
     from circuits.tracing.p0 import trace_p0
     from circuits.tracing.p0.pipeline import STEPS
@@ -100,7 +107,7 @@ def _cmd_p0(args: argparse.Namespace) -> int:
 
     model = load(args)
     args.kept = f"; finished steps are kept in {steps}: add --resume to continue"
-    trace = trace_p0(model, texts, config, checkpoint=steps)
+    trace = trace_p0(model, texts, config, kinds=kinds, checkpoint=steps)
     if trace.resumed:
         print(
             f"resumed: {len(trace.resumed)} of {len(STEPS)} steps loaded from {steps} "

@@ -6,10 +6,9 @@ from __future__ import annotations
 
 import argparse
 import math
-from dataclasses import fields
 from pathlib import Path
 
-from circuits.config import field_kind
+from circuits.config import field_kind, flat_fields
 
 DEFAULT_MODEL = "smollm2-135m"
 DTYPES = ("float32", "bfloat16", "float16")
@@ -56,13 +55,22 @@ def out_option(p: argparse.ArgumentParser, what: str) -> None:
 
 
 def config_options(p: argparse.ArgumentParser, config_cls: type) -> None:
-    """One option per field of a tracer config (`--field-name`), with its help and default."""
-    group = p.add_argument_group(f"settings ({config_cls.__name__})")
-    for f in fields(config_cls):
+    """One option per leaf field of a tracer config, with its help and default: `--field-name`,
+    a nested config's fields with its prefix (`--edge-n-fit`, `circuits.config.flat_fields`),
+    each nested config in its own group."""
+    defaults = config_cls().to_flat()
+    groups = {"": p.add_argument_group(f"settings ({config_cls.__name__})")}
+    for name, path, f in flat_fields(config_cls):
+        if path[0] not in groups and len(path) > 1:
+            top = config_cls.__dataclass_fields__[path[0]]
+            flags = top.metadata["prefix"].replace("_", "-")
+            groups[path[0]] = p.add_argument_group(f"{top.metadata['help']} (--{flags}...)")
+        group = groups[path[0] if len(path) > 1 else ""]
         kind, is_tuple, _ = field_kind(f)
-        default = f.default
+        default = defaults[name]
+        default = tuple(default) if is_tuple else default
         shown = " ".join(map(str, default)) if is_tuple else default
-        kw = {"dest": f.name, "default": default, "help": f"{f.metadata['help']} ({shown})"}
+        kw = {"dest": name, "default": default, "help": f"{f.metadata['help']} ({shown})"}
         if kind is bool:
             kw["action"] = argparse.BooleanOptionalAction
         else:
@@ -73,13 +81,26 @@ def config_options(p: argparse.ArgumentParser, config_cls: type) -> None:
         if f.metadata["choices"]:
             kw["choices"] = f.metadata["choices"]
             kw.pop("metavar", None)
-        group.add_argument("--" + f.name.replace("_", "-"), **kw)
+        group.add_argument("--" + name.replace("_", "-"), **kw)
 
 
 def config_from(args: argparse.Namespace, config_cls: type):
     """The config the options describe (checked: a bad value is a ValueError naming it)."""
-    values = {f.name: getattr(args, f.name) for f in fields(config_cls)}
-    return config_cls(**{k: tuple(v) if isinstance(v, list) else v for k, v in values.items()})
+    values = {name: getattr(args, name) for name, _, _ in flat_fields(config_cls)}
+    return config_cls().with_options(
+        **{k: tuple(v) if isinstance(v, list) else v for k, v in values.items()}
+    )
+
+
+def given_options(args: argparse.Namespace, config_cls: type) -> tuple[str, ...]:
+    """The flat names of the config options whose value differs from their default."""
+
+    def plain(v):
+        return list(v) if isinstance(v, tuple | list) else v
+
+    defaults = config_cls().to_flat()
+    names = [name for name, _, _ in flat_fields(config_cls)]
+    return tuple(n for n in names if plain(getattr(args, n)) != plain(defaults[n]))
 
 
 def check_out(path: str) -> Path:

@@ -7,13 +7,18 @@ A tracer's config is a frozen dataclass whose fields are made with `option`:
     class P0Config(Config):
         keep_share: float = option(0.2, "share of the strongest effect ...", low=0, high=1)
 
-The CLI builds its options from these fields (`circuits.cli`), so the command line, the library
-and the saved settings cannot drift apart. This module imports nothing heavy.
+Configs are composed, not inherited: a field made with `nested` holds another config (the
+tracers' edge-fit settings, `circuits.tracing.edge_config.EdgeFitConfig`), and `flat_fields`
+names every leaf field with its nested fields' prefixes (`edge_` + `n_fit` -> `edge_n_fit`).
+The CLI builds its options from these flat names (`circuits.cli`), and `with_options` takes
+them too, so the command line, the library and the saved settings cannot drift apart. This
+module imports nothing heavy.
 """
 
 from __future__ import annotations
 
 import math
+from collections.abc import Iterator
 from dataclasses import MISSING, Field, dataclass, field, fields, replace
 from typing import Any
 
@@ -32,6 +37,31 @@ def option(
     checked item by item and must not be empty."""
     meta = {"help": help, "low": low, "high": high, "low_open": low_open, "choices": choices}
     return field(default=default, metadata=meta)
+
+
+def nested(cls: type, help: str, *, prefix: str = "", default: Any = None) -> Any:
+    """A config field holding another config `cls` (by default `default`, else `cls()`; a dict
+    of its fields is accepted too). Its leaf fields are flattened as `prefix` + their names."""
+    meta = {"help": help, "nested": cls, "prefix": prefix}
+    return field(default_factory=(lambda: default) if default is not None else cls, metadata=meta)
+
+
+def flat_fields(cls: type, prefix: str = "") -> Iterator[tuple[str, tuple[str, ...], Field]]:
+    """Every leaf field of config class `cls` as (flat name, path of field names, Field):
+    nested configs are flattened with their prefixes, e.g. ("edge_n_fit", ("edge", "n_fit"))."""
+    seen: set[str] = set()
+    for f in fields(cls):
+        sub = f.metadata.get("nested")
+        leaves = (
+            ((n, (f.name, *p), g) for n, p, g in flat_fields(sub, prefix + f.metadata["prefix"]))
+            if sub
+            else [(prefix + f.name, (f.name,), f)]
+        )
+        for name, path, leaf in leaves:
+            if name in seen:
+                raise TypeError(f"{cls.__name__}: two fields flatten to {name!r}; set a prefix")
+            seen.add(name)
+            yield name, path, leaf
 
 
 def _check(name: str, value: Any, f: Field, kind: type) -> Any:
@@ -81,6 +111,9 @@ class Config:
     def __post_init__(self) -> None:
         for f in fields(self):
             value = getattr(self, f.name)
+            if sub := f.metadata.get("nested"):
+                object.__setattr__(self, f.name, _nested_value(f.name, value, sub))
+                continue
             kind, is_tuple, optional = field_kind(f)
             if value is None and optional:
                 continue
@@ -95,18 +128,66 @@ class Config:
             object.__setattr__(self, f.name, value)
 
     def with_options(self, **overrides: Any):
-        """A copy with some fields changed (checked again); unknown names are an error."""
-        known = {f.name for f in fields(self)}
-        unknown = sorted(set(overrides) - known)
+        """A copy with some fields changed (checked again): by field name (a nested config as a
+        config or a dict of its fields) or by flat name (`edge_n_fit=8`, as `flat_fields` names
+        them); unknown names are an error."""
+        flat = {name: path for name, path, _ in flat_fields(type(self))}
+        tree: dict = {}
+        unknown = []
+        for name, value in overrides.items():
+            path = (name,) if name in self.__dataclass_fields__ else flat.get(name)
+            if path is None:
+                unknown.append(name)
+                continue
+            node = tree
+            for part in path[:-1]:
+                node = node.setdefault(part, {})
+            node[path[-1]] = value
         if unknown:
             raise ValueError(
-                f"unknown {type(self).__name__} options {unknown}; known: {', '.join(sorted(known))}"
+                f"unknown {type(self).__name__} options {sorted(unknown)}; known: "
+                f"{', '.join(sorted(flat))}"
             )
-        return replace(self, **overrides)
+        return _apply(self, tree)
 
     def to_dict(self) -> dict:
-        """Every field by name (tuples as lists, as JSON has them)."""
-        return {
-            f.name: list(v) if isinstance(v := getattr(self, f.name), tuple) else v
-            for f in fields(self)
-        }
+        """Every field by name (tuples as lists, as JSON has them; nested configs as dicts)."""
+        return {f.name: _plain(getattr(self, f.name)) for f in fields(self)}
+
+    def to_flat(self) -> dict:
+        """Every leaf field by its flat name (`flat_fields`), as the CLI names them."""
+        out = {}
+        for name, path, _ in flat_fields(type(self)):
+            value = self
+            for part in path:
+                value = getattr(value, part)
+            out[name] = _plain(value)
+        return out
+
+
+def _plain(value: Any) -> Any:
+    if isinstance(value, Config):
+        return value.to_dict()
+    return list(value) if isinstance(value, tuple) else value
+
+
+def _nested_value(name: str, value: Any, cls: type) -> Any:
+    if isinstance(value, dict):
+        return cls().with_options(**value)
+    if not isinstance(value, cls):
+        raise ValueError(
+            f"{name} must be a {cls.__name__} (or a dict of its fields), got {value!r}"
+        )
+    return value
+
+
+def _apply(config: Config, tree: dict) -> Config:
+    """`config` with the changes in `tree` (field name -> value, or -> a subtree for a nested
+    config)."""
+    changes = {}
+    for name, value in tree.items():
+        current = getattr(config, name)
+        if isinstance(current, Config) and isinstance(value, dict):
+            value = _apply(current, value)
+        changes[name] = value
+    return replace(config, **changes)

@@ -69,8 +69,8 @@ P0 = [
         "from circuits.report.draw import draw_circuit\n"
         "from circuits.tracing.p0 import trace_p0\n\n"
         "model = load_model('smollm2-135m')\n"
-        "small = dict(n_texts=2, n_tokens=16, n_fit=6, n_heldout=6, edge_tokens=32, "
-        "n_stability=10, n_curve=8)\n"
+        "small = dict(n_texts=2, n_tokens=16, edge_n_fit=6, edge_n_heldout=6, edge_n_tokens=32, "
+        "edge_n_stability=10, edge_n_curve=8)\n"
         "trace = trace_p0(model, progress=False, **small)\n"
         "trace  # its summary as a table; trace.summary() is the same as a dict"
     ),

@@ -113,7 +113,7 @@ def test_texts_file_errors_name_the_file(tmp_path, capsys, no_model):
     few = tmp_path / "few.txt"
     few.write_text("one text\ntwo texts\n")
     assert cli.main(["p0", "--texts", str(few), "--out", str(tmp_path / "o")]) == 2
-    assert "holds 2 texts; --n-fit 16 + --n-heldout 16" in capsys.readouterr().err
+    assert "holds 2 texts; --edge-n-fit 16 + --edge-n-heldout 16" in capsys.readouterr().err
     empty = tmp_path / "empty.txt"
     empty.write_text("\n")
     graph = tmp_path / "c.graphml"

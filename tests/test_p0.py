@@ -15,7 +15,14 @@ from circuits.report import write_trace
 from circuits.tracing.p0 import P0Config, find_formation, position_vs_content, trace_p0
 
 # 4 fit texts (the first 4 after the seeded shuffle also feed experiments 1-6), 4 held out.
-SMALL = P0Config(n_tokens=20, edge_tokens=20, n_fit=4, n_heldout=4, n_stability=10, n_curve=8)
+SMALL = P0Config().with_options(
+    n_tokens=20,
+    edge_n_tokens=20,
+    edge_n_fit=4,
+    edge_n_heldout=4,
+    edge_n_stability=10,
+    edge_n_curve=8,
+)
 
 
 @pytest.fixture(scope="module")
@@ -118,7 +125,10 @@ def test_default_model_p0_circuit(smollm2):
     """SmolLM2-135M (measured 2026-12-02): the P0 norm jumps in block 2 (~800) and again in
     block 11 (~25,000); the late sink (layers 12-29) rests on a small set of early components."""
     # A smaller edge fit than the defaults (8 + 8 texts x 32 tokens) keeps the test short.
-    small = {"n_fit": 8, "n_heldout": 8, "edge_tokens": 32, "n_stability": 10, "n_curve": 8}
+    small = {
+        "edge_n_fit": 8, "edge_n_heldout": 8, "edge_n_tokens": 32, "edge_n_stability": 10,
+        "edge_n_curve": 8,
+    }  # fmt: skip
     trace = trace_p0(smollm2, n_tokens=24, progress=False, **small)
     edge = trace.summary()
     print({k: edge[k] for k in list(edge)[:14]})

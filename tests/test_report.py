@@ -295,7 +295,14 @@ def p0_trace(tmp_path_factory):
     from circuits.tracing.p0 import P0Config, trace_p0
 
     planted = planted_p0_model(folder=tmp_path_factory.mktemp("planted"))
-    config = P0Config(n_tokens=20, edge_tokens=20, n_fit=4, n_heldout=4, n_stability=10, n_curve=8)
+    config = P0Config().with_options(
+        n_tokens=20,
+        edge_n_tokens=20,
+        edge_n_fit=4,
+        edge_n_heldout=4,
+        edge_n_stability=10,
+        edge_n_curve=8,
+    )
     trace = trace_p0(planted.model, P0_TEXTS, config, progress=False)
     folder = tmp_path_factory.mktemp("p0-report")
     return trace, write_trace(trace, folder)

@@ -20,8 +20,8 @@ from circuits.tracing.p0 import pipeline, trace_p0
 from circuits.tracing.p0.pipeline import STEPS
 
 SMALL = {
-    "n_tokens": 20, "edge_tokens": 20, "n_fit": 4, "n_heldout": 4, "n_stability": 10,
-    "n_curve": 8,
+    "n_tokens": 20, "edge_n_tokens": 20, "edge_n_fit": 4, "edge_n_heldout": 4,
+    "edge_n_stability": 10, "edge_n_curve": 8,
 }  # fmt: skip
 STEP_FUNCTIONS = (
     "first_token_variants", "position_vs_content", "localise", "confirm", "circuit_graph",
@@ -70,13 +70,15 @@ def test_checkpoints_of_another_run_are_refused(planted_folder, tmp_path):
     model = planted_folder[0].model
     steps = tmp_path / "steps"
     trace_p0(model, P0_TEXTS, progress=False, checkpoint=steps, **SMALL)
-    with pytest.raises(ValueError, match=r"another config/model/texts \(config n_curve: 8 there"):
-        trace_p0(model, P0_TEXTS, progress=False, checkpoint=steps, **{**SMALL, "n_curve": 6})
+    with pytest.raises(
+        ValueError, match=r"another config/model/texts \(config edge discovery n_curve: 8 there"
+    ):
+        trace_p0(model, P0_TEXTS, progress=False, checkpoint=steps, **{**SMALL, "edge_n_curve": 6})
     with pytest.raises(ValueError, match=r"\(texts\); delete .*steps or use another"):
         trace_p0(model, P0_TEXTS[::-1], progress=False, checkpoint=steps, **SMALL)
     # A step file copied from another run is refused too, not loaded.
     other = tmp_path / "other"
-    trace_p0(model, P0_TEXTS, progress=False, checkpoint=other, **{**SMALL, "n_curve": 6})
+    trace_p0(model, P0_TEXTS, progress=False, checkpoint=other, **{**SMALL, "edge_n_curve": 6})
     (steps / "edges.step.pkl").write_bytes((other / "edges.step.pkl").read_bytes())
     with pytest.raises(ValueError, match=r"edges.step.pkl was written by another"):
         trace_p0(model, P0_TEXTS, progress=False, checkpoint=steps, **SMALL)

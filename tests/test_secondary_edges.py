@@ -7,11 +7,11 @@ from __future__ import annotations
 import pytest
 import torch
 
-from circuits.discovery import DiscoveryConfig
 from circuits.models.planted import planted_secondary_model
 from circuits.patching import patch
 from circuits.patching.metrics import p0_attention
 from circuits.sites import hook_names
+from circuits.tracing.edge_config import EdgeFitConfig
 from circuits.tracing.secondary.census import find_secondary
 from circuits.tracing.secondary.corpus import make_corpus
 from circuits.tracing.secondary.edges import choose_events, secondary_edge_circuit
@@ -66,10 +66,11 @@ def test_the_planted_secondary_circuit_is_found_and_holds_on_held_out_texts(plan
     census = find_secondary(model, corpus, progress=False)
     events = choose_events(census, corpus, edge_tokens=16, min_queries=4)
     assert len(events) == len(TEXTS) and (events.l_start == planted.l_start).all()
-    cfg = DiscoveryConfig(n_curve=10, n_stability=20, n_boot=200, n_exact_texts=2)
-    found = secondary_edge_circuit(
-        model, corpus, census, cfg, n_fit=5, n_heldout=5, edge_tokens=16, min_queries=4
-    )
+    cfg = EdgeFitConfig().with_options(
+        n_fit=5, n_heldout=5, n_tokens=16, n_curve=10, n_stability=20, n_boot=200,
+        n_exact_texts=2,
+    )  # fmt: skip
+    found = secondary_edge_circuit(model, corpus, census, cfg, min_queries=4)
     assert found is not None
     assert found.layers == list(range(planted.l_start + 1, planted.l_start + planted.lifetime + 1))
     assert sorted(found.events.split.value_counts().tolist()) == [5, 5]
@@ -91,13 +92,10 @@ def test_too_few_events_give_none(planted):
     model = planted.model
     corpus = make_corpus(model, TEXTS[:3])
     census = find_secondary(model, corpus, progress=False)
-    cfg = DiscoveryConfig(n_curve=4, n_stability=0, n_boot=0)
-    assert (
-        secondary_edge_circuit(
-            model, corpus, census, cfg, n_fit=2, n_heldout=2, edge_tokens=16, min_queries=4
-        )
-        is None
+    cfg = EdgeFitConfig().with_options(
+        n_fit=2, n_heldout=2, n_tokens=16, n_curve=4, n_stability=0, n_boot=0
     )
+    assert secondary_edge_circuit(model, corpus, census, cfg, min_queries=4) is None
 
 
 def test_trace_secondary_reports_the_edge_circuit(planted, tmp_path):
@@ -105,8 +103,8 @@ def test_trace_secondary_reports_the_edge_circuit(planted, tmp_path):
     from circuits.tracing.secondary import trace_secondary
 
     trace = trace_secondary(
-        planted.model, TEXTS, n_fit=5, n_heldout=5, edge_tokens=16, min_queries=4,
-        n_swap_events=1, n_curve=8, n_stability=5, n_boot=100, progress=False,
+        planted.model, TEXTS, edge_n_fit=5, edge_n_heldout=5, edge_n_tokens=16, min_queries=4,
+        n_swap_events=1, edge_n_curve=8, edge_n_stability=5, edge_n_boot=100, progress=False,
     )  # fmt: skip
     assert trace.edges is not None and trace.graph is trace.edges.graph
     assert trace.node_graph is not None and trace.node_graph is not trace.graph

@@ -1,25 +1,36 @@
-"""Texts for fitting and judging circuits: read a text file, split it into fit and held-out texts,
-cut them into equal-length token rows."""
+"""Texts for fitting and judging circuits: read a text file (each text with its kind: prose,
+code, a language ...), split it into fit and held-out texts (stratified by kind), cut them into
+equal-length token rows."""
 
 from __future__ import annotations
 
-import random
 from collections.abc import Sequence
 from pathlib import Path
 
+import numpy as np
 import torch
 from jaxtyping import Int
 from torch import Tensor
 
 from circuits._lines import json_object, read_lines
 
-DEFAULT_TEXTS = Path(__file__).resolve().parents[2] / "data" / "texts" / "python_reference.jsonl"
-"""78 prose paragraphs of the Python Language Reference (see data/texts/README.md)."""
+DATA = Path(__file__).resolve().parents[2] / "data" / "texts"
+DEFAULT_TEXTS = DATA / "mix.jsonl"
+"""Texts of four kinds (English prose, Python source, German prose, tables), interleaved
+(`scripts/make_texts.py`; sources and licences in data/texts/README.md)."""
+PLAIN_KIND = "text"
+"""The kind of a text whose file gives none (a plain text file, or JSONL without `kind`)."""
 
 
 def read_texts(path: str | Path) -> list[str]:
     """Texts from a file: one text a line, or JSONL (`.jsonl`, or every line a JSON object)
     with a `text` field. Blank lines are skipped."""
+    return read_kinded_texts(path)[0]
+
+
+def read_kinded_texts(path: str | Path) -> tuple[list[str], list[str]]:
+    """Texts from a file as `read_texts` reads them, and each text's kind: a JSONL line's
+    `kind` field (a non-empty string), else `PLAIN_KIND`."""
     path = Path(path)
     if not path.is_file():
         raise ValueError(f"{path}: no such text file; give one text a line, or JSONL with 'text'")
@@ -28,32 +39,54 @@ def read_texts(path: str | Path) -> list[str]:
         raise ValueError(f"{path}: the file holds no text; give one text a line")
     jsonl = path.suffix == ".jsonl" or all(line.lstrip().startswith("{") for _, line in lines)
     if not jsonl:
-        return [line.strip() for _, line in lines]
-    texts = []
+        return [line.strip() for _, line in lines], [PLAIN_KIND] * len(lines)
+    texts, kinds = [], []
     fix = "each JSONL line must be an object with a 'text'"
     for number, line in lines:
         row = json_object(path, number, line, fix)
         if not isinstance(row.get("text"), str):
             raise ValueError(f"{path}:{number}: {fix}")
+        kind = row.get("kind", PLAIN_KIND)
+        if not isinstance(kind, str) or not kind.strip():
+            raise ValueError(f"{path}:{number}: 'kind' must be a non-empty string, got {kind!r}")
         texts.append(row["text"])
-    return texts
+        kinds.append(kind)
+    return texts, kinds
+
+
+def split_indices(
+    kinds: Sequence[str], n_fit: int, n_heldout: int, seed: int = 0
+) -> tuple[list[int], list[int]]:
+    """Indices of `n_fit` fit and `n_heldout` held-out items (disjoint) among items of the given
+    `kinds`: a seeded permutation, interleaved round-robin by kind (kinds in the order they
+    first appear in it) so that both parts hold the kinds in equal shares as far as the items
+    allow; the held-out items come first in that order. With one kind it is the permutation."""
+    if n_fit < 1 or n_heldout < 1:
+        raise ValueError(f"need at least one fit and one held-out item, got {n_fit}, {n_heldout}")
+    if len(kinds) < n_fit + n_heldout:
+        raise ValueError(
+            f"{len(kinds)} texts cannot give {n_fit} fit + {n_heldout} held-out texts; add "
+            "texts or lower n_fit / n_heldout"
+        )
+    by_kind: dict[str, list[int]] = {}
+    for i in np.random.default_rng(seed).permutation(len(kinds)).tolist():
+        by_kind.setdefault(kinds[i], []).append(i)
+    queues = list(by_kind.values())
+    order = [q[r] for r in range(max(map(len, queues))) for q in queues if r < len(q)]
+    return order[n_heldout : n_heldout + n_fit], order[:n_heldout]
 
 
 def split_texts(
-    texts: Sequence[str], n_fit: int, n_heldout: int, seed: int = 0
+    texts: Sequence[str],
+    n_fit: int,
+    n_heldout: int,
+    seed: int = 0,
+    kinds: Sequence[str] | None = None,
 ) -> tuple[list[str], list[str]]:
-    """A seeded shuffle of `texts` cut into `n_fit` fit texts and `n_heldout` held-out ones
-    (disjoint)."""
-    if n_fit < 1 or n_heldout < 1:
-        raise ValueError(f"need at least one fit and one held-out text, got {n_fit}, {n_heldout}")
-    if len(texts) < n_fit + n_heldout:
-        raise ValueError(
-            f"{len(texts)} texts cannot give {n_fit} fit + {n_heldout} held-out texts; add "
-            "texts or lower n_fit / n_heldout"
-        )
-    order = list(range(len(texts)))
-    random.Random(seed).shuffle(order)
-    return [texts[i] for i in order[:n_fit]], [texts[i] for i in order[n_fit : n_fit + n_heldout]]
+    """`split_indices` applied to `texts` (all of one kind unless `kinds` are given): `n_fit`
+    fit texts and `n_heldout` held-out ones (disjoint)."""
+    fit, held = split_indices(kinds or [PLAIN_KIND] * len(texts), n_fit, n_heldout, seed)
+    return [texts[i] for i in fit], [texts[i] for i in held]
 
 
 def token_rows(
@@ -72,10 +105,19 @@ def token_rows(
         if len(ids) < body:
             raise ValueError(
                 f"text {i} has {len(ids)} tokens, fewer than n_tokens={n_tokens} needs "
-                f"({text[:40]!r}...); use longer texts or a smaller n_tokens"
+                f"({text[:40]!r}...); give longer texts, or a shorter token length where the "
+                "caller takes one (circuits p0: --n-tokens, --edge-n-tokens)"
             )
         rows.append(([first] if first is not None else []) + ids[:body])
     return torch.tensor(rows)
 
 
-__all__ = ["DEFAULT_TEXTS", "read_texts", "split_texts", "token_rows"]
+__all__ = [
+    "DEFAULT_TEXTS",
+    "PLAIN_KIND",
+    "read_kinded_texts",
+    "read_texts",
+    "split_indices",
+    "split_texts",
+    "token_rows",
+]

@@ -7,6 +7,8 @@ from typing import TYPE_CHECKING
 from circuits._repr import number, percent
 
 if TYPE_CHECKING:
+    import pandas as pd
+
     from circuits.discovery import EdgeCircuit
 
 
@@ -41,4 +43,27 @@ def edge_circuit_text(circuit: EdgeCircuit, *, what: str, units: str, how: str) 
     )
 
 
-__all__ = ["edge_circuit_text"]
+def kinds_text(by_kind: pd.DataFrame, *, units: str) -> str:
+    """The held-out judgement by kind (`circuits.discovery.kinds.judge_by_kind`) as a Markdown
+    table: kind, held-out `units`, faithfulness with its 95% interval, |1 - f|, random
+    circuits of the same size."""
+    rows = [
+        f"| {r.kind} | {r.n_texts} | {number(r.heldout_faithfulness)} "
+        f"({number(r.ci_low)}-{number(r.ci_high)}) | {number(r.abs_1_minus_f)} | "
+        f"{number(r.random_mean)} +- {number(r.random_sd)} |"
+        for r in by_kind.itertuples()
+    ]
+    return "\n".join(
+        [
+            f"**By kind of text.** The circuit on the held-out {units} of each kind (95% "
+            "bootstrap interval over them; |1 - f| is 0 for a circuit that reproduces the "
+            "model):",
+            "",
+            f"| kind | held-out {units} | faithfulness (95% CI) | abs(1 - f) | random circuits |",
+            "|---|---|---|---|---|",
+            *rows,
+        ]
+    )
+
+
+__all__ = ["edge_circuit_text", "kinds_text"]

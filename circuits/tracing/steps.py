@@ -29,10 +29,10 @@ STEP_SUFFIX = ".step.pkl"
 """In a checkpoint folder: one `{step}.step.pkl` per finished step (pickle)."""
 
 
-def run_key(model, config, texts: Sequence[str]) -> dict:
+def run_key(model, config, texts: Sequence[str], kinds: Sequence[str] | None = None) -> dict:
     """What identifies a pipeline run for its checkpoints: the model key, its weights (the GGUF's
     SHA-256 plus the dtype for a registry model, else the hash of the weight tensors), the
-    config's fields and a hash of the texts."""
+    config's fields (nested configs too) and a hash of the texts (with their kinds, if given)."""
     info = getattr(model, "circuits_info", None)
     if info is not None and info.gguf_sha256:
         weights = f"gguf:{info.gguf_sha256}"
@@ -40,7 +40,8 @@ def run_key(model, config, texts: Sequence[str]) -> dict:
         from circuits.generation import weights_sha256
 
         weights = f"tensors:{weights_sha256(model)}"
-    text_hash = hashlib.sha256(json.dumps(list(texts), ensure_ascii=False).encode()).hexdigest()
+    given = list(texts) if kinds is None else [list(texts), list(kinds)]
+    text_hash = hashlib.sha256(json.dumps(given, ensure_ascii=False).encode()).hexdigest()
     return {
         "model": info.key if info is not None else model.cfg.model_name,
         "weights": weights,

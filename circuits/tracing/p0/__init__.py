@@ -16,10 +16,12 @@ One module per step, each one result and one function:
     neurons     4. top_neurons -> DataFrame                (neurons writing onto the P0 state)
     confirm     5. confirm -> Confirmation                 (circuit vs all vs random ablated)
     graph       6. circuit_graph -> nx.DiGraph                (node-level first view)
-    edges       7. edge_circuit -> (EdgeCircuit, nx.DiGraph)  (edge circuit, held-out judged)
+    edges       7. edge_circuit -> EdgeFit (edge circuit, held-out judged, also by kind;
+                   the shared step circuits.tracing.edge_fit)
     pipeline    trace_p0 -> P0Trace (runs them; P0Config holds every setting)
 
-Ablation throughout is mean-over-positions at P0 (`ablation.p0_ablation`); effects are relative
+Node-level ablation (experiments 3-6) is mean-over-positions at P0 (`ablation.p0_ablation`,
+`NODE_ABLATION`); the edge circuit's is `config.edge.discovery.ablation`. Effects are relative
 changes (patched - clean) / clean. Names resolve lazily, so importing this package (or its
 config, as the CLI does for `--help`) loads no model code.
 """
@@ -30,7 +32,7 @@ from circuits._lazy import lazy_exports
 
 _EXPORTS = {
     "P0Config": "config",
-    "ABLATION": "config",
+    "NODE_ABLATION": "config",
     "Variants": "variants",
     "first_token_variants": "variants",
     "position_vs_content": "position",

@@ -4,23 +4,22 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from circuits.config import option
-from circuits.discovery.config import DiscoveryConfig
+from circuits.config import Config, nested, option
+from circuits.tracing.edge_config import EdgeFitConfig
 
-ABLATION = "mean-over-positions at P0"
-"""How a component is removed at P0: its activation there is replaced by its mean over the other
-positions of the same text (keeps activations on-distribution; zero ablation of an MLP at P0
-would also erase the token's ordinary content)."""
+NODE_ABLATION = "mean-over-positions at P0"
+"""How a component is removed at P0 in the node-level experiments (3-6): its activation there
+is replaced by its mean over the other positions of the same text (keeps activations
+on-distribution; zero ablation of an MLP at P0 would also erase the token's ordinary content).
+The edge circuit's ablation is `edge.discovery.ablation` (`--edge-ablation`)."""
 
 
 @dataclass(frozen=True)
-class P0Config(DiscoveryConfig):
-    """Settings of `trace_p0` (Peng et al. 2026 give no numbers; these are the library's), with
-    every setting of the edge-circuit discovery (`DiscoveryConfig`) it runs."""
+class P0Config(Config):
+    """Settings of `trace_p0` (Peng et al. 2026 give no numbers; these are the library's): the
+    node-level experiments' own, and `edge`, the edge circuit's (`EdgeFitConfig`: split,
+    tokens and every discovery setting; flat names `edge_...`, CLI `--edge-...`)."""
 
-    n_fit: int = option(16, "texts the edge circuit is fitted on", low=1)
-    n_heldout: int = option(16, "texts it is judged on (never seen by the fit)", low=1)
-    edge_tokens: int = option(64, "tokens per text for the edge circuit", low=4)
     n_texts: int = option(
         4, "fit texts used by the node-level experiments (variants, localisation)", low=1
     )
@@ -60,4 +59,7 @@ class P0Config(DiscoveryConfig):
     n_neurons: int = option(10, "neurons reported per circuit MLP (largest contributions)", low=1)
     n_sink_heads: int = option(
         4, "downstream sink heads (largest late P0 mass) drawn in the circuit graph", low=0
+    )
+    edge: EdgeFitConfig = nested(
+        EdgeFitConfig, "edge circuit (experiment 7): split, tokens, discovery", prefix="edge_"
     )

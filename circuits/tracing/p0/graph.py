@@ -14,7 +14,7 @@ from circuits.graph import add_component, add_effect, new_graph, node_id
 from circuits.patching import Metric, Site, p0_attention
 from circuits.sites import hook_name
 from circuits.tracing.p0.ablation import effects_on
-from circuits.tracing.p0.config import ABLATION, P0Config
+from circuits.tracing.p0.config import NODE_ABLATION, P0Config
 from circuits.tracing.p0.formation import Formation
 from circuits.tracing.p0.localise import Localisation
 
@@ -47,10 +47,10 @@ def circuit_graph(
     g = new_graph(
         model,
         data=data,
-        metric=f"relative change under {ABLATION}",
+        metric=f"relative change under {NODE_ABLATION}",
         seed=config.seed,
         thresholds={"keep_share": config.keep_share, "jump_factor": config.jump_factor},
-        ablation=ABLATION,
+        ablation=NODE_ABLATION,
     )
     add_component(g, attn_target, score=loc.baselines["p0_attention"])
     add_component(g, norm_target, score=loc.baselines["p0_norm"])
@@ -65,7 +65,7 @@ def circuit_graph(
         row = heads.loc[(site.layer, site.head)] if site.kind == "head" else mlps.loc[site.layer]
         add_component(g, nid, score=float(row["p0_attention@p0"]), role="formation")
         for target, col in ((attn_target, "p0_attention@p0"), (norm_target, "p0_norm@p0")):
-            add_effect(g, nid, target, float(row[col]), intervention=ABLATION,
+            add_effect(g, nid, target, float(row[col]), intervention=NODE_ABLATION,
                        metric=target.removeprefix("target:"))  # fmt: skip
     for m in loc.circuit_mlps:
         upstream = [
@@ -74,7 +74,7 @@ def circuit_graph(
         if upstream:
             effects = effects_on(model, tokens, [s for _, s in upstream], mlp_out_norm(m))
             for (nid, _), e in zip(upstream, effects, strict=True):
-                add_effect(g, nid, node_id("mlp", m), e, intervention=ABLATION,
+                add_effect(g, nid, node_id("mlp", m), e, intervention=NODE_ABLATION,
                            metric=f"mlp_out_norm(L{m}, P0)")  # fmt: skip
     for layer, head, mass in sink_heads:
         sid = add_component(g, node_id("head", layer, head), score=mass, role="sink")
@@ -86,6 +86,6 @@ def circuit_graph(
             )
             for (nid, _), e in zip(comps, effects, strict=True):
                 add_effect(
-                    g, nid, sid, e, intervention=ABLATION, metric=f"p0_mass(L{layer}.H{head})"
+                    g, nid, sid, e, intervention=NODE_ABLATION, metric=f"p0_mass(L{layer}.H{head})"
                 )
     return g

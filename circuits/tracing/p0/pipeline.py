@@ -14,11 +14,13 @@ import torch
 from matplotlib.figure import Figure
 from transformer_lens.model_bridge import TransformerBridge
 
-from circuits.discovery import DEFAULT_TEXTS, EdgeCircuit, read_texts, split_texts, token_rows
+from circuits.discovery import EdgeCircuit, token_rows
+from circuits.discovery.texts import DEFAULT_TEXTS, PLAIN_KIND, read_kinded_texts
 from circuits.graph import edge_table
 from circuits.sinks import measure_tokens
+from circuits.tracing.edge_fit import edge_split
 from circuits.tracing.figures import faithfulness_figure
-from circuits.tracing.p0.config import ABLATION, P0Config
+from circuits.tracing.p0.config import NODE_ABLATION, P0Config
 from circuits.tracing.p0.confirm import Confirmation, confirm
 from circuits.tracing.p0.edges import edge_circuit
 from circuits.tracing.p0.figures import heads_figure, mlps_figure, position_figure, variants_figure
@@ -39,7 +41,9 @@ class P0Trace(TraceResult):
     """Everything `trace_p0` measured, with the config it used. `main_variant` is the
     first-token variant the circuit is traced on ("bos" when the model prepends one, else
     "no_bos": position 0 is the text's first token). `graph` is the edge circuit (experiment 7,
-    the headline); `node_graph` the node-level first view (experiment 6)."""
+    the headline), `edges_by_kind` its held-out judgement by kind of text
+    (`circuits.discovery.kinds.judge_by_kind`); `node_graph` the node-level first view
+    (experiment 6). `texts` are the fit texts, `kinds` theirs."""
 
     title = "P0-sink circuit"
     model: str
@@ -54,8 +58,10 @@ class P0Trace(TraceResult):
     node_graph: nx.DiGraph
     edges: EdgeCircuit
     graph: nx.DiGraph
+    edges_by_kind: pd.DataFrame
     texts: list[str]
     heldout_texts: list[str]
+    kinds: list[str]
     seconds: dict[str, float] = field(default_factory=dict)
 
     @property
@@ -74,8 +80,8 @@ class P0Trace(TraceResult):
             "n_texts": len(self.texts),
             "p0": "BOS" if self.main_variant == "bos" else "first text token",
             "n_heldout_texts": len(self.heldout_texts),
-            "ablation": ABLATION,
-            **self.config.to_dict(),
+            "node_ablation": NODE_ABLATION,
+            **self.config.to_flat(),  # the edge circuit's ablation is edge_ablation
         }
 
     def summary(self) -> dict:
@@ -102,6 +108,18 @@ class P0Trace(TraceResult):
             "edge_stability_mean": e["stability_mean"],
             "n_fit_texts": e["n_fit_texts"],
             "n_heldout_texts": e["n_heldout_texts"],
+            "heldout_by_kind": {
+                r.kind: {
+                    "n_texts": r.n_texts,
+                    "faithfulness": r.heldout_faithfulness,
+                    "ci": [r.ci_low, r.ci_high],
+                    "abs_1_minus_f": r.abs_1_minus_f,
+                    "random_mean": r.random_mean,
+                }
+                for r in self.edges_by_kind.itertuples()
+            },
+            "edge_ablation": f"{e['ablation']} at position 0 (edges)",
+            "node_ablation": f"{NODE_ABLATION} (components, experiments 3-6)",
             "jump_layers": f.jump_layers,
             "late_layers": f"{f.late_layers[0]}-{f.late_layers[-1]}",
             "p0_norm_after_last_jump": f.p0_norm[f.last_jump],
@@ -148,6 +166,7 @@ class P0Trace(TraceResult):
             "confirmation_by_text": self.confirmation_by_text,
             "node_graph_edges": edge_table(self.node_graph),
             "edge_circuit": self.edges.edges_frame(),
+            "heldout_by_kind": self.edges_by_kind,
             "faithfulness_curve": self.edges.curve,
         }
 
@@ -177,17 +196,19 @@ def trace_p0(
     texts: Sequence[str] | None = None,
     config: P0Config = P0Config(),  # noqa: B008 (frozen: one shared default is safe)
     *,
+    kinds: Sequence[str] | None = None,
     progress: bool = True,
     checkpoint: str | Path | None = None,
     **overrides: Any,
 ) -> P0Trace:
-    """Run experiments 1-7 on `texts` (default: `circuits.discovery.DEFAULT_TEXTS`, prose of the
-    Python reference), split with `config.seed` into `n_fit` fit and `n_heldout` held-out
-    texts. Experiments 1-6 (the node-level first view) use the first `n_texts` fit texts cut to
-    `n_tokens`; experiment 7, the edge circuit, is fitted on the fit texts and judged on the
-    held-out ones, cut to `edge_tokens`. `overrides` change single config fields
-    (`n_tokens=16`). Position 0 is the text's first token unless the model prepends a BOS, in
-    which case the BOS stays at P0.
+    """Run experiments 1-7 on `texts` (default: `circuits.discovery.texts.DEFAULT_TEXTS`, a mix
+    of kinds) of the given `kinds` (default: one kind), split with `config.edge` (seeded,
+    stratified by kind) into `n_fit` fit and `n_heldout` held-out texts. Experiments 1-6 (the
+    node-level first view) use the first `n_texts` fit texts cut to `n_tokens`; experiment 7,
+    the edge circuit, is fitted on the fit texts and judged on the held-out ones (also by kind),
+    cut to `edge.n_tokens`. `overrides` change single config fields by flat name
+    (`n_tokens=16`, `edge_n_fit=8`, `edge_method="eap"`). Position 0 is the text's first token
+    unless the model prepends a BOS, in which case the BOS stays at P0.
 
     With `checkpoint` (a folder), each finished step is saved there and a later call with the
     same model, config and texts loads the steps already saved instead of running them again
@@ -195,24 +216,32 @@ def trace_p0(
     kept: delete it (`circuits.tracing.steps.remove_checkpoints`) once the result is saved."""
     config = config.with_options(**overrides) if overrides else config
     torch.manual_seed(config.seed)
-    texts = list(texts) if texts is not None else read_texts(DEFAULT_TEXTS)
-    key = run_key(model, config, texts) if checkpoint is not None else None
-    fit_texts, heldout = split_texts(texts, config.n_fit, config.n_heldout, config.seed)
-    texts = fit_texts[: config.n_texts]
+    if texts is None:
+        texts, kinds = read_kinded_texts(DEFAULT_TEXTS)
+    texts = list(texts)
+    kinds = list(kinds) if kinds is not None else [PLAIN_KIND] * len(texts)
+    if len(kinds) != len(texts):
+        raise ValueError(f"{len(kinds)} kinds for {len(texts)} texts; give one kind a text")
+    key = run_key(model, config, texts, kinds) if checkpoint is not None else None
+    fit_items, held_items = edge_split(kinds, config.edge)
+    fit_texts, heldout = [texts[i] for i in fit_items], [texts[i] for i in held_items]
+    node_texts = fit_texts[: config.n_texts]
     info = getattr(model, "circuits_info", None)
     name = info.key if info else model.cfg.model_name
     bos = info.prepend_bos if info else bool(model.cfg.default_prepend_bos)
     first = model.tokenizer.bos_token_id if bos else None
-    tokens = token_rows(model, texts, config.n_tokens, first=first)
+    tokens = token_rows(model, node_texts, config.n_tokens, first=first)
     main = "bos" if bos else "no_bos"
     steps = Steps(
         len(STEPS), "p0 circuit", progress, checkpoint=checkpoint, key=key, shared={"model": model}
     )
     variants = steps.run(
-        "variants", first_token_variants, model, texts, n_tokens=config.n_tokens,
+        "variants", first_token_variants, model, node_texts, n_tokens=config.n_tokens,
         seed=config.seed, eps=config.eps, massive_ratio=config.massive_ratio,
     )  # fmt: skip
-    position = steps.run("position", position_vs_content, model, texts, n_tokens=config.n_tokens)
+    position = steps.run(
+        "position", position_vs_content, model, node_texts, n_tokens=config.n_tokens
+    )
     layers = variants.layers[variants.layers.variant == main]
     formation = find_formation(
         layers.sink_norm.tolist(), layers.norm_ratio.tolist(),
@@ -232,17 +261,21 @@ def trace_p0(
         (layer, h, float(rep.p0_mass[layer, h])) for layer, h in rep.sink_heads if layer in late
     ]
     sink_heads = sorted(masses, key=lambda x: -x[2])[: config.n_sink_heads]
-    data = f"{len(texts)} texts x {config.n_tokens} tokens ({'BOS' if bos else 'no BOS'} at P0)"
+    data = (
+        f"{len(node_texts)} texts x {config.n_tokens} tokens ({'BOS' if bos else 'no BOS'} at P0)"
+    )
     node_graph = steps.run(
         "graph", circuit_graph, model, tokens, formation, loc, sink_heads, data=data,
         config=config,
     )  # fmt: skip
-    edges, graph = steps.run(
-        "edges", edge_circuit, model, fit_texts, heldout, formation, config, first=first
-    )
+    edges = steps.run(
+        "edges", edge_circuit, model, texts, kinds, formation, config.edge, first=first,
+        progress=progress,
+    )  # fmt: skip
     trace = P0Trace(
         name, config, main, variants, position, formation, loc, confirmed, sink_heads,
-        node_graph, edges, graph, fit_texts, heldout, steps.close(),
+        node_graph, edges.circuit, edges.graph, edges.by_kind, fit_texts, heldout,
+        [kinds[i] for i in fit_items], steps.close(),
     )  # fmt: skip
     trace.resumed = tuple(steps.resumed)
     return trace

@@ -6,7 +6,7 @@ import math
 from typing import TYPE_CHECKING
 
 from circuits._repr import number, percent
-from circuits.tracing.edge_text import edge_circuit_text
+from circuits.tracing.edge_text import edge_circuit_text, kinds_text
 
 if TYPE_CHECKING:
     from circuits.tracing.p0.pipeline import P0Trace
@@ -19,16 +19,18 @@ def summary_text(trace: P0Trace) -> str:
     f = trace.formation
     conf = trace.confirmation.set_index("run")
     massive = max(f.norm_ratio[j] for j in f.jump_layers)
+    d = c.edge.discovery
     lines = [
         f"**Edge circuit (held out).** Fitted on {s['n_fit_texts']} texts and judged on "
-        f"{s['n_heldout_texts']} others ({c.edge_tokens} tokens each), "
+        f"{s['n_heldout_texts']} others ({c.edge.n_tokens} tokens each), "
         + edge_circuit_text(
             trace.edges,
             what="the late P0 attention",
             units="texts",
-            how=f"{c.method}, {c.grow} growth, edges ablated at position 0 with the "
-            f"{c.ablation} of the other positions",
+            how=f"{d.method}, {d.grow} growth, edges ablated at position 0 with the "
+            f"{d.ablation} of the other positions",
         ),  # fmt: skip
+        kinds_text(trace.edges_by_kind, units="texts"),
         f"**Where the P0 state forms.** The P0 norm jumps across block(s) "
         f"{', '.join(map(str, f.jump_layers))} "
         f"(growth >= {c.jump_factor}x and norm ratio > {c.massive_ratio}; largest ratio at a "

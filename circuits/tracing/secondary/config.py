@@ -4,9 +4,9 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from circuits.config import option
-from circuits.discovery.config import DiscoveryConfig
+from circuits.config import Config, nested, option
 from circuits.sinks.constants import AUTHORS_TAU, DEFAULT_RULE, LABELS, RULE_NAMES, TAU
+from circuits.tracing.edge_config import EdgeFitConfig
 
 EVENT_CHOICE = ("generated", "first")
 """Which event of a trace the edge circuit uses: the first in generated text (else the first),
@@ -14,9 +14,10 @@ or the first anywhere (often the same prompt token in every trace)."""
 
 
 @dataclass(frozen=True)
-class SecondaryConfig(DiscoveryConfig):
-    """Settings of `trace_secondary` (thresholds from Wong et al. 2025 where they give one), with
-    every setting of the edge-circuit discovery (`DiscoveryConfig`) its experiment 7 runs.
+class SecondaryConfig(Config):
+    """Settings of `trace_secondary` (thresholds from Wong et al. 2025 where they give one), and
+    `edge`, the edge circuit's of experiment 7 (`EdgeFitConfig`: split, tokens and every
+    discovery setting; flat names `edge_...`, CLI `--edge-...`).
 
     The detection rule (`circuits.sinks.rules`) sets the tau every experiment uses; from
     Python, any single option of it can be changed too (`trace_secondary(..., rule="paper",
@@ -78,13 +79,10 @@ class SecondaryConfig(DiscoveryConfig):
     min_pca_points: int = option(
         4, "tokens needed per group and layer before its MLP inputs are analysed (PCA)", low=2
     )
-    n_fit: int = option(16, "traces the edge circuit is fitted on (one event each)", low=2)
-    n_heldout: int = option(16, "traces it is judged on (never seen by the fit)", low=2)
-    edge_tokens: int = option(
-        96, "tokens per trace for the edge circuit (its event must lie inside)", low=8
-    )
     min_queries: int = option(
-        8, "later tokens an event needs inside edge_tokens (the queries its score averages)", low=1
+        8,
+        "later tokens an event needs inside edge_n_tokens (the queries its score averages)",
+        low=1,
     )
     event_choice: str = option(
         "generated",
@@ -92,6 +90,11 @@ class SecondaryConfig(DiscoveryConfig):
         "first), or its first",
         choices=EVENT_CHOICE,
     )
-    seed: int = option(
-        0, "seed for control sampling, subsampling and the fit/held-out split", low=0
+    seed: int = option(0, "seed for control sampling and subsampling", low=0)
+    edge: EdgeFitConfig = nested(
+        EdgeFitConfig,
+        "edge circuit (experiment 7): traces with one event each (the event must lie inside "
+        "edge_n_tokens), split, discovery",
+        prefix="edge_",
+        default=EdgeFitConfig(n_tokens=96),
     )

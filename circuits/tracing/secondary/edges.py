@@ -21,34 +21,46 @@ import torch
 from transformer_lens.model_bridge import TransformerBridge
 
 from circuits._repr import short_metric
-from circuits.discovery import DiscoveryConfig, EdgeCircuit, circuit_graph, discover
+from circuits.discovery import EdgeCircuit
 from circuits.patching.metrics import p0_attention
+from circuits.tracing.edge_config import MIN_TEXTS, EdgeFitConfig
+from circuits.tracing.edge_fit import EdgeFit, EdgeTask, fit_edges
 from circuits.tracing.edge_text import edge_circuit_text
 from circuits.tracing.secondary.census import SecondaryCensus
 from circuits.tracing.secondary.config import EVENT_CHOICE
 from circuits.tracing.secondary.corpus import Corpus
 
-MIN_TEXTS = 2
-"""Fit and held-out traces each need at least this many events (bootstrap, resampling)."""
+TRACE_KIND = "trace"
+"""The kind of every trace in the held-out judgement by kind (one kind: the split is the
+seeded permutation)."""
 
 
 @dataclass
 class SecondaryEdges:
-    """The edge circuit of the secondary sinks, the events it was fitted and judged on (`events`:
-    the census's event rows, with `part` prompt / generated / text, plus `split` fit / heldout) and the layers its metric
-    reads (`layers`: blocks whose heads' attention to the token is the metric)."""
+    """The edge circuit of the secondary sinks (`fit`: the shared step's result), the events it
+    was fitted and judged on (`events`: the census's event rows, with `part` prompt / generated
+    / text, plus `split` fit / heldout) and the layers its metric reads (`layers`: blocks whose
+    heads' attention to the token is the metric)."""
 
-    circuit: EdgeCircuit
-    graph: nx.DiGraph
+    fit: EdgeFit
     events: pd.DataFrame
     layers: list[int]
+
+    @property
+    def circuit(self) -> EdgeCircuit:
+        return self.fit.circuit
+
+    @property
+    def graph(self) -> nx.DiGraph:
+        return self.fit.graph
 
     def summary(self) -> dict:
         """The circuit's headline numbers (`EdgeCircuit.summary`) with the events it used."""
         s = self.circuit.summary()
         parts = self.events.groupby("split").part.value_counts().unstack(fill_value=0)
         return {
-            **{k: v for k, v in s.items() if k != "positions"},
+            **{k: v for k, v in s.items() if k not in ("positions", "ablation")},
+            "edge_ablation": f"{s['ablation']} at the event's token (edges)",
             "metric": short_metric(s["metric"]),
             "l_start": int(self.events.l_start.iloc[0]),
             "metric_blocks": f"{self.layers[0]}-{self.layers[-1]}",
@@ -110,56 +122,48 @@ def secondary_edge_circuit(
     model: TransformerBridge,
     corpus: Corpus,
     census: SecondaryCensus,
-    config: DiscoveryConfig,
+    config: EdgeFitConfig,
     *,
-    n_fit: int,
-    n_heldout: int,
-    edge_tokens: int,
     min_queries: int,
     event_choice: str = "generated",
 ) -> SecondaryEdges | None:
-    """Experiment 7 (see the module docstring): traces with a usable event are split with
-    `config.seed` into up to `n_fit` fit and `n_heldout` held-out traces (at least MIN_TEXTS
-    each). None when too few traces have a usable event."""
-    events = choose_events(census, corpus, edge_tokens, min_queries, event_choice)
+    """Experiment 7 (see the module docstring): traces with a usable event are split by the
+    shared step (`fit_edges`, seeded with `config.discovery.seed`) into up to `config.n_fit` fit
+    and `config.n_heldout` held-out traces (at least MIN_TEXTS each), cut to
+    `config.n_tokens`. None when too few traces have a usable event."""
+    n_tokens = config.n_tokens
+    events = choose_events(census, corpus, n_tokens, min_queries, event_choice)
     if len(events) < 2 * MIN_TEXTS:
         return None
-    rng = np.random.default_rng(config.seed)
-    order = rng.permutation(len(events))
-    n_held = min(n_heldout, len(events) // 2)
-    fit_rows = order[n_held : n_held + n_fit]
-    held_rows = order[:n_held]
-    events = events.reset_index(drop=True).assign(split="")
-    events.loc[fit_rows, "split"] = "fit"
-    events.loc[held_rows, "split"] = "heldout"
-    events = events[events.split != ""].sort_values(["split", "text"], ignore_index=True)
+    events = events.reset_index(drop=True)
     start = int(events.l_start.iloc[0])
     last = min(start + int(events.lifetime.median()), model.cfg.n_layers - 1)
     layers = list(range(start + 1, last + 1))
 
-    def rows(split: str) -> tuple[torch.Tensor, list[list[int]]]:
-        sub = events[events.split == split]
-        tokens = torch.tensor([corpus.rows[t][:edge_tokens] for t in sub.text])
+    def rows(items: list[int]) -> tuple[torch.Tensor, list[list[int]]]:
+        sub = events.iloc[items]
+        tokens = torch.tensor([corpus.rows[t][:n_tokens] for t in sub.text])
         return tokens, [[int(p)] for p in sub.position]
 
-    fit, fit_pos = rows("fit")
-    held, held_pos = rows("heldout")
+    def metric_at(positions: list[list[int]] | list[int]):
+        # Positions the same in every trace come back as one list (`EdgeRunner.positions`).
+        flat = not isinstance(positions[0], list)
+        return p0_attention(layers, positions[0] if flat else [p[0] for p in positions])
 
-    def metric_at(positions: list[list[int]]):
-        return p0_attention(layers, [p[0] for p in positions])
-
-    circuit = discover(
-        model, fit, held, metric_at, positions=fit_pos, heldout_positions=held_pos,
-        config=config,
-    )  # fmt: skip
-    data = (
-        f"{len(fit_pos)} fit + {len(held_pos)} held-out traces x {edge_tokens} tokens, one "
-        f"secondary-sink event each (l_start {start}); attention to it in blocks "
+    note = (
+        f", one secondary-sink event each (l_start {start}); attention to it in blocks "
         f"{layers[0]}-{layers[-1]}"
     )
     spec = {"metric": "p0_attention", "layers": layers, "sink_pos": "per text: the event"}
-    graph = circuit_graph(circuit, model, data=data, metric_spec=spec)
-    return SecondaryEdges(circuit, graph, events, layers)
+    task = EdgeTask(
+        [TRACE_KIND] * len(events), rows, metric_at, spec, units="traces", note=note, up_to=True
+    )
+    fit = fit_edges(model, task, config)
+    split = np.full(len(events), "", dtype=object)
+    split[fit.fit_items], split[fit.heldout_items] = "fit", "heldout"
+    events = events.assign(split=split)
+    events = events[events.split != ""].sort_values(["split", "text"], ignore_index=True)
+    return SecondaryEdges(fit, events, layers)
 
 
-__all__ = ["MIN_TEXTS", "SecondaryEdges", "choose_events", "secondary_edge_circuit"]
+__all__ = ["MIN_TEXTS", "TRACE_KIND", "SecondaryEdges", "choose_events", "secondary_edge_circuit"]

@@ -62,7 +62,7 @@ class SecondaryTrace(TraceResult):
     def settings(self) -> dict:
         return {
             **self.run,
-            **self.config.to_dict(),
+            **self.config.to_flat(),  # the edge circuit's settings as edge_...
             **self.census.report.settings.to_dict(),
             "rule": self.rule.to_dict(),
         }
@@ -146,6 +146,7 @@ class SecondaryTrace(TraceResult):
                 {
                     "edge_circuit": self.edges.circuit.edges_frame(),
                     "edge_events": self.edges.events,
+                    "heldout_by_kind": self.edges.fit.by_kind,
                     "faithfulness_curve": self.edges.circuit.curve,
                 }
                 if self.edges
@@ -224,8 +225,7 @@ def trace_secondary(
         seed=config.seed,
     )  # fmt: skip
     edges = steps.run(
-        "edges", secondary_edge_circuit, model, corpus, census, config, n_fit=config.n_fit,
-        n_heldout=config.n_heldout, edge_tokens=config.edge_tokens,
+        "edges", secondary_edge_circuit, model, corpus, census, config.edge,
         min_queries=config.min_queries, event_choice=config.event_choice,
     )  # fmt: skip
     graph = edges.graph if edges else node_graph

@@ -1,0 +1,176 @@
+"""The shared edge-fit step (tracing/edge_fit.py) and its config: both tracers' entry points give
+the same circuit and numbers on the same texts and metric; the split is stratified by kind;
+the held-out judgement by kind adds up to the overall one; nested configs flatten into the CLI
+and into run keys; texts carry their kind."""
+
+from __future__ import annotations
+
+import json
+
+import numpy as np
+import pandas as pd
+import pytest
+import torch
+
+from circuits.cli import build_parser
+from circuits.cli_options import config_from
+from circuits.discovery import token_rows
+from circuits.discovery.kinds import ALL
+from circuits.discovery.texts import (
+    DEFAULT_TEXTS,
+    PLAIN_KIND,
+    read_kinded_texts,
+    split_indices,
+    split_texts,
+)
+from circuits.models.planted import P0_TEXTS, planted_p0_model
+from circuits.patching.metrics import p0_attention
+from circuits.tracing.edge_config import EdgeFitConfig
+from circuits.tracing.edge_fit import EdgeTask, fit_edges
+from circuits.tracing.p0 import P0Config
+from circuits.tracing.p0.edges import edge_circuit
+from circuits.tracing.p0.formation import Formation
+from circuits.tracing.secondary import SecondaryConfig
+from circuits.tracing.steps import run_key
+
+KINDS = ["prose", "code"] * 4
+SMALL = EdgeFitConfig().with_options(
+    n_fit=4, n_heldout=4, n_tokens=20, n_curve=8, n_stability=10, n_boot=200, n_random=4
+)
+
+
+@pytest.fixture(scope="module")
+def planted(tmp_path_factory):
+    return planted_p0_model(folder=tmp_path_factory.mktemp("planted"))
+
+
+def test_both_tracers_entry_points_give_the_same_circuit_and_numbers(planted):
+    """P0's step (one fixed position, a metric object) and a secondary-style task (one position
+    list per item, a metric built from them, `up_to` sizes) on the same texts and metric."""
+    model, layers = planted.model, list(planted.sink_layers)
+    formation = Formation([1.0] * 4, [1.0] * 4, [1], layers)
+    p0 = edge_circuit(model, P0_TEXTS, KINDS, formation, SMALL, first=None)
+
+    def rows(items):
+        tokens = token_rows(model, [P0_TEXTS[i] for i in items], SMALL.n_tokens)
+        return tokens, [[0] for _ in items]
+
+    def metric(positions):  # as the secondary tracer's: uniform positions come back flat
+        flat = not isinstance(positions[0], list)
+        return p0_attention(layers, positions[0] if flat else [p[0] for p in positions])
+
+    spec = {"metric": "p0_attention", "layers": layers, "sink_pos": "per text"}
+    other = fit_edges(model, EdgeTask(KINDS, rows, metric, spec, units="traces", up_to=True), SMALL)
+    assert p0.fit_items == other.fit_items and p0.heldout_items == other.heldout_items
+    assert torch.equal(p0.circuit.mask, other.circuit.mask) and p0.circuit.n_edges > 0
+    a, b = p0.circuit.summary(), other.circuit.summary()
+    for key in ("heldout_faithfulness", "fit_faithfulness", "random_faithfulness_mean"):
+        assert a[key] == pytest.approx(b[key], abs=1e-5), key
+    assert a["heldout_faithfulness"] > 0.8
+    pd.testing.assert_frame_equal(p0.by_kind, other.by_kind, atol=1e-5)
+    # The same edges with the same exact direct effects, whichever entry point found them.
+    cols = ["sender", "receiver", "direct_effect"]
+    pd.testing.assert_frame_equal(
+        p0.circuit.edges_frame()[cols], other.circuit.edges_frame()[cols], atol=1e-5
+    )
+    inner = {e for e in p0.graph.edges if not e[1].startswith("target:")}
+    assert inner == {e for e in other.graph.edges if not e[1].startswith("target:")}
+
+
+def test_the_judgement_by_kind_splits_the_held_out_one(planted):
+    model, layers = planted.model, list(planted.sink_layers)
+    formation = Formation([1.0] * 4, [1.0] * 4, [1], layers)
+    fit = edge_circuit(model, P0_TEXTS, KINDS, formation, SMALL, first=None)
+    table = fit.by_kind.set_index("kind")
+    held = fit.circuit.heldout
+    assert list(table.index) == ["prose", "code", ALL] or list(table.index) == [
+        "code",
+        "prose",
+        ALL,
+    ]
+    assert table.loc[["prose", "code"], "n_texts"].tolist() == [2, 2]
+    # The row of every held-out text is the circuit's own held-out judgement.
+    assert table.loc[ALL, "heldout_faithfulness"] == pytest.approx(held.faithfulness, abs=1e-6)
+    assert (table.loc[ALL, "ci_low"], table.loc[ALL, "ci_high"]) == pytest.approx(
+        held.faithfulness_ci, abs=1e-6
+    )
+    assert table.loc[ALL, "random_mean"] == pytest.approx(held.random_mean, abs=1e-6)
+    # Each kind's faithfulness is its own texts' (model, empty and circuit means over them).
+    for kind in ("prose", "code"):
+        r = table.loc[kind]
+        assert r.abs_1_minus_f == pytest.approx(abs(1 - r.heldout_faithfulness))
+        assert r.ci_low <= r.heldout_faithfulness <= r.ci_high
+    mean_model = table.loc[["prose", "code"], "model_metric"].mean()
+    assert mean_model == pytest.approx(table.loc[ALL, "model_metric"], rel=1e-6)
+
+
+def test_split_is_seeded_and_stratified_by_kind():
+    kinds = ["a"] * 30 + ["b"] * 10 + ["c"] * 8
+    fit, held = split_indices(kinds, 12, 9, seed=3)
+    assert len(set(fit) | set(held)) == 21 and not set(fit) & set(held)
+    for part, n in ((fit, 4), (held, 3)):
+        counts = {k: sum(kinds[i] == k for i in part) for k in "abc"}
+        assert counts == {"a": n, "b": n, "c": n}
+    assert (fit, held) == split_indices(kinds, 12, 9, seed=3)
+    assert (fit, held) != split_indices(kinds, 12, 9, seed=4)
+    # One kind: the seeded permutation itself, held-out first (the secondary tracer's old split).
+    order = np.random.default_rng(0).permutation(10).tolist()
+    assert split_indices(["x"] * 10, 3, 4, seed=0) == (order[4:7], order[:4])
+    texts = [f"t{i}" for i in range(10)]
+    assert split_texts(texts, 3, 4) == (
+        [texts[i] for i in order[4:7]],
+        [texts[i] for i in order[:4]],
+    )
+    with pytest.raises(ValueError, match="cannot give 8 fit"):
+        split_indices(["x"] * 10, 8, 4)
+
+
+def test_texts_carry_their_kind(tmp_path):
+    texts, kinds = read_kinded_texts(DEFAULT_TEXTS)
+    assert len(texts) == len(kinds) and len(set(kinds)) >= 4
+    assert {k: kinds.count(k) for k in set(kinds)} == dict.fromkeys(set(kinds), 40)
+    (tmp_path / "plain.txt").write_text("one text\nanother\n")
+    assert read_kinded_texts(tmp_path / "plain.txt") == (["one text", "another"], [PLAIN_KIND] * 2)
+    rows = [{"text": "a", "kind": "code"}, {"text": "b"}]
+    (tmp_path / "k.jsonl").write_text("".join(json.dumps(r) + "\n" for r in rows))
+    assert read_kinded_texts(tmp_path / "k.jsonl") == (["a", "b"], ["code", PLAIN_KIND])
+    (tmp_path / "bad.jsonl").write_text(json.dumps({"text": "a", "kind": 3}) + "\n")
+    with pytest.raises(ValueError, match=r"bad.jsonl:1: 'kind' must be a non-empty string"):
+        read_kinded_texts(tmp_path / "bad.jsonl")
+
+
+def test_configs_compose_the_edge_fit_config_and_flatten_it():
+    p0, sec = P0Config(), SecondaryConfig()
+    assert isinstance(p0.edge, EdgeFitConfig) and isinstance(sec.edge, EdgeFitConfig)
+    assert (p0.edge.n_tokens, sec.edge.n_tokens) == (64, 96)
+    changed = p0.with_options(edge_n_fit=8, edge_ablation="zero", n_tokens=16)
+    assert (changed.edge.n_fit, changed.edge.discovery.ablation, changed.n_tokens) == (
+        8,
+        "zero",
+        16,
+    )
+    assert p0.edge.discovery.ablation == "mean"  # frozen: the default is untouched
+    assert changed.to_flat()["edge_ablation"] == "zero" and "ablation" not in changed.to_flat()
+    assert changed.to_dict()["edge"]["discovery"]["ablation"] == "zero"
+    with pytest.raises(ValueError, match="n_fit must be >= 2"):
+        p0.with_options(edge_n_fit=1)
+    with pytest.raises(ValueError, match=r"unknown P0Config options \['n_fit'\]"):
+        p0.with_options(n_fit=8)
+    args = build_parser().parse_args(
+        ["p0", "--out", "x", "--edge-n-fit", "8", "--edge-ablation", "zero", "--n-tokens", "16"]
+    )
+    assert config_from(args, P0Config) == changed
+    args = build_parser().parse_args(
+        ["secondary", "--out", "x", "--edge-n-tokens", "48", "--scales", "0", "2"]
+    )
+    assert config_from(args, SecondaryConfig) == sec.with_options(edge_n_tokens=48, scales=(0, 2))
+
+
+def test_run_keys_change_with_every_nested_field(planted):
+    model = planted.model
+    base = run_key(model, P0Config(), P0_TEXTS)
+    for flat in ("edge_n_fit", "edge_n_curve", "edge_seed"):
+        value = P0Config().to_flat()[flat] + 1
+        assert run_key(model, P0Config().with_options(**{flat: value}), P0_TEXTS) != base, flat
+    assert run_key(model, P0Config(), P0_TEXTS, KINDS) != base
+    assert run_key(model, P0Config(), P0_TEXTS) == base
