@@ -338,8 +338,10 @@ class EdgeRunner:
         def fed(rows: list[int], resid: Tensor) -> Tensor:
             """Inputs of receivers `rows` [n, len(rows), pos, d] at the ablated positions."""
             n = sp.n_senders[rows[0]]
-            stack = torch.stack(deltas[:n], 1)  # n_rows sender pos d
-            return resid.unsqueeze(1) - torch.einsum("nrs,nspd->nrpd", drop[:, rows, :n], stack)
+            # Summed in float32, handed back in the model's dtype (bfloat16 / float16 models).
+            stack = torch.stack(deltas[:n], 1).float()  # n_rows sender pos d
+            x = resid.unsqueeze(1) - torch.einsum("nrs,nspd->nrpd", drop[:, rows, :n], stack)
+            return x.to(resid.dtype)
 
         def add(out: Tensor, first: int) -> None:
             for i in range(out.shape[1]):
