@@ -38,6 +38,7 @@ import signal
 import sys
 from pathlib import Path
 
+from circuits.cli_emergence import add_emergence, add_train_lm
 from circuits.cli_files import add_export, add_generate, add_models
 from circuits.cli_options import (
     check_checkpoints,
@@ -423,7 +424,7 @@ def add_claims(sub) -> None:
 
 COMMANDS = [
     add_models, add_export, add_generate, add_p0, add_faithfulness, add_sinks, add_trigger,
-    add_secondary, add_claims,
+    add_secondary, add_claims, add_train_lm, add_emergence,
 ]  # fmt: skip
 
 

@@ -1,0 +1,22 @@
+"""Emergence: the P0-sink measurements tracked over a series of training checkpoints
+(`emergence`), with the phase rule (`phase`) and the figures."""
+
+from __future__ import annotations
+
+from circuits._lazy import lazy_exports
+
+_EXPORTS = {
+    "EmergenceConfig": "config",
+    "PHASES": "measure",
+    "measure_checkpoint": "measure",
+    "phase": "measure",
+    "CheckpointSpec": "specs",
+    "expand_specs": "specs",
+    "load_checkpoint": "specs",
+    "EmergenceResult": "series",
+    "emergence": "series",
+    "stdlib_texts": "series",
+}
+__all__ = sorted(_EXPORTS)
+
+__getattr__ = lazy_exports(__name__, _EXPORTS)

@@ -1,0 +1,233 @@
+"""`emergence`: the same measurements at every checkpoint of a training run, one row each."""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import sys
+import time
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import pandas as pd
+import torch
+from matplotlib.figure import Figure
+
+from circuits._io import atomic_folder, write_csv, write_json
+from circuits.emergence.config import EmergenceConfig
+from circuits.emergence.figures import emergence_figure
+from circuits.emergence.measure import measure_checkpoint
+from circuits.emergence.specs import CheckpointSpec, check_hub, expand_specs, load_checkpoint
+from circuits.emergence.summary import run_summary, summary_text
+
+TEXT_CHARS_PER_TOKEN = 8
+"""Held-out windows are this many characters per token long, so that any tokenizer (one byte a
+token, or BPE) gives at least `n_tokens` tokens; `token_rows` cuts them."""
+
+
+def stdlib_texts(n: int, n_tokens: int) -> list[str]:
+    """`n` windows of the training corpus's held-out files (never trained on), evenly spaced."""
+    from circuits.training.corpus import load_corpus
+
+    data = load_corpus().heldout
+    width = n_tokens * TEXT_CHARS_PER_TOKEN
+    starts = torch.linspace(0, len(data) - width - 1, n).long().tolist()
+    return [bytes(data[s : s + width]).decode("utf-8", errors="ignore") for s in starts]
+
+
+@dataclass
+class EmergenceResult:
+    """One row per checkpoint (see `measure_checkpoint`), in the order given, and the training
+    runs' loss curves (`run`, `step`, `train_loss`, `heldout_loss`) where the checkpoints
+    come from this library's training."""
+
+    checkpoints: list[CheckpointSpec]
+    rows: list[dict]
+    config: EmergenceConfig
+    texts: str
+    loss: pd.DataFrame = field(repr=False)
+    seconds: float = 0.0
+
+    def table(self) -> pd.DataFrame:
+        """The rows as a table: run, step, loss and every scalar (lists as text)."""
+        records = []
+        for spec, row in zip(self.checkpoints, self.rows, strict=True):
+            training = spec.training or {}
+            rec = {"run": run_name(spec), "step": spec.step, "checkpoint": spec.label}
+            rec |= {"tokens": training.get("tokens"), "heldout_loss": training.get("heldout_loss")}
+            for key, value in row.items():
+                if key in ("p0_norm", "p0_norm_ratio", "p0_mass_by_layer", "seconds"):
+                    continue
+                rec[key] = " ".join(map(str, value)) if isinstance(value, list) else value
+            rec["seconds"] = round(sum(row["seconds"].values()), 2)
+            records.append(rec)
+        return pd.DataFrame(records)
+
+    def runs(self) -> dict[str, list[int]]:
+        """Row indices of each training run (checkpoints of no run: "series")."""
+        out: dict[str, list[int]] = {}
+        for i, spec in enumerate(self.checkpoints):
+            out.setdefault(run_name(spec) or "series", []).append(i)
+        return out
+
+    def summaries(self) -> dict[str, dict]:
+        table = self.table()
+        return {run: run_summary(table.iloc[idx]) for run, idx in self.runs().items()}
+
+    def text(self) -> str:
+        head = (
+            f"emergence over {len(self.rows)} checkpoints on {self.texts} "
+            f"({self.config.n_texts} x {self.config.n_tokens} tokens); {self.seconds:.0f} s"
+        )
+        body = [summary_text(run, s) for run, s in self.summaries().items()]
+        return "\n".join([head, *body])
+
+    def figures(self) -> dict[str, Figure]:
+        table = self.table()
+        return {
+            run: emergence_figure(
+                run, table.iloc[idx], [self.rows[i] for i in idx],
+                self.loss[self.loss.run == run], self.config.formed_mass,
+            )
+            for run, idx in self.runs().items()
+        }  # fmt: skip
+
+    def save(self, out: str | Path) -> Path:
+        """Write `table.csv`, `rows.json` (every measurement, per-layer lists included),
+        `loss.csv`, `summary.json`, `summary.txt` and one `emergence_<run>.png` per run into
+        `out`, replaced as a whole."""
+        with atomic_folder(out) as tmp:
+            write_csv(tmp / "table.csv", self.table())
+            write_csv(tmp / "loss.csv", self.loss)
+            checkpoints = [s.to_dict() for s in self.checkpoints]
+            write_json(tmp / "rows.json", {"checkpoints": checkpoints, "rows": self.rows})
+            doc = {"config": self.config.to_dict(), "texts": self.texts, "seconds": self.seconds}
+            write_json(tmp / "summary.json", doc | {"runs": self.summaries()})
+            (tmp / "summary.txt").write_text(self.text() + "\n", encoding="utf-8")
+            for run, fig in self.figures().items():
+                fig.savefig(tmp / f"emergence_{run}.png", dpi=90)
+        return Path(out)
+
+
+def run_name(spec: CheckpointSpec) -> str:
+    """The training run a checkpoint folder belongs to (`RUN/checkpoints/step_N`), else ""."""
+    path = Path(spec.spec)
+    return path.parent.parent.name if path.parent.name == "checkpoints" else ""
+
+
+def loss_curves(specs: Sequence[CheckpointSpec]) -> pd.DataFrame:
+    """The `log.csv` of every training run the checkpoints come from."""
+    frames = []
+    for run in dict.fromkeys(Path(s.spec).parent.parent for s in specs if run_name(s)):
+        if (run / "log.csv").is_file():
+            log = pd.read_csv(run / "log.csv")
+            frames.append(log[["step", "train_loss", "heldout_loss"]].assign(run=run.name))
+    cols = ["run", "step", "train_loss", "heldout_loss"]
+    return pd.concat(frames)[cols] if frames else pd.DataFrame(columns=cols)
+
+
+def _tokens(model, texts: list[str], config: EmergenceConfig):
+    from circuits.discovery import split_texts, token_rows
+
+    info = getattr(model, "circuits_info", None)
+    first = model.tokenizer.bos_token_id if info is None or info.prepend_bos else None
+    rows = token_rows(model, texts[: config.n_texts], config.n_tokens, first=first)
+    fit, held = split_texts(texts, config.n_fit, config.n_heldout, config.seed)
+    edges = (
+        token_rows(model, fit, config.n_tokens, first=first),
+        token_rows(model, held, config.n_tokens, first=first),
+    )
+    return rows, edges
+
+
+def _wants_edges(index: int, n: int, every: int) -> bool:
+    return every > 0 and (index % every == 0 or index == n - 1)
+
+
+def emergence(
+    checkpoints: Sequence[str | Path],
+    texts: Sequence[str] | None = None,
+    config: EmergenceConfig = EmergenceConfig(),  # noqa: B008 (frozen)
+    *,
+    device: str = "cpu",
+    cache: str | Path | None = None,
+    progress: bool = True,
+) -> EmergenceResult:
+    """Measure every checkpoint (specs as `circuits.emergence.specs` describes; training runs
+    expand into their checkpoints) on `texts` (default: windows of the held-out part of the
+    training corpus, `stdlib_texts`). Every spec is checked before the first model loads.
+
+    With `cache` (a folder), each checkpoint's row is saved there as it is measured, keyed by
+    the checkpoint (its weights' hash for a folder), the config and the texts; a later call
+    reads the rows already there instead of measuring again, so a killed series, or one
+    extended by new checkpoints, only measures what is new."""
+    specs = expand_specs(checkpoints)
+    check_hub(specs)
+    source = "given texts" if texts is not None else "held-out standard-library windows"
+    need = max(config.n_texts, config.n_fit + config.n_heldout)
+    texts = list(texts) if texts is not None else stdlib_texts(need, config.n_tokens)
+    if len(texts) < need:
+        raise ValueError(
+            f"{len(texts)} texts given, {need} needed (n_texts={config.n_texts}, n_fit + "
+            f"n_heldout={config.n_fit + config.n_heldout}); give more texts or lower these"
+        )
+    t0 = time.perf_counter()
+    rows = []
+    for i, spec in enumerate(specs):
+        with_edges = _wants_edges(i, len(specs), config.edges_every)
+        path = _cache_path(cache, spec, config, texts, with_edges)
+        if path is not None and path.is_file():
+            rows.append(json.loads(path.read_text(encoding="utf-8")))
+        else:
+            rows.append(_measure(spec, texts, config, with_edges, device))
+            if path is not None:
+                write_json(path, rows[-1])
+        if progress:
+            _progress(i, len(specs), spec, rows[-1])
+    return EmergenceResult(
+        specs, rows, config, source, loss_curves(specs), time.perf_counter() - t0
+    )
+
+
+def _measure(spec, texts, config, with_edges: bool, device: str) -> dict:
+    model = load_checkpoint(spec, device=device)
+    tokens, edges = _tokens(model, texts, config)
+    return measure_checkpoint(model, tokens, edges if with_edges else None, config)
+
+
+def _cache_path(cache, spec: CheckpointSpec, config, texts, with_edges: bool) -> Path | None:
+    """Where a checkpoint's row is cached: a hash of what determines it."""
+    if cache is None:
+        return None
+    weights = Path(spec.spec) / "model.safetensors"
+    doc = {
+        "spec": spec.spec,
+        "step": spec.step,
+        "weights": _sha256(weights.read_bytes()) if weights.is_file() else None,
+        "config": config.to_dict(),
+        "edges": with_edges,
+        "texts": _sha256(json.dumps(list(texts)).encode()),
+    }
+    Path(cache).mkdir(parents=True, exist_ok=True)
+    return Path(cache) / f"{_sha256(json.dumps(doc, sort_keys=True).encode())[:24]}.json"
+
+
+def _sha256(data: bytes) -> str:
+    return hashlib.sha256(data).hexdigest()
+
+
+def _progress(i: int, n: int, spec: CheckpointSpec, row: dict) -> None:
+    edges = (
+        f", edge circuit {row['edges']} edges f={row['heldout_faithfulness']:.2f}"
+        if "edges" in row
+        else ""
+    )
+    print(
+        f"[emergence] {i + 1}/{n} {run_name(spec) or spec.label} step {spec.step}: "
+        f"{row['phase']}, P0 mass {row['p0_mass']:.2f}, sink at {row['sink_position']}, "
+        f"massive after block {row['massive_layer']}{edges} "
+        f"({sum(row['seconds'].values()):.1f} s)",
+        file=sys.stderr,
+        flush=True,
+    )

@@ -1,0 +1,18 @@
+"""Training small byte-level Llama models from scratch on an offline corpus (the Python
+standard library's source), with log-spaced, resumable checkpoints for `circuits.emergence`."""
+
+from __future__ import annotations
+
+from circuits._lazy import lazy_exports
+
+_EXPORTS = {
+    "Corpus": "corpus",
+    "load_corpus": "corpus",
+    "LMConfig": "lm",
+    "build_model": "lm",
+    "TrainConfig": "train",
+    "train_lm": "train",
+}
+__all__ = sorted(_EXPORTS)
+
+__getattr__ = lazy_exports(__name__, _EXPORTS)

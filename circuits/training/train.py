@@ -1,0 +1,234 @@
+"""Training a small byte-level Llama from scratch, resumable, with log-spaced checkpoints.
+
+A run lives in one folder:
+
+    run.json                 model shape, training settings, corpus manifest (checked on resume)
+    state.pt                 weights + optimiser + loss log at the last saved step (atomic)
+    log.csv                  step, lr, training loss, held-out loss (where measured), tokens, seconds
+    checkpoints/step_NNNNNN/ a Hugging Face folder (config, safetensors, byte tokenizer,
+                             training.json) per checkpoint step: `circuits.load_model` reads it
+
+Batch `s` is drawn from a generator seeded by (seed, s), and the learning rate is a function of
+the step, so a run killed at any moment (even with -9) and resumed from `state.pt` reproduces the
+uninterrupted run's weights exactly (same machine, same thread count).
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import sys
+import time
+from dataclasses import dataclass
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+import torch
+from jaxtyping import Int
+from torch import Tensor
+
+from circuits._io import atomic_folder, atomic_write, write_csv, write_json
+from circuits.config import Config, option
+from circuits.training.corpus import Corpus
+from circuits.training.lm import BOS_ID, LMConfig, build_model, bytes_to_ids, save_model_folder
+
+STATE_FORMAT = 1
+BATCH_SEED_STRIDE = 1_000_003
+"""Batch s of a run seeded `seed` is drawn with seed `seed * BATCH_SEED_STRIDE + s`."""
+
+
+@dataclass(frozen=True)
+class TrainConfig(Config):
+    """How to train: next-byte cross-entropy, AdamW, linear warm-up then cosine decay."""
+
+    steps: int = option(3000, "optimiser steps", low=1)
+    batch_size: int = option(16, "windows per step", low=1)
+    lr: float = option(2e-3, "peak learning rate", low=0, low_open=True)
+    min_lr_ratio: float = option(0.1, "final learning rate / peak (cosine decay)", low=0, high=1)
+    warmup: int = option(100, "linear warm-up steps", low=0)
+    weight_decay: float = option(0.1, "AdamW weight decay", low=0)
+    grad_clip: float = option(1.0, "gradient norm clip", low=0, low_open=True)
+    seed: int = option(0, "seeds the weights and the batches", low=0)
+    n_checkpoints: int = option(24, "log-spaced checkpoints (step 0 is kept too)", low=1)
+    first_checkpoint: int = option(10, "the first log-spaced checkpoint step", low=1)
+    save_every: int = option(100, "steps between resume states", low=1)
+    eval_every: int = option(250, "steps between held-out losses (and at each checkpoint)", low=1)
+    eval_windows: int = option(64, "fixed held-out windows for the held-out loss", low=1)
+    log_every: int = option(50, "steps between progress lines", low=1)
+
+    def checkpoint_steps(self) -> list[int]:
+        """Step 0 and `n_checkpoints` steps log-spaced from `first_checkpoint` to `steps`."""
+        first = min(self.first_checkpoint, self.steps)
+        grid = np.geomspace(first, self.steps, self.n_checkpoints)
+        return sorted({0, *(int(round(s)) for s in grid)})
+
+
+def batch_at(
+    train: np.ndarray, step: int, config: TrainConfig, n_ctx: int
+) -> Int[Tensor, "batch pos"]:
+    """The training windows of `step`: <bos> then n_ctx - 1 bytes from a seeded random offset."""
+    gen = torch.Generator().manual_seed(config.seed * BATCH_SEED_STRIDE + step)
+    starts = torch.randint(0, len(train) - n_ctx, (config.batch_size,), generator=gen)
+    return _windows(train, starts.tolist(), n_ctx)
+
+
+def heldout_windows(corpus: Corpus, n_ctx: int, n_windows: int) -> Int[Tensor, "batch pos"]:
+    """The fixed held-out windows: evenly spaced offsets through the held-out bytes."""
+    starts = np.linspace(0, len(corpus.heldout) - n_ctx, n_windows).astype(int)
+    return _windows(corpus.heldout, starts.tolist(), n_ctx)
+
+
+def _windows(data: np.ndarray, starts: list[int], n_ctx: int) -> Int[Tensor, "batch pos"]:
+    body = np.stack([data[s : s + n_ctx - 1] for s in starts])
+    bos = torch.full((len(starts), 1), BOS_ID, dtype=torch.long)
+    return torch.cat([bos, bytes_to_ids(body)], dim=1)
+
+
+def lr_at(step: int, config: TrainConfig) -> float:
+    """Learning rate of optimiser step `step` (1-based)."""
+    if step <= config.warmup:
+        return config.lr * step / max(config.warmup, 1)
+    progress = (step - config.warmup) / max(config.steps - config.warmup, 1)
+    cosine = 0.5 * (1 + math.cos(math.pi * min(progress, 1.0)))
+    return config.lr * (config.min_lr_ratio + (1 - config.min_lr_ratio) * cosine)
+
+
+def next_byte_loss(model, tokens: Int[Tensor, "batch pos"]) -> Tensor:
+    """Mean cross-entropy (nats) of predicting tokens[:, 1:] from the prefixes."""
+    logits = model(input_ids=tokens).logits
+    return torch.nn.functional.cross_entropy(
+        logits[:, :-1].reshape(-1, logits.shape[-1]), tokens[:, 1:].reshape(-1)
+    )
+
+
+@torch.no_grad()
+def heldout_loss(model, windows: Int[Tensor, "batch pos"]) -> float:
+    model.eval()
+    loss = float(next_byte_loss(model, windows))
+    model.train()
+    return loss
+
+
+def _run_doc(lm: LMConfig, config: TrainConfig, corpus: Corpus) -> dict:
+    return {"model": lm.to_dict(), "train": config.to_dict(), "corpus": corpus.manifest()}
+
+
+def _check_run_doc(out: Path, doc: dict) -> None:
+    path = out / "run.json"
+    if not path.is_file():
+        write_json(path, doc)
+        return
+    old = json.loads(path.read_text(encoding="utf-8"))
+    if old != json.loads(json.dumps(doc)):
+        raise ValueError(
+            f"{out} holds a run with other settings or another corpus (see {path}); pass a new "
+            "--out folder, or the same settings to resume it"
+        )
+
+
+def _optimizer(model, config: TrainConfig) -> torch.optim.AdamW:
+    return torch.optim.AdamW(
+        model.parameters(), lr=config.lr, betas=(0.9, 0.95), weight_decay=config.weight_decay
+    )
+
+
+def _save_state(out: Path, model, opt, step: int, rows: list[dict]) -> None:
+    blob = {"format": STATE_FORMAT, "step": step, "rows": rows}
+    blob |= {"model": model.state_dict(), "optimizer": opt.state_dict()}
+    with atomic_write(out / "state.pt", "wb") as fh:
+        torch.save(blob, fh)
+    write_csv(out / "log.csv", pd.DataFrame(rows))
+
+
+def _load_state(out: Path, model, opt) -> tuple[int, list[dict]]:
+    path = out / "state.pt"
+    if not path.is_file():
+        return 0, []
+    try:
+        blob = torch.load(path, map_location="cpu", weights_only=True)
+        if blob.get("format") != STATE_FORMAT:
+            raise ValueError(f"format {blob.get('format')!r}, expected {STATE_FORMAT}")
+        model.load_state_dict(blob["model"])
+        opt.load_state_dict(blob["optimizer"])
+    except (OSError, RuntimeError, ValueError, KeyError) as err:
+        raise ValueError(f"{path} is not a resume state ({err}); delete it to start over") from None
+    return int(blob["step"]), list(blob["rows"])
+
+
+def checkpoint_folder(out: Path, step: int) -> Path:
+    return out / "checkpoints" / f"step_{step:06d}"
+
+
+def _write_checkpoint(out: Path, model, row: dict, tokens_seen: int) -> None:
+    folder = checkpoint_folder(out, row["step"])
+    if folder.is_dir():  # written before a kill that came ahead of the state save: same weights
+        return
+    with atomic_folder(folder) as tmp:
+        save_model_folder(model, tmp)
+        write_json(tmp / "training.json", {**row, "tokens": tokens_seen})
+
+
+def _progress(name: str, row: dict, total: int, rate: float) -> None:
+    eta = (total - row["step"]) * row["seconds_per_step"]
+    held = f" held-out {row['heldout_loss']:.3f}" if row.get("heldout_loss") is not None else ""
+    print(
+        f"[train {name}] step {row['step']}/{total} loss {row['train_loss']:.3f}{held} "
+        f"| {rate:,.0f} tokens/s | eta {eta / 60:.1f} min",
+        file=sys.stderr,
+        flush=True,
+    )
+
+
+def train_lm(
+    out: str | Path,
+    lm: LMConfig,
+    config: TrainConfig,
+    corpus: Corpus,
+    progress: bool = True,
+) -> Path:
+    """Train (or resume) the run in folder `out`; returns `out`. Checkpoint folders appear
+    under `out/checkpoints/` as their steps are reached."""
+    out = Path(out)
+    out.mkdir(parents=True, exist_ok=True)
+    _check_run_doc(out, _run_doc(lm, config, corpus))
+    model = build_model(lm, config.seed).train()
+    opt = _optimizer(model, config)
+    step, rows = _load_state(out, model, opt)
+    windows = heldout_windows(corpus, lm.n_ctx, config.eval_windows)
+    save_at = set(config.checkpoint_steps())
+    tokens_per_step = config.batch_size * lm.n_ctx
+    if step == 0 and 0 in save_at:
+        row = {
+            "step": 0,
+            "lr": 0.0,
+            "train_loss": None,
+            "heldout_loss": heldout_loss(model, windows),
+        }
+        _write_checkpoint(out, model, row, 0)
+    clock = time.perf_counter()
+    done_here = 0
+    while step < config.steps:
+        step += 1
+        lr = lr_at(step, config)
+        for group in opt.param_groups:
+            group["lr"] = lr
+        loss = next_byte_loss(model, batch_at(corpus.train, step, config, lm.n_ctx))
+        opt.zero_grad(set_to_none=True)
+        loss.backward()
+        torch.nn.utils.clip_grad_norm_(model.parameters(), config.grad_clip)
+        opt.step()
+        done_here += 1
+        seconds = time.perf_counter() - clock
+        row = {"step": step, "lr": lr, "train_loss": loss.item(), "heldout_loss": None}
+        row["seconds_per_step"] = seconds / done_here
+        if step in save_at or step % config.eval_every == 0:
+            row["heldout_loss"] = heldout_loss(model, windows)
+        rows.append(row)
+        if step in save_at:
+            _write_checkpoint(out, model, row, step * tokens_per_step)
+        if step in save_at or step % config.save_every == 0 or step == config.steps:
+            _save_state(out, model, opt, step, rows)
+        if progress and (step % config.log_every == 0 or step == config.steps):
+            _progress(lm.name, row, config.steps, tokens_per_step * done_here / seconds)
+    return out

@@ -1,0 +1,151 @@
+"""`circuits.emergence`: checkpoint specs, the phase rule, and the series over the checkpoints
+of a tiny model trained here (seconds), with its rows, cache, files and CLI."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+import torch
+
+from circuits.emergence import EmergenceConfig, emergence, expand_specs, phase
+from circuits.emergence import series as series_mod
+from circuits.emergence.measure import ELSEWHERE, MIDDLE, NO_SINK, NOT_MASSIVE, SETTLED
+from circuits.training.corpus import load_corpus
+from circuits.training.lm import LMConfig
+from circuits.training.train import TrainConfig, train_lm
+
+TINY = LMConfig(n_layers=2, d_model=32, n_heads=2, d_mlp=64, n_ctx=32)
+STEPS = 200
+SMALL = EmergenceConfig(n_texts=4, n_tokens=32, n_fit=2, n_heldout=2, edges_every=3)
+
+
+@pytest.fixture(scope="module")
+def run(tmp_path_factory):
+    """A tiny Llama trained for STEPS steps on 60 standard-library files (checkpoints at
+    0, 25, 42, 71, 119, 200)."""
+    folder = tmp_path_factory.mktemp("emergence") / "tiny-run"
+    config = TrainConfig(
+        steps=STEPS, batch_size=8, lr=1e-2, warmup=20, n_checkpoints=5, first_checkpoint=25,
+        eval_windows=8, log_every=10_000,
+    )  # fmt: skip
+    return train_lm(folder, TINY, config, load_corpus(max_files=60), progress=False)
+
+
+@pytest.fixture(scope="module")
+def result(run):
+    return emergence([run], config=SMALL, progress=False)
+
+
+def uniform_p0_mass(n_tokens: int) -> float:
+    """P0 mass of uniform causal attention: query i puts 1 / (i + 1) on P0, mean over i >= 1."""
+    return sum(1 / (i + 1) for i in range(1, n_tokens)) / (n_tokens - 1)
+
+
+def test_series_has_one_row_per_checkpoint_in_step_order(result):
+    table = result.table()
+    assert list(table.step) == [0, 25, 42, 71, 119, 200]
+    assert (table.run == "tiny-run").all()
+    assert table.heldout_loss.iloc[-1] < table.heldout_loss.iloc[0] - 1.5  # it learned
+    # Edge circuits at every 3rd checkpoint and the last, with held-out faithfulness.
+    has_edges = table.edges.notna().tolist()
+    assert has_edges == [True, False, False, True, False, True]
+    assert table.heldout_faithfulness[has_edges].notna().all()
+    assert set(table.phase) <= {NO_SINK, ELSEWHERE, MIDDLE, SETTLED, NOT_MASSIVE}
+    assert len(result.loss) == STEPS  # the run's log, one row a step
+
+
+def test_initial_checkpoint_attends_uniformly(result):
+    # Small random weights give near-uniform attention: P0 gets what uniform attention gives.
+    row = result.rows[0]
+    assert row["p0_mass"] == pytest.approx(uniform_p0_mass(SMALL.n_tokens), rel=0.1)
+    assert row["sink_rate"] == 0.0
+    assert row["phase"] == NO_SINK
+
+
+def test_phase_rule_in_order():
+    cfg = EmergenceConfig()
+    base = {"sink_mass": 0.5, "sink_position": 0, "massive_layer": 1}
+    assert phase(base, cfg) == SETTLED
+    assert phase(base | {"massive_layer": 2}, cfg) == MIDDLE
+    assert phase(base | {"massive_layer": None}, cfg) == NOT_MASSIVE
+    assert phase(base | {"sink_position": 1}, cfg) == ELSEWHERE
+    assert phase(base | {"sink_mass": 0.29}, cfg) == NO_SINK
+    assert phase(base | {"massive_layer": 2}, cfg.with_options(early_blocks=3)) == SETTLED
+
+
+def test_specs_expand_runs_and_parse_steps(run, tmp_path):
+    specs = expand_specs([str(run), "EleutherAI/pythia-14m@step1000"])
+    assert [s.step for s in specs] == [0, 25, 42, 71, 119, 200, 1000]
+    assert specs[-1].kind == "hub" and specs[0].training["step"] == 0
+    with pytest.raises(ValueError, match="not a folder, a file"):
+        expand_specs([str(tmp_path / "missing")])
+    with pytest.raises(ValueError, match="neither config.json nor checkpoints"):
+        expand_specs([str(tmp_path)])
+
+
+def test_hub_specs_are_refused_before_any_load_when_offline(monkeypatch):
+    from huggingface_hub import constants
+
+    monkeypatch.setattr(constants, "HF_HUB_OFFLINE", True)
+    with pytest.raises(ValueError, match="hub is unavailable"):
+        emergence(["nobody/not-cached-model@step1"], texts=["x" * 400] * 20, progress=False)
+
+
+def test_cache_reads_rows_back_without_loading(run, result, tmp_path, monkeypatch):
+    first = emergence([run], config=SMALL, cache=tmp_path / "cache", progress=False)
+    assert len(list((tmp_path / "cache").glob("*.json"))) == 6
+
+    def no_load(*args, **kwargs):
+        raise AssertionError("a cached checkpoint was loaded again")
+
+    monkeypatch.setattr(series_mod, "load_checkpoint", no_load)
+    again = emergence([run], config=SMALL, cache=tmp_path / "cache", progress=False)
+    assert again.table().drop(columns="seconds").equals(first.table().drop(columns="seconds"))
+    # The measurement itself is deterministic: the cached rows equal a fresh series'.
+    assert first.table().p0_mass.tolist() == pytest.approx(result.table().p0_mass.tolist())
+
+
+def test_save_writes_tables_figure_and_summary(result, tmp_path):
+    out = result.save(tmp_path / "out")
+    names = {p.name for p in out.iterdir() if not p.name.startswith(".")}
+    assert names == {
+        "table.csv", "loss.csv", "rows.json", "summary.json", "summary.txt",
+        "emergence_tiny-run.png",
+    }  # fmt: skip
+    summary = json.loads((out / "summary.json").read_text())["runs"]["tiny-run"]
+    assert summary["checkpoints"] == 6 and summary["last_step"] == STEPS
+    assert summary["final_edge_circuit"]["step"] == STEPS
+    assert sum(p["checkpoints"] for p in summary["phases"]) == 6
+
+
+def test_cli_writes_the_series_and_refuses_bad_specs(run, tmp_path, capsys):
+    from circuits.cli import main
+
+    args = ["--n-texts", "4", "--n-tokens", "32", "--edges-every", "0", "--threads", "1"]
+    assert main(["emergence", str(run), "--out", str(tmp_path / "o"), *args]) == 0
+    assert (tmp_path / "o" / "table.csv").is_file()
+    assert main(["emergence", str(tmp_path / "nope"), "--out", str(tmp_path / "p")]) == 2
+    assert "not a folder, a file" in capsys.readouterr().err
+    assert not (tmp_path / "p").exists()
+
+
+def test_one_block_model_is_measured_without_a_formation(tmp_path):
+    one = LMConfig(n_layers=1, d_model=16, n_heads=2, d_mlp=32, n_ctx=16)
+    cfg = TrainConfig(steps=4, batch_size=2, n_checkpoints=1, first_checkpoint=4, eval_windows=2)
+    run = train_lm(tmp_path / "one", one, cfg, load_corpus(max_files=40), progress=False)
+    res = emergence([run], config=SMALL.with_options(n_tokens=16, edges_every=0),
+                    progress=False)  # fmt: skip
+    assert [r["jump_layers"] for r in res.rows] == [[], []]
+    assert torch.isfinite(torch.tensor(res.table().p0_mass.tolist())).all()
+
+
+def test_config_defaults_are_the_papers_and_the_sink_package_constants():
+    from circuits.sinks import MASSIVE_RATIO, SINK_EPS
+    from circuits.tracing.p0.config import P0Config
+
+    cfg = EmergenceConfig()
+    assert (cfg.eps, cfg.massive_ratio, cfg.n_tokens) == (SINK_EPS, MASSIVE_RATIO, 64)
+    assert (cfg.jump_factor, cfg.keep_share) == (P0Config().jump_factor, P0Config().keep_share)
+    with pytest.raises(ValueError, match="formed_mass must be <= 1"):
+        EmergenceConfig(formed_mass=1.5)

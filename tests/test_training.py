@@ -1,0 +1,108 @@
+"""Training small byte-level Llamas: the corpus split, the checkpoint schedule, checkpoints that
+load through `load_model`, and resuming after a crash giving the uninterrupted run's weights."""
+
+from __future__ import annotations
+
+import json
+
+import numpy as np
+import pytest
+import torch
+
+from circuits.training import corpus as corpus_mod
+from circuits.training import train as train_mod
+from circuits.training.corpus import load_corpus
+from circuits.training.lm import LMConfig, build_model
+from circuits.training.train import TrainConfig, checkpoint_folder, train_lm
+
+TINY = LMConfig(n_layers=1, d_model=16, n_heads=2, d_mlp=32, n_ctx=16)
+FAST = TrainConfig(
+    steps=40, batch_size=4, save_every=10, n_checkpoints=5, first_checkpoint=2,
+    eval_windows=4, eval_every=20, log_every=1000,
+)  # fmt: skip
+
+
+@pytest.fixture(scope="module")
+def corpus():
+    return load_corpus(max_files=40)
+
+
+def test_corpus_split_is_by_file_name_and_disjoint(corpus):
+    files = corpus_mod.source_files(corpus_mod.stdlib_root(), 40)
+    held = [
+        f
+        for f in files
+        if corpus_mod.is_heldout(f.relative_to(corpus_mod.stdlib_root()).as_posix())
+    ]
+    assert corpus.n_heldout_files == len(held) >= 1
+    assert corpus.n_train_files == 40 - len(held)
+    assert corpus.heldout.size == sum(f.stat().st_size + 1 for f in held)
+    assert all("test" not in f.relative_to(corpus_mod.stdlib_root()).parts[:-1] for f in files)
+    assert load_corpus(max_files=40).sha256 == corpus.sha256  # same files, same bytes
+
+
+def test_checkpoint_schedule_is_log_spaced():
+    steps = TrainConfig(steps=4000).checkpoint_steps()
+    assert steps[0] == 0 and steps[1] == 10 and steps[-1] == 4000
+    assert len(steps) == 25  # step 0 + 24 log-spaced
+    ratios = np.diff(np.log(steps[1:]))
+    assert ratios.min() > 0 and ratios.max() - ratios.min() < 0.05
+
+
+def test_checkpoints_load_as_models_with_the_trained_weights(tmp_path, corpus):
+    from circuits.models import load_model
+
+    run = train_lm(tmp_path / "run", TINY, FAST, corpus, progress=False)
+    steps = [int(p.name.split("_")[1]) for p in sorted((run / "checkpoints").iterdir())]
+    assert steps == FAST.checkpoint_steps()
+    final = torch.load(run / "state.pt", weights_only=True)["model"]
+    hf = build_model(TINY, seed=99)
+    hf.load_state_dict(final)
+    bridge = load_model(checkpoint_folder(run, 40))
+    tokens = bridge.to_tokens("def f(x):\n    return x")
+    assert tokens[0, 0] == 1  # <bos>, as in training
+    with torch.no_grad():
+        torch.testing.assert_close(bridge(tokens), hf(input_ids=tokens).logits, atol=1e-4, rtol=0)
+    meta = json.loads((checkpoint_folder(run, 40) / "training.json").read_text())
+    assert meta["step"] == 40 and meta["tokens"] == 40 * FAST.batch_size * TINY.n_ctx
+    log = (run / "log.csv").read_text().splitlines()
+    assert len(log) == 41  # header + one row a step
+
+
+def test_resume_after_crash_gives_the_uninterrupted_weights(tmp_path, corpus, monkeypatch):
+    ref = torch.load(train_lm(tmp_path / "ref", TINY, FAST, corpus, progress=False) / "state.pt",
+                     weights_only=True)  # fmt: skip
+    real = train_mod.batch_at
+
+    def dies_at_step_25(train, step, config, n_ctx):
+        if step == 25:  # mid-run, 5 steps after the last saved state (step 20)
+            raise KeyboardInterrupt
+        return real(train, step, config, n_ctx)
+
+    monkeypatch.setattr(train_mod, "batch_at", dies_at_step_25)
+    with pytest.raises(KeyboardInterrupt):
+        train_lm(tmp_path / "run", TINY, FAST, corpus, progress=False)
+    assert torch.load(tmp_path / "run" / "state.pt", weights_only=True)["step"] == 20
+    monkeypatch.setattr(train_mod, "batch_at", real)
+    got = torch.load(train_lm(tmp_path / "run", TINY, FAST, corpus, progress=False) / "state.pt",
+                     weights_only=True)  # fmt: skip
+    assert got["step"] == 40
+    for name, tensor in ref["model"].items():
+        assert torch.equal(got["model"][name], tensor), name
+    assert [r["train_loss"] for r in got["rows"]] == [r["train_loss"] for r in ref["rows"]]
+    assert not list((tmp_path / "run").glob(".*tmp"))  # no half-written file left
+
+
+def test_other_settings_in_the_same_folder_are_refused(tmp_path, corpus):
+    train_lm(tmp_path / "run", TINY, FAST.with_options(steps=4), corpus, progress=False)
+    with pytest.raises(ValueError, match="other settings"):
+        train_lm(tmp_path / "run", TINY, FAST.with_options(steps=8), corpus, progress=False)
+
+
+@pytest.mark.parametrize(
+    ("kwargs", "message"),
+    [({"d_model": 30, "n_heads": 4}, "multiple of n_heads"), ({"n_ctx": 2}, "n_ctx")],
+)
+def test_bad_model_shapes_are_refused(kwargs, message):
+    with pytest.raises(ValueError, match=message):
+        LMConfig(**kwargs)
