@@ -138,10 +138,10 @@ def peak_rss_gb() -> float:
     return float("nan")
 
 
-def _score_in_child(model, tokens, metric, steps: int, batch: int) -> tuple[float, float]:
+def _score_in_child(send, model, tokens, metric, steps: int, batch: int) -> None:
     t = time.perf_counter()
     eap_ig(EdgeRunner(model, tokens, metric), steps, batch=batch)
-    return time.perf_counter() - t, peak_rss_gb()
+    send.send((time.perf_counter() - t, peak_rss_gb()))
 
 
 def mask_vs_ig(model, fit, metric, steps: int) -> None:
@@ -161,8 +161,12 @@ def mask_vs_ig(model, fit, metric, steps: int) -> None:
 
 def memory(model, tokens, metric, steps: int, batch: int) -> None:
     """6: peak RSS of scoring `tokens` in chunks of `batch`, in a forked process."""
-    with multiprocessing.get_context("fork").Pool(1) as pool:
-        t, peak = pool.apply(_score_in_child, (model, tokens, metric, steps, batch))
+    ctx = multiprocessing.get_context("fork")  # the child inherits the model (not picklable)
+    receive, send = ctx.Pipe(duplex=False)
+    child = ctx.Process(target=_score_in_child, args=(send, model, tokens, metric, steps, batch))
+    child.start()
+    t, peak = receive.recv()
+    child.join()
     print(f"EAP-IG ({steps} steps) over {tokens.shape[0]} texts x {tokens.shape[1]} tokens, "
           f"{batch} texts a gradient pass: {t:.0f} s, peak RSS {peak:.2f} GB (target < 6 GB; "
           f"13.4 GB in one pass before batching)")  # fmt: skip
