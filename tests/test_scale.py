@@ -165,3 +165,44 @@ def test_reduced_precision_metrics_and_scores_in_float32(tmp_path):
         for a, b in zip(ref, got, strict=True):
             assert b.dtype == torch.float32
             assert (a - b).abs().nan_to_num(0.0).max() <= 0.02 * a.abs().nan_to_num(0.0).max()
+
+
+def test_a_device_map_passes_through_to_the_bridge(tmp_path, monkeypatch):
+    """The loader hands a device_map to transformers (accelerate places each module; here all
+    on the CPU, the only device in CI) and the bridge runs the placed model unchanged; a split
+    over more CUDA devices than exist is refused before any weights load."""
+    import transformers
+    from transformers import LlamaConfig, LlamaForCausalLM
+
+    from circuits.models import load_model
+    from circuits.models.tiny import VOCAB, byte_tokenizer
+
+    folder = tmp_path / "tiny"
+    byte_tokenizer(folder)
+    config = LlamaConfig(
+        vocab_size=VOCAB, hidden_size=64, intermediate_size=128, num_hidden_layers=2,
+        num_attention_heads=4, num_key_value_heads=2, max_position_embeddings=64,
+        bos_token_id=1, eos_token_id=2, pad_token_id=0, tie_word_embeddings=False,
+        architectures=["LlamaForCausalLM"],
+    )  # fmt: skip
+    torch.manual_seed(0)
+    LlamaForCausalLM(config).save_pretrained(folder)
+    split = {"model.embed_tokens": "cpu", "model.layers.0": "cpu", "model.layers.1": "cpu"}
+    split |= {"model.norm": "cpu", "model.rotary_emb": "cpu", "lm_head": "cpu"}
+    calls = []
+    load = transformers.AutoModelForCausalLM.from_pretrained
+
+    def spy(*args, **kwargs):
+        calls.append(kwargs)
+        return load(*args, **kwargs)
+
+    monkeypatch.setattr(transformers.AutoModelForCausalLM, "from_pretrained", spy)
+    whole, placed = load_model(folder), load_model(folder, device_map=split)
+    assert "device_map" not in calls[0] and calls[1]["device_map"] == split
+    assert placed.cfg.device == "cpu"
+    tokens = whole.to_tokens("placement dry run")
+    assert torch.equal(whole(tokens), placed(tokens))
+    with pytest.raises(ValueError, match="CUDA devices"):
+        load_model(folder, n_devices=torch.cuda.device_count() + 2)
+    with pytest.raises(ValueError, match="not both"):
+        load_model(folder, n_devices=2, device_map=split)

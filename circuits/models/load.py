@@ -165,7 +165,9 @@ def _check_folder(folder: Path) -> None:
         )
 
 
-def _boot(hub_name: str, folder: Path, device: str, dtype: torch.dtype) -> TransformerBridge:
+def _boot(
+    hub_name: str, folder: Path, device: str, dtype: torch.dtype, placement: dict
+) -> TransformerBridge:
     from transformers import AutoConfig, AutoModelForCausalLM, AutoTokenizer
 
     _check_folder(folder)
@@ -183,10 +185,47 @@ def _boot(hub_name: str, folder: Path, device: str, dtype: torch.dtype) -> Trans
         )
     # The tokenizer is loaded from the folder so TransformerLens can re-create it by path.
     tok = AutoTokenizer.from_pretrained(folder)
-    hf = AutoModelForCausalLM.from_pretrained(folder, dtype=dtype, attn_implementation="eager")
-    return TransformerBridge.boot_transformers(
-        hub_name, hf_model=hf, tokenizer=tok, device=device, dtype=dtype
+    hf = AutoModelForCausalLM.from_pretrained(
+        folder, dtype=dtype, attn_implementation="eager", **_hf_placement(placement)
     )
+    return TransformerBridge.boot_transformers(
+        hub_name, hf_model=hf, tokenizer=tok, device=None if placement else device, dtype=dtype
+    )
+
+
+def _placement(n_devices: int | None, device_map: str | dict | None, device: str) -> dict:
+    """The bridge's split of a model over devices (empty: all on `device`), checked before any
+    weights load."""
+    if device_map is None and (n_devices is None or n_devices == 1):
+        return {}
+    if device_map is not None and n_devices not in (None, 1):
+        raise ValueError("give n_devices or device_map, not both")
+    if device != "cpu":
+        raise ValueError(
+            f"device {device!r} and a split over devices (n_devices / device_map) exclude each "
+            "other; leave device at its default"
+        )
+    if n_devices is not None and n_devices < 1:
+        raise ValueError(f"n_devices must be >= 1, got {n_devices}")
+    if device_map is None and torch.cuda.device_count() < n_devices:
+        raise ValueError(
+            f"n_devices={n_devices} needs that many CUDA devices; this machine has "
+            f"{torch.cuda.device_count()}. Use n_devices=1, or a device_map"
+        )
+    return {"n_devices": n_devices, "device_map": device_map}
+
+
+def _hf_placement(placement: dict) -> dict:
+    """`from_pretrained` keywords for `placement`: TransformerLens's translation of n_devices
+    into a balanced map with per-device memory caps, or the map as given."""
+    if not placement:
+        return {}
+    from transformer_lens.utilities.multi_gpu import resolve_device_map
+
+    device_map, max_memory = resolve_device_map(
+        placement["n_devices"], placement["device_map"], None
+    )
+    return {"device_map": device_map, "max_memory": max_memory}
 
 
 def _hub_reachable(timeout: float = 3.0) -> str | None:
@@ -272,6 +311,8 @@ def load_model(
     *,
     device: str = "cpu",
     dtype: torch.dtype = torch.float32,
+    n_devices: int | None = None,
+    device_map: str | dict | None = None,
 ) -> TransformerBridge:
     """Load a model as a TransformerBridge with raw (unfolded, uncentred) weights.
 
@@ -279,7 +320,12 @@ def load_model(
     `.gguf` file, a path to a local Hugging Face model folder, or a Hugging Face hub name (needs
     internet). GGUF weights are dequantised once and cached (see `circuits.models.cache`).
     The returned bridge carries a `ModelInfo` as `bridge.circuits_info`.
+
+    A model larger than one device is split over `n_devices` CUDA devices (a balanced split of
+    its blocks) or by a Hugging Face `device_map` ("auto", "balanced" or {module: device});
+    then `device` stays at its default and `model.cfg.device` is the embedding's device.
     """
+    placement = _placement(n_devices, device_map, device)
     t0 = time.perf_counter()
     check_device(device)
     text = str(spec)
@@ -298,7 +344,7 @@ def load_model(
             manifest["gguf_sha256"],
             str(folder),
         )
-        model = _boot(hub_name, folder, device, dtype)
+        model = _boot(hub_name, folder, device, dtype, placement)
     elif path.is_file():
         check_gguf_magic(path)
         sha = sha256_file(path)
@@ -308,13 +354,13 @@ def load_model(
         )
         hub_name, source, cache_dir = str(path), f"gguf:{path}", str(folder)
         gguf_sha = manifest["gguf_sha256"]
-        model = _boot(hub_name, folder, device, dtype)
+        model = _boot(hub_name, folder, device, dtype, placement)
     elif path.is_dir():
         # A folder is named by its absolute path (so FOLDER and FOLDER/ are one model) and
         # known by its weights' hash (so replaced weights are another).
         path = path.resolve()
         text, hub_name, source, quantised = str(path), str(path), f"folder:{path}", False
-        model = _boot(hub_name, path, device, dtype)
+        model = _boot(hub_name, path, device, dtype, placement)
         weights_sha = folder_sha256(path)
     elif (
         path.suffix.lower() == ".gguf"
@@ -334,7 +380,9 @@ def load_model(
                 f"({', '.join(MODELS)}), a .gguf file or a model folder"
             )
         hub_name, source, quantised = text, f"hub:{text}", False
-        model = TransformerBridge.boot_transformers(text, device=device, dtype=dtype)
+        model = TransformerBridge.boot_transformers(
+            text, device=None if placement else device, dtype=dtype, **placement
+        )
     else:
         get_spec(text)  # raises the error that lists the known keys
         raise AssertionError("unreachable")
