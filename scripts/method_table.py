@@ -10,7 +10,7 @@ peak RSS. Writes docs/p0/methods/<model>.json; `--markdown` prints the table of 
 written so far.
 
     python scripts/method_table.py --model smollm2-135m [--methods eap eap_ig mask]
-        [--texts FILE] [--checkpoint DIR]
+        [--texts FILE] [--checkpoint DIR] [--option mask_steps=32 ...]
     python scripts/method_table.py --markdown
 """
 
@@ -61,11 +61,13 @@ def _inputs(model_key: str, texts_file: str):
     )
 
 
-def run_method(model_key: str, method: str, texts_file: str, checkpoint: str | None) -> dict:
+def run_method(
+    model_key: str, method: str, texts_file: str, checkpoint: str | None, options: dict
+) -> dict:
     """One method's row (run in a child process)."""
     torch.manual_seed(SEED)
     model, spec, fit, held = _inputs(model_key, texts_file)
-    cfg = DiscoveryConfig(method=method, n_exact_texts=0, seed=SEED)
+    cfg = DiscoveryConfig(method=method, n_exact_texts=0, seed=SEED).with_options(**options)
     start = time.perf_counter()
     folder = None
     if checkpoint:
@@ -125,7 +127,15 @@ def main() -> None:
     parser.add_argument("--texts", default=str(DEFAULT_TEXTS), help="text file (default texts)")
     parser.add_argument("--checkpoint", help="folder for the mask sweep's checkpoints")
     parser.add_argument("--markdown", action="store_true", help="print the table and stop")
+    parser.add_argument(
+        "--option", nargs="*", default=[], help="DiscoveryConfig fields KEY=VALUE (numbers)"
+    )
     args = parser.parse_args()
+    options = {k: json.loads(v) for k, v in (o.split("=", 1) for o in args.option)}
+    try:  # a bad option fails here, before a model loads
+        DiscoveryConfig().with_options(**options)
+    except ValueError as err:
+        parser.error(str(err))
     if args.markdown:
         print(markdown())
         return
@@ -136,7 +146,7 @@ def main() -> None:
     ctx = multiprocessing.get_context("fork")
     for method in args.methods:
         with ctx.Pool(1) as pool:
-            row = pool.apply(run_method, (args.model, method, args.texts, args.checkpoint))
+            row = pool.apply(run_method, (args.model, method, args.texts, args.checkpoint, options))
         doc["methods"] = [r for r in doc["methods"] if r["method"] != method] + [row]
         doc["texts"] = args.texts
         OUT.mkdir(parents=True, exist_ok=True)
