@@ -6,6 +6,8 @@ from __future__ import annotations
 
 import pytest
 import torch
+from test_discovery import HELD_OUT
+from test_discovery import TEXTS as FIT
 
 from circuits.discovery import DiscoveryConfig, EdgeRunner, discover, eap, eap_ig, token_rows
 from circuits.discovery.config import ABLATIONS, Ablation
@@ -15,20 +17,6 @@ from circuits.discovery.methods.mask import _key, sweep
 from circuits.models.planted import planted_p0_model
 from circuits.patching.metrics import p0_attention, resid_norm
 
-FIT = [
-    "Natalia sold clips to friends in May.",
-    "The quick brown fox jumps over dogs.",
-    "Weights: 12 kg, 7 kg and 30 kg total",
-    "Sara reads pages daily; how many now?",
-    "Every cat likes milk, fish and naps.",
-    "Bob ran 5 km, then 3 km more today.",
-]
-HELD_OUT = [
-    "Lena paints red boats by the river.",
-    "Ten birds sat on a wire at dusk now.",
-    "Max wrote 3 letters to his aunt Joy.",
-    "Eli sang two songs for his sister.",
-]
 PLANTED_EDGES = {
     "embed->L0.H0.v",  # the token into the planted head's value (key/value head 0)
     "L0.H0->L1.MLP",  # the head's P0 vector into the squaring MLP
