@@ -54,6 +54,7 @@ from circuits.cli_options import (
     positive_int,
     print_summary,
 )
+from circuits.cli_pairs import add_discover
 from circuits.tracing.p0.config import P0Config
 from circuits.tracing.secondary.config import SecondaryConfig
 
@@ -424,7 +425,7 @@ def add_claims(sub) -> None:
 
 COMMANDS = [
     add_models, add_export, add_generate, add_p0, add_faithfulness, add_sinks, add_trigger,
-    add_secondary, add_claims, add_train_lm, add_emergence,
+    add_secondary, add_claims, add_train_lm, add_emergence, add_discover,
 ]  # fmt: skip
 
 

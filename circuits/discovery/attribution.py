@@ -45,13 +45,21 @@ def chunked(
     return torch.cat([fn(part) for part in chunks(runner, batch)])
 
 
-def _gradient_at(runner: EdgeRunner, alpha: float) -> Tensor:
+GRADIENT_AT = ("clean", "corrupted")
+"""Where EAP takes the metric's gradient: at the clean run (every edge kept; Syed et al.'s
+EAP, EAP-IG's code, this library's default) or at the corrupted run (every edge ablated; what
+TransformerLens 4.3's `attribution_patching` does). Either way an edge's score is its sender's
+clean-run difference (out - ablated) times the gradient with respect to the receiver's input."""
+
+
+def _gradient_at(runner: EdgeRunner, alpha: float, clean_slope: bool = False) -> Tensor:
     sp = runner.space
     n_batch = runner.tokens.shape[0]
     coef = runner.coefficients(torch.full((1, sp.n_edges), alpha)).repeat(n_batch, 1, 1)
     coef.requires_grad_(True)
     with torch.enable_grad():
-        values = runner.run(coef[:1, :1, :1].new_zeros(1, sp.n_edges), per_row=coef)
+        keep = coef[:1, :1, :1].new_zeros(1, sp.n_edges)
+        values = runner.run(keep, per_row=coef, clean_slope=clean_slope)
         if not values.requires_grad:
             raise ValueError(
                 f"metric {runner.metric.name!r} is not differentiable (its value carries no "
@@ -61,8 +69,15 @@ def _gradient_at(runner: EdgeRunner, alpha: float) -> Tensor:
     return grad[:, sp.edges[:, 0], sp.edges[:, 1]]
 
 
-def eap(runner: EdgeRunner, *, batch: int | None = None) -> Float[Tensor, "batch edge"]:
-    """EAP scores per prompt and edge: the gradient with every edge kept."""
+def eap(
+    runner: EdgeRunner, *, batch: int | None = None, at: str = "clean"
+) -> Float[Tensor, "batch edge"]:
+    """EAP scores per prompt and edge: the gradient at the clean run (every edge kept) or, with
+    `at='corrupted'`, at the fully ablated run (see GRADIENT_AT)."""
+    if at not in GRADIENT_AT:
+        raise ValueError(f"gradient_at must be one of {', '.join(GRADIENT_AT)}, got {at!r}")
+    if at == "corrupted":
+        return chunked(runner, lambda r: _gradient_at(r, 0.0, clean_slope=True), batch)
     return chunked(runner, lambda r: _gradient_at(r, 1.0), batch)
 
 
@@ -83,4 +98,4 @@ def eap_ig(
     return chunked(runner, one, batch)
 
 
-__all__ = ["chunked", "chunks", "eap", "eap_ig"]
+__all__ = ["GRADIENT_AT", "chunked", "chunks", "eap", "eap_ig"]

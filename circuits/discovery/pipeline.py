@@ -46,6 +46,7 @@ from circuits.discovery.evaluation import (
 from circuits.discovery.forward import EdgeRunner
 from circuits.discovery.methods import METHODS, scorer
 from circuits.discovery.methods.base import EdgeScores
+from circuits.discovery.pairs import Pairs
 from circuits.discovery.path_patching import edge_effects
 from circuits.patching.metrics import Metric
 
@@ -164,9 +165,9 @@ def _curve_values(runner, space, order, sizes, cfg) -> tuple[list[Tensor], Tenso
 
 def discover(
     model,
-    fit_tokens: Int[Tensor, "text pos"],
-    heldout_tokens: Int[Tensor, "heldout pos"],
-    metric: Metric | Callable[[list], Metric],
+    fit_tokens: Int[Tensor, "text pos"] | Pairs,
+    heldout_tokens: Int[Tensor, "heldout pos"] | Pairs,
+    metric: Metric | Callable[[list], Metric] | None,
     *,
     positions: Sequence[int] | Sequence[Sequence[int]] | None = (0,),
     heldout_positions: Sequence[Sequence[int]] | None = None,
@@ -180,10 +181,13 @@ def discover(
     per fit text, with `heldout_positions` one list per held-out text. With per-text positions
     `metric` may be a function of them that builds the metric for those texts (e.g. the
     attention paid to each text's own sink: `lambda pos: p0_attention(layers, [p[0] for p in
-    pos])`); it is called for the fit, held-out and exact-effect texts in turn. `checkpoint`
+    pos])`); it is called for the fit, held-out and exact-effect texts in turn. Counterfactual
+    `Pairs` (with positions None, ablation 'resample' and metric None) are fitted and judged
+    with their own logit differences and partners. `checkpoint`
     (a folder) lets a method that trains (mask) resume where it stopped."""
     cfg = config or DiscoveryConfig()
-    metric_at = (lambda pos: metric) if isinstance(metric, Metric) else metric
+    # Pairs carry their own metric (metric None): each runner takes its texts' answers.
+    metric_at = metric if callable(metric) and not isinstance(metric, Metric) else lambda p: metric
     if fit_tokens.shape[1] != heldout_tokens.shape[1]:
         raise ValueError(
             f"fit texts have {fit_tokens.shape[1]} tokens but held-out texts "

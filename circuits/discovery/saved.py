@@ -20,10 +20,15 @@ from circuits.discovery.evaluation import (
     random_masks,
 )
 from circuits.discovery.forward import EdgeRunner
+from circuits.discovery.pairs import Pairs
 from circuits.discovery.texts import token_rows
+from circuits.graph.eap_ig import from_eap_ig, shape_of
 from circuits.patching.metrics import Metric, p0_attention, resid_norm
 
 METRICS = {"p0_attention": p0_attention, "resid_norm": resid_norm}
+PAIRS_SPEC = json.dumps({"metric": "pairs"})
+"""The metric spec of a circuit found on counterfactual pairs: each pair's own
+logit(answer) - logit(wrong) (`Pairs.metric`)."""
 """Metrics a saved circuit can name (`metric_spec`: {"metric": name, **arguments})."""
 
 
@@ -58,6 +63,7 @@ def _check_model(graph: nx.DiGraph, model) -> None:
 
 def _edge_mask(graph: nx.DiGraph, runner: EdgeRunner) -> torch.Tensor:
     sp = runner.space
+    pairs = runner.corrupt is not None
     index = {name: i for i, name in enumerate(sp.edge_names())}
     target = f"target:{runner.metric.name}"
     targets = [r.node for r in sp.receivers if r.kind == "target"]
@@ -66,7 +72,9 @@ def _edge_mask(graph: nx.DiGraph, runner: EdgeRunner) -> torch.Tensor:
     for u, v, data in graph.edges(data=True):
         if data.get("edge_kind") != "direct":
             continue
-        receiver = targets[0] if v == target and len(targets) == 1 else v
+        # A graph has one target; its name follows the metric's (pairs name their count).
+        at_target = v == target or (pairs and v.startswith("target:"))
+        receiver = targets[0] if at_target and len(targets) == 1 else v
         name = f"{u}->{receiver}"
         if name not in index:
             missing.append(name)
@@ -88,7 +96,7 @@ def _edge_mask(graph: nx.DiGraph, runner: EdgeRunner) -> torch.Tensor:
 def judge_saved(
     model,
     graph: nx.DiGraph,
-    texts: Sequence[str],
+    texts: Sequence[str] | Pairs,
     *,
     n_random: int = N_RANDOM,
     n_boot: int = N_BOOT,
@@ -98,7 +106,10 @@ def judge_saved(
     """Faithfulness of the circuit in `graph` on `texts` (cut to the graph's `n_tokens`, with
     its first token at position 0 when it has one), with a bootstrap interval over texts, the
     mean and spread of `n_random` random circuits of the same number of edges and the
-    complement's faithfulness."""
+    complement's faithfulness. A circuit found on counterfactual pairs (metric_spec
+    {"metric": "pairs"}, e.g. IOI, or read from an EAP-IG file) is judged on `Pairs`."""
+    if graph.graph.get("metric_spec") == PAIRS_SPEC or isinstance(texts, Pairs):
+        return _summary(*_judge_pairs(model, graph, texts), n_random, n_boot, seed, batch_size)
     need = ("metric_spec", "positions", "n_tokens", "first_token")
     absent = [k for k in need if k not in graph.graph]
     if absent:
@@ -123,7 +134,50 @@ def judge_saved(
         model, tokens, metric, positions=positions,
         ablation=config.get("ablation", "mean"), seed=seed,
     )  # fmt: skip
-    mask = _edge_mask(graph, runner)
+    return _summary(runner, _edge_mask(graph, runner), n_random, n_boot, seed, batch_size)
+
+
+def _judge_pairs(model, graph: nx.DiGraph, pairs) -> tuple[EdgeRunner, torch.Tensor]:
+    if graph.graph.get("metric_spec") != PAIRS_SPEC:
+        raise ValueError(
+            "this circuit was not found on text pairs (its metric is "
+            f"{graph.graph.get('metric', '?')!r}); judge it on a text file, not on pairs"
+        )
+    if not isinstance(pairs, Pairs):
+        raise ValueError(
+            "this circuit was found on counterfactual text pairs; judge it on pairs "
+            "(--pairs FILE or --task ioi)"
+        )
+    _check_model(graph, model)
+    runner = EdgeRunner(model, pairs, None, positions=None, ablation="resample")
+    return runner, _edge_mask(graph, runner)
+
+
+def eap_ig_circuit(data: dict, model, source: str = "graph") -> nx.DiGraph:
+    """An EAP-IG / MIB graph dict as a circuit graph `judge_saved` takes (on pairs): its
+    in-graph edges, on `model` (the file names no model; its cfg must match the model's)."""
+    shape = shape_of(model)
+    cfg = data.get("cfg", {})
+    if (cfg.get("n_layers"), cfg.get("n_heads")) != (shape["n_layers"], shape["n_heads"]):
+        raise ValueError(
+            f"{source}: its cfg has {cfg.get('n_layers')} layers x {cfg.get('n_heads')} heads; "
+            f"this model has {shape['n_layers']} x {shape['n_heads']}; give the model it was "
+            "found on"
+        )
+    edges = from_eap_ig(data, shape["n_kv_heads"], source)
+    if not edges:
+        raise ValueError(f"{source}: no edge has in_graph true; the circuit is empty")
+    info = getattr(model, "circuits_info", None)
+    g = nx.DiGraph(model=info.key if info else model.cfg.model_name, metric_spec=PAIRS_SPEC,
+                   metric="pairs", source=source)  # fmt: skip
+    for name, score in edges.items():
+        u, v = name.split("->")
+        g.add_edge(u, v, edge_kind="direct", estimated_effect=score)
+    return g
+
+
+def _summary(runner: EdgeRunner, mask, n_random: int, n_boot: int, seed: int, batch_size: int):
+    """Faithfulness of `mask` on the runner's texts with its interval and baselines."""
     n = runner.space.n_edges
     masks = torch.stack(
         [
@@ -144,12 +198,12 @@ def judge_saved(
         "random_faithfulness_sd": float(np.std(rand)) if rand else math.nan,
         "complement_faithfulness": faithfulness(values[2], model_v, empty_v),
         "n_edges": int(mask.sum()),
-        "n_texts": len(texts),
-        "metric": metric.name,
+        "n_texts": int(runner.tokens.shape[0]),
+        "metric": runner.metric.name,
         "model_metric": float(model_v.mean()),
         "empty_metric": float(empty_v.mean()),
         "circuit_metric": float(values[1].mean()),
     }
 
 
-__all__ = ["METRICS", "build_metric", "judge_saved"]
+__all__ = ["METRICS", "PAIRS_SPEC", "build_metric", "eap_ig_circuit", "judge_saved"]

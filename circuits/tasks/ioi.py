@@ -45,10 +45,11 @@ TEMPLATES = (
     "Later {A} and {B} walked to the {PLACE}. {C} brought a {OBJECT} to",
     "Since {A} and {B} were in the {PLACE}, {C} offered a {OBJECT} to",
     "Today {A} and {B} stopped by the {PLACE}. {C} gave a {OBJECT} to",
-    "{A} and {B} went to the {PLACE}, then {C} gave a {OBJECT} to",
+    "Then {A} and {B} went to the {PLACE}. {C} gave a {OBJECT} to",
 )
 """{A} and {B} are the first two names, {C} the repeated one (the subject, S2); the IO is the
-one of A / B that C is not."""
+one of A / B that C is not. No template starts with a name: a name is one token only with its
+leading space."""
 
 
 @dataclass(frozen=True)

@@ -1,0 +1,195 @@
+"""The graph JSON of EAP-IG (Hanna et al. 2024) and the MIB circuit track: write this library's
+edge circuits in it and read it back.
+
+The format (as EAP-IG's `eap/graph.py` writes and reads it):
+
+    {"cfg": {"n_layers": L, "n_heads": H, "parallel_attn_mlp": false, "d_model": D},
+     "nodes": {"input": {"in_graph": true}, "a0.h0": {...}, "m0": {...}, ..., "logits": {...}},
+     "edges": {"input->a0.h0<q>": {"score": 0.12, "in_graph": true}, "a0.h0->m0": {...}, ...}}
+
+Nodes: `input` (the embedding), `a{l}.h{h}` (attention head), `m{l}` (MLP), `logits` (the final
+residual, read by the unembedding). Edges `parent->child`, with `<q>`, `<k>` or `<v>` when the
+child is a head. Every edge of the model's DAG is listed (score and in_graph). Some versions of
+EAP-IG write a node as a bare bool instead of {"in_graph": bool}; the reader takes both.
+
+Names map one to one (`embed` = input, `L3.H2` = a3.h2, `L3.MLP` = m3, the final residual
+target = logits) except for grouped-query models: EAP-IG numbers every input per query head,
+while here a key/value input is one per key/value head, shared by the query heads of its group
+(heads g*G .. g*G+G-1 for key/value head g, G = n_heads / n_kv_heads). Writing, the edge
+`s -> L3.H1.k` becomes the G edges `s->a3.h{G+0}<k>` ... `s->a3.h{2G-1}<k>`, each with the
+shared input's score; reading, those G edges become one, in the circuit when any of them is,
+scored by their mean. Circuits whose metric reads anything but the logits have no EAP-IG form.
+Scores are this library's `estimated_effect` where the graph has one (the metric change when the
+edge alone is ablated, as EAP-IG's scores are), else `effect`.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from pathlib import Path
+
+import networkx as nx
+
+from circuits._io import atomic_write
+
+_SENDER = re.compile(r"^(?:embed|L(\d+)\.(?:H(\d+)|MLP))$")
+_RECEIVER = re.compile(r"^L(\d+)\.(?:H(\d+)\.([qkv])|MLP)$")
+_EDGE = re.compile(r"^(input|a(\d+)\.h(\d+)|m(\d+))->(logits|m(\d+)|a(\d+)\.h(\d+)<([qkv])>)$")
+
+
+def shape_of(model) -> dict:
+    """The `cfg` block of a model: layers, query heads, key/value heads, d_model."""
+    cfg = model.cfg
+    n_kv = getattr(cfg, "n_key_value_heads", None) or cfg.n_heads
+    return {"n_layers": cfg.n_layers, "n_heads": cfg.n_heads, "n_kv_heads": n_kv,
+            "d_model": cfg.d_model}  # fmt: skip
+
+
+def all_edges(n_layers: int, n_heads: int) -> list[str]:
+    """Every edge name of the EAP-IG graph of a sequential (not parallel) model, in its order."""
+    out, stream = [], ["input"]
+    for layer in range(n_layers):
+        heads = [f"a{layer}.h{h}" for h in range(n_heads)]
+        out += [f"{s}->{a}<{x}>" for s in stream for a in heads for x in "qkv"]
+        stream += heads
+        out += [f"{s}->m{layer}" for s in stream]
+        stream.append(f"m{layer}")
+    return out + [f"{s}->logits" for s in stream]
+
+
+def _sender_name(node: str) -> str:
+    m = _SENDER.match(node)
+    if not m:
+        raise ValueError(f"{node!r} is not a sender of the residual DAG (embed, L3.H2, L3.MLP)")
+    if node == "embed":
+        return "input"
+    return f"a{m.group(1)}.h{m.group(2)}" if m.group(2) is not None else f"m{m.group(1)}"
+
+
+def _receiver_names(node: str, group: int) -> list[str]:
+    if node.startswith("target:"):
+        if node != "target:ln_final.hook_in" and "logit" not in node:
+            raise ValueError(
+                f"the circuit ends at {node!r}, not at the logits: EAP-IG graphs end at the "
+                "logits, so only circuits of logit metrics can be written in their format"
+            )
+        return ["logits"]
+    m = _RECEIVER.match(node)
+    if not m:
+        raise ValueError(f"{node!r} is not an input of the residual DAG (L3.H2.k, L3.MLP)")
+    layer, head, kind = m.groups()
+    if kind is None:
+        return [f"m{layer}"]
+    first = int(head) * (group if kind in "kv" else 1)
+    heads = range(first, first + (group if kind in "kv" else 1))
+    return [f"a{layer}.h{h}<{kind}>" for h in heads]
+
+
+def to_eap_ig(g: nx.DiGraph, shape: dict) -> dict:
+    """The EAP-IG graph dict of circuit graph `g` (its `direct` edges are the circuit) for a
+    model of `shape` (`shape_of`)."""
+    n_layers, n_heads = int(shape["n_layers"]), int(shape["n_heads"])
+    group = n_heads // int(shape.get("n_kv_heads") or n_heads)
+    edges = {name: {"score": 0.0, "in_graph": False} for name in all_edges(n_layers, n_heads)}
+    for u, v, d in g.edges(data=True):
+        if d.get("edge_kind") != "direct":
+            continue
+        score = float(d.get("estimated_effect", d.get("effect", 0.0)))
+        for child in _receiver_names(v, group):
+            name = f"{_sender_name(u)}->{child}"
+            if name not in edges:
+                raise ValueError(f"edge {u}->{v} ({name}) is outside a {n_layers}-layer, "
+                                 f"{n_heads}-head model; give the shape of the model it was "
+                                 "found on")  # fmt: skip
+            edges[name] = {"score": score, "in_graph": True}
+    nodes = {"input": False, "logits": False}
+    for layer in range(n_layers):
+        nodes.update({f"a{layer}.h{h}": False for h in range(n_heads)} | {f"m{layer}": False})
+    for name, e in edges.items():
+        if e["in_graph"]:
+            parent, child = name.split("->")
+            nodes[parent] = nodes[re.sub(r"<[qkv]>$", "", child)] = True
+    cfg = {"n_layers": n_layers, "n_heads": n_heads, "parallel_attn_mlp": False,
+           "d_model": int(shape["d_model"])}  # fmt: skip
+    return {"cfg": cfg, "nodes": {k: {"in_graph": v} for k, v in nodes.items()}, "edges": edges}
+
+
+def write_eap_ig(g: nx.DiGraph, path: str | Path, shape: dict) -> Path:
+    """Write `g` as EAP-IG graph JSON to `path` (atomically)."""
+    text = json.dumps(to_eap_ig(g, shape))
+    with atomic_write(path) as fh:
+        fh.write(text)
+    return Path(path)
+
+
+def is_eap_ig(data) -> bool:
+    return isinstance(data, dict) and {"cfg", "nodes", "edges"} <= set(data)
+
+
+def from_eap_ig(data: dict, n_kv_heads: int | None = None, source: str = "graph") -> dict:
+    """The circuit of an EAP-IG graph dict in this library's edge names:
+    {"sender->receiver": score} for every edge in the graph (in_graph), with the logits as
+    `target:logits`. `n_kv_heads` (default: n_heads) folds per-query-head k/v edges into the
+    shared inputs of a grouped-query model."""
+    if not is_eap_ig(data):
+        raise ValueError(f"{source}: not an EAP-IG graph (needs 'cfg', 'nodes' and 'edges')")
+    cfg = data["cfg"]
+    try:
+        n_layers, n_heads = int(cfg["n_layers"]), int(cfg["n_heads"])
+    except (KeyError, TypeError, ValueError):
+        raise ValueError(f"{source}: cfg must give n_layers and n_heads") from None
+    if cfg.get("parallel_attn_mlp"):
+        raise ValueError(f"{source}: a parallel attention/MLP model; only sequential blocks "
+                         "are supported")  # fmt: skip
+    group = n_heads // (n_kv_heads or n_heads)
+    kept: dict[str, list[float]] = {}
+    for name, info in data["edges"].items():
+        m = _EDGE.match(name)
+        if not m or not isinstance(info, dict):
+            raise ValueError(f"{source}: edge {name!r} is not 'parent->child[<q|k|v>]' with "
+                             "{'score', 'in_graph'}")  # fmt: skip
+        if not info.get("in_graph"):
+            continue
+        _, sl, sh, sm, child, cm, cl, ch, kind = m.groups()
+        layers = [int(x) for x in (sl, sm, cl, cm) if x is not None]
+        if any(x >= n_layers for x in layers) or any(
+            x is not None and int(x) >= n_heads for x in (sh, ch)
+        ):
+            raise ValueError(f"{source}: edge {name!r} is outside cfg ({n_layers} layers, "
+                             f"{n_heads} heads)")  # fmt: skip
+        sender = "embed" if sl is None and sm is None else (
+            f"L{sl}.H{sh}" if sl is not None else f"L{sm}.MLP")  # fmt: skip
+        if child == "logits":
+            receiver = "target:logits"
+        elif cm is not None:
+            receiver = f"L{cm}.MLP"
+        else:
+            head = int(ch) // group if kind in "kv" else int(ch)
+            receiver = f"L{cl}.H{head}.{kind}"
+        score = info.get("score")
+        kept.setdefault(f"{sender}->{receiver}", []).append(float(score or 0.0))
+    return {name: sum(v) / len(v) for name, v in kept.items()}
+
+
+def read_eap_ig(path: str | Path) -> dict:
+    """An EAP-IG graph JSON file as a dict (checked to have cfg, nodes and edges)."""
+    path = Path(path)
+    try:
+        data = json.loads(path.read_text(encoding="utf-8"))
+    except (OSError, UnicodeDecodeError, json.JSONDecodeError) as err:
+        raise ValueError(f"{path}: cannot read it as JSON ({err})") from None
+    if not is_eap_ig(data):
+        raise ValueError(f"{path}: not an EAP-IG graph (needs 'cfg', 'nodes' and 'edges')")
+    return data
+
+
+__all__ = [
+    "all_edges",
+    "from_eap_ig",
+    "is_eap_ig",
+    "read_eap_ig",
+    "shape_of",
+    "to_eap_ig",
+    "write_eap_ig",
+]

@@ -1,0 +1,76 @@
+"""`circuits discover --pairs FILE`: a run on the tiny model writes its files (the EAP-IG graph
+among them); bad pair files and settings fail with one line and exit 2, before the model loads
+where a tokenizer is not needed."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from circuits import cli, cli_pairs
+
+ROWS = [
+    {"clean": f"When {a}n and {b}b ran, {b}b gave it to", "corrupt":
+     f"When {c}n and {d}b ran, {e}b gave it to", "answer": a, "wrong": b}
+    for a, b, c, d, e in ["ABCDE", "BCDEA", "CDEAB", "DEABC", "EABCD", "FGHIJ", "GHIJF", "HIJFG"]
+]  # fmt: skip
+FAST = ["--method", "eap", "--n-fit", "5", "--n-heldout", "3", "--n-boot", "10",
+        "--n-stability", "2", "--n-random", "2", "--n-curve", "4", "--max-exact", "3"]  # fmt: skip
+
+
+@pytest.fixture
+def loads(tiny, monkeypatch):
+    calls = []
+
+    def load(args):
+        calls.append(args.model)
+        return tiny
+
+    monkeypatch.setattr(cli_pairs, "load", load)
+    return calls
+
+
+def _file(tmp_path, rows, name="pairs.jsonl"):
+    path = tmp_path / name
+    path.write_text("".join(json.dumps(r) + "\n" for r in rows))
+    return path
+
+
+def test_discover_on_a_pairs_file_writes_the_circuit(tmp_path, loads, capsys):
+    out = tmp_path / "out"
+    argv = ["discover", "--pairs", str(_file(tmp_path, ROWS)), "--out", str(out), *FAST]
+    assert cli.main(argv) == 0
+    assert loads == ["smollm2-135m"]
+    summary = json.loads((out / "summary.json").read_text())
+    assert summary["n_fit_texts"] == 5 and summary["n_heldout_texts"] == 3
+    assert summary["ablation"] == "resample" and summary["metric"].startswith("logit_diff")
+    graph = json.loads((out / "circuit.eap-ig.json").read_text())
+    assert sum(e["in_graph"] for e in graph["edges"].values()) >= summary["n_edges"] > 0
+    assert (out / "curve.csv").is_file() and (out / "edges.csv").is_file()
+
+
+@pytest.mark.parametrize(
+    "change, message, loaded",
+    [
+        (lambda r: r[:3], "holds 3 pairs; --n-fit 5 + --n-heldout 3 = 8 are needed", False),
+        (lambda r: [{**r[0], "wrong": None}] + r[1:], "pair 1: field(s) wrong missing", False),
+        (lambda r: r[:2] + [{**r[2], "corrupt": r[2]["corrupt"] + "!"}] + r[3:],
+         "pair 3: clean is 34 tokens, corrupt 35", True),
+    ],
+)  # fmt: skip
+def test_bad_pair_files_fail_in_one_line(tmp_path, loads, capsys, change, message, loaded):
+    path = _file(tmp_path, change(ROWS))
+    argv = ["discover", "--pairs", str(path), "--out", str(tmp_path / "o"), *FAST]
+    assert cli.main(argv) == 2
+    err = capsys.readouterr().err.strip()
+    assert message in err and len(err.splitlines()) == 1
+    assert bool(loads) == loaded
+    assert not (tmp_path / "o").exists()
+
+
+def test_discover_refuses_another_ablation(tmp_path, loads, capsys):
+    argv = ["discover", "--pairs", str(_file(tmp_path, ROWS)), "--out", str(tmp_path / "o"),
+            "--ablation", "mean"]  # fmt: skip
+    assert cli.main(argv) == 2
+    assert "use --ablation resample" in capsys.readouterr().err and not loads
