@@ -1,6 +1,9 @@
 """Forward passes the patching engine builds on: recording a run block by block (each block's
 input and the keyword arguments the model passed it) and running a slice of blocks again from a
-cached residual stream, stopping as soon as the metric has what it reads."""
+cached residual stream, stopping as soon as the metric has what it reads.
+
+Devices: a model split over devices (`load_model(n_devices=...)`) runs each block where its
+weights are; `forward_from` moves the residual and the block's keyword arguments there first."""
 
 from __future__ import annotations
 
@@ -9,6 +12,7 @@ from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 
+import torch
 from jaxtyping import Float, Int
 from torch import Tensor
 
@@ -30,6 +34,22 @@ def hook_layer(name: str, n_layers: int) -> int:
     if m:
         return int(m.group(1))
     return n_layers if name.startswith(_FINAL_PREFIXES) else -1
+
+
+def device_of(module: torch.nn.Module) -> torch.device:
+    """Where `module`'s weights are (its first parameter's device): where its inputs go."""
+    return next(module.parameters()).device
+
+
+def to_device(x, device: torch.device):
+    """`x` with every tensor in it (through tuples, lists and dicts) on `device`."""
+    if isinstance(x, Tensor):
+        return x.to(device)
+    if isinstance(x, tuple | list):
+        return type(x)(to_device(v, device) for v in x)
+    if isinstance(x, dict):
+        return {k: to_device(v, device) for k, v in x.items()}
+    return x
 
 
 def as_token_batch(tokens: Tensor) -> Int[Tensor, "batch pos"]:
@@ -179,7 +199,9 @@ def forward_from(
     hidden = resid
     try:
         for layer in range(start, stop + 1):
-            out = model.blocks[layer](hidden, **block_kwargs[layer - start])
+            block = model.blocks[layer]
+            device = device_of(block)
+            out = block(hidden.to(device), **to_device(block_kwargs[layer - start], device))
             hidden = out[0] if isinstance(out, tuple) else out
     except MetricReady:
         return None
@@ -189,5 +211,6 @@ def forward_from(
     # receiver of edge discovery) see and patch the whole stream at the positions they index;
     # it is per position, so slicing after it changes no value, and the unembedding (the costly
     # part) runs on `logit_pos` only.
-    normed = model.ln_final(hidden)
-    return model.unembed(normed if logit_pos is None else normed[:, list(logit_pos)])
+    normed = model.ln_final(hidden.to(device_of(model.ln_final)))
+    normed = normed if logit_pos is None else normed[:, list(logit_pos)]
+    return model.unembed(normed.to(device_of(model.unembed)))

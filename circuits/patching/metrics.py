@@ -56,8 +56,10 @@ class Metric:
 
     def read(self, acts: Acts, logits: Tensor | None) -> Float[Tensor, " batch"]:
         """The metric from activations and logits already cut to `logit_pos`, read in float32
-        whatever the model's dtype (a bfloat16 mean over heads and queries loses 2-3 digits)."""
-        acts = {name: act.float() for name, act in acts.items()}
+        whatever the model's dtype (a bfloat16 mean over heads and queries loses 2-3 digits)
+        and on one device (the first activation's) when the model is split over several."""
+        device = next(iter(acts.values())).device if acts else None
+        acts = {name: act.to(device, torch.float32) for name, act in acts.items()}
         out = self.fn(acts, None if logits is None else logits.float())
         first = next(iter(acts.values())) if acts else logits
         if not isinstance(out, Tensor) or out.shape != (first.shape[0],):
