@@ -22,6 +22,7 @@ import torch
 from jaxtyping import Float
 from torch import Tensor
 
+from circuits.discovery.distributed import per_text
 from circuits.discovery.forward import EdgeRunner
 
 
@@ -41,8 +42,9 @@ def chunks(runner: EdgeRunner, batch: int | None) -> Iterator[EdgeRunner]:
 def chunked(
     runner: EdgeRunner, fn: Callable[[EdgeRunner], Tensor], batch: int | None
 ) -> Float[Tensor, "batch edge"]:
-    """`fn` (per-text scores of one runner) over chunks of `batch` texts, in text order."""
-    return torch.cat([fn(part) for part in chunks(runner, batch)])
+    """`fn` (per-text scores of one runner) over chunks of `batch` texts, in text order (under
+    torchrun, each process scores its shard of the texts: `distributed.per_text`)."""
+    return per_text(runner, lambda shard: torch.cat([fn(part) for part in chunks(shard, batch)]))
 
 
 GRADIENT_AT = ("clean", "corrupted")
