@@ -32,6 +32,7 @@ from torch import Tensor
 
 from circuits.discovery.config import ABLATIONS, Ablation
 from circuits.discovery.dag import EdgeSpace, build_space
+from circuits.discovery.pairs import Pairs
 from circuits.patching.forward import MetricReady, capture_run, forward_from, hook_layer, tile
 from circuits.patching.metrics import Metric
 
@@ -150,6 +151,8 @@ class EdgeRunner:
     """Runs `tokens` [batch, pos] through `model` with edges of its residual DAG ablated.
 
     `positions`: where edges are ablated (None: every position); `ablation`: one of ABLATIONS.
+    `tokens` may be counterfactual `Pairs`: the clean texts run, an ablated sender takes its
+    value in the partner text (ablation 'resample'), and `metric` None means the pairs' own.
     `run(keep)` takes a keep-coefficient per circuit and edge [circuits, n_edges] (1 kept, 0
     ablated) and returns the metric per circuit and prompt [circuits, batch].
     """
@@ -157,20 +160,28 @@ class EdgeRunner:
     def __init__(
         self,
         model,
-        tokens: Int[Tensor, "batch pos"],
-        metric: Metric,
+        tokens: Int[Tensor, "batch pos"] | Pairs,
+        metric: Metric | None,
         *,
         positions: Sequence[int] | Sequence[Sequence[int]] | None = (0,),
         ablation: str = "mean",
         seed: int = 0,
     ) -> None:
         ablation = Ablation.parse(ablation)
+        self.corrupt = None
+        if isinstance(tokens, Pairs):  # resample from each text's own partner
+            if ablation != "resample":
+                raise ValueError(
+                    f"text pairs are ablated from the partner text (resample), not {ablation!r}: "
+                    "set ablation='resample'"
+                )
+            tokens, self.corrupt, metric = tokens.clean, tokens.corrupt, metric or tokens.metric
         if not isinstance(metric, Metric):
             raise ValueError(f"metric must be a circuits.patching.Metric, got {metric!r}")
         if tokens.ndim != 2 or tokens.is_floating_point():
             raise ValueError("tokens must be an integer tensor [batch, pos]")
         n_batch, n_pos = tokens.shape
-        if ablation == "resample" and n_batch < 2:
+        if ablation == "resample" and n_batch < 2 and self.corrupt is None:
             raise ValueError("resample ablation needs at least 2 texts (it swaps texts)")
         self.where = _where(positions, n_batch, n_pos)
         uniform = bool((self.where == self.where[0]).all())
@@ -216,10 +227,18 @@ class EdgeRunner:
                 self.model, self.tokens, self.metric.hooks, self.stop, self.metric.logits,
                 blocks=True,
             )  # fmt: skip
+            if self.corrupt is not None:  # the partners' sender outputs, same positions
+                n_clean, n_layers = len(at), self.model.cfg.n_layers
+                last = self.space.n_layers
+                self.model(self.corrupt, stop_at_layer=None if last >= n_layers else last)
+                partner = torch.cat(at[n_clean:], 1)
+                del at[n_clean:], mean[n_clean:]
         metric = self.metric(run.acts, run.logits)
         self.blocks = run
         outputs = torch.cat(at, 1)
-        if self.ablation is Ablation.ZERO:
+        if self.corrupt is not None:
+            ablated = partner
+        elif self.ablation is Ablation.ZERO:
             ablated = torch.zeros_like(outputs)
         elif self.ablation is Ablation.RESAMPLE:
             ablated = outputs[_derangement(outputs.shape[0], self.seed)]
@@ -254,7 +273,7 @@ class EdgeRunner:
         sub.tokens, sub.where = self.tokens[idx], self.where[idx]
         if getattr(self, "corrupt", None) is not None:
             sub.corrupt = self.corrupt[idx]
-        sub.metric = metric or self.metric
+        sub.metric = metric or self.metric.for_texts(idx.tolist())
         sub.positions = [self.positions[i] for i in idx.tolist()] if per_text else self.positions
         c = self.clean
         sub.clean = CleanRun(c.outputs[idx], c.ablated[idx], c.metric[idx])
@@ -311,21 +330,26 @@ class EdgeRunner:
         *,
         per_row: Tensor | None = None,
         start: int = 0,
+        clean_slope: bool = False,
     ) -> Float[Tensor, "circuit batch"]:
         """The metric per circuit and prompt [circuit, batch] with edges kept per `keep`.
 
         `per_row`, when given, is a dense coefficient tensor [circuit * batch, receiver, sender]
         used as is (gradients flow into it); `keep` then only fixes the number of circuits.
         `start`: the first block whose inputs any ablated edge enters (earlier blocks are taken
-        from the clean run, which is exact only if no edge into them is ablated)."""
+        from the clean run, which is exact only if no edge into them is ablated).
+        `clean_slope`: the derivative of a receiver's input with respect to an edge's
+        coefficient is the clean run's sender difference (out - ablated) instead of the current
+        run's; values are unchanged (EAP with the gradient taken at another run than the
+        clean one, e.g. the corrupted run, as TransformerLens 4.3 does)."""
         n_batch = self.tokens.shape[0]
         n_circ = keep.shape[0]
         if per_row is None:
             per_row = self.coefficients(keep).repeat_interleave(n_batch, 0)
-        values = self._patched(per_row, n_circ, start)
+        values = self._patched(per_row, n_circ, start, clean_slope)
         return values.view(n_circ, n_batch)
 
-    def _patched(self, coef: Tensor, n_circ: int, start: int) -> Tensor:
+    def _patched(self, coef: Tensor, n_circ: int, start: int, clean_slope: bool) -> Tensor:
         sp, model = self.space, self.model
         where = self.where.repeat(n_circ, 1)
         ablated = self.clean.ablated.repeat(n_circ, 1, 1, 1)
@@ -336,6 +360,8 @@ class EdgeRunner:
         clean = (self.clean.outputs - self.clean.ablated)[:, :first].repeat(n_circ, 1, 1, 1)
         deltas: list[Tensor] = list(clean.unbind(1))
         state: dict[str, Tensor] = {}
+        if clean_slope:
+            slope = (self.clean.outputs - self.clean.ablated).repeat(n_circ, 1, 1, 1)
 
         def fed(rows: list[int], resid: Tensor) -> Tensor:
             """Inputs of receivers `rows` [n, len(rows), pos, d] at the ablated positions."""
@@ -345,7 +371,11 @@ class EdgeRunner:
             stack = torch.stack([d.to(resid.device) for d in deltas[:n]], 1).float()
             d = drop[:, rows, :n].to(resid.device)
             x = resid.unsqueeze(1) - torch.einsum("nrs,nspd->nrpd", d, stack)
-            return x.to(resid.dtype)
+            if not clean_slope:
+                return x.to(resid.dtype)
+            # Zero in value; moves d x / d c from the current difference to the clean one.
+            fixed = (slope[:, :n].to(resid.device) - stack).detach()
+            return (x + torch.einsum("nrs,nspd->nrpd", d.detach() - d, fixed)).to(resid.dtype)
 
         def add(out: Tensor, first: int) -> None:
             for i in range(out.shape[1]):
