@@ -88,7 +88,7 @@ def test_write_trace_writes_every_file(planted, planted_trace, tmp_path):
     report = write_trace(planted_trace, tmp_path, planted.model)
     assert report.name == "report.html" and "circuitsvis" in report.read_text().lower()
     summary = json.loads((tmp_path / "summary.json").read_text())
-    assert summary["summary"]["circuit_heads"] == ["L0.H0"]
+    assert summary["summary"]["node_circuit_heads"] == ["L0.H0"]
     for suffix in ("graphml", "gexf", "json", "dot"):
         back = graph_io.read(tmp_path / f"circuit.{suffix}")
         assert set(back.edges) == set(planted_trace.graph.edges)
@@ -154,7 +154,7 @@ def test_default_model_p0_circuit(smollm2):
 def test_trace_shows_a_summary_not_tensors(planted_trace):
     text, page = repr(planted_trace), planted_trace._repr_html_()
     assert text.startswith("P0Trace(model=") and len(text) < 200
-    assert "<table>" in page and "circuit_heads" in page and len(page) < 20_000
+    assert "<table>" in page and "node_circuit_heads" in page and len(page) < 20_000
     assert "tensor(" not in text + page
     assert set(planted_trace.figures()) == {
         "variants", "heads", "mlps", "position", "faithfulness_curve"

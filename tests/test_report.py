@@ -324,7 +324,7 @@ def test_numbers_that_round_to_zero_print_without_a_minus_sign():
 def test_the_p0_text_never_says_minus_zero(p0_trace):
     trace, _ = p0_trace
     # The random control removes none of the planted sink (measured -1e-6 of it).
-    assert trace.summary()["fraction_removed_by_random"] == pytest.approx(0, abs=1e-4)
+    assert trace.summary()["node_share_removed_by_random"] == pytest.approx(0, abs=1e-4)
     text = trace.text()
     assert "components removes 0%." in text
     assert not re.search(r"-0(\.0+)?(?![\d.])", text)  # "-0%", "-0.00"; "-0.25" is fine
@@ -364,15 +364,15 @@ def test_the_per_text_confirmation_has_no_empty_or_definitional_column(p0_trace)
 
 def test_the_summary_shows_nested_values_as_tables_not_python_reprs(p0_trace):
     trace, report = p0_trace
-    summary = section(report.read_text(encoding="utf-8"), "Summary")
+    summary = section(report.read_text(encoding="utf-8"), "Every summary number")
     assert "{" not in summary and "[" not in summary and "&#x27;" not in summary
     # sink_stays_at_0: one row per first-token variant, one column per measure.
     nested = summary[summary.index("sink_stays_at_0") :]
     assert nested.index('<table class="nested">') < nested.index("</td>")
     for col in ("by_attention", "by_norm", "p0_mass"):
         assert f"<th>{col}</th>" in nested
-    assert "<th>circuit_heads</th><td>L0.H0</td>" in summary
-    assert "<th>fraction_removed_by_random</th><td>" in summary
+    assert "<th>node_circuit_heads</th><td>L0.H0</td>" in summary
+    assert "<th>node_share_removed_by_random</th><td>" in summary
     assert not re.search(r"<td>-0(\.0*)?(e[+-]?0+)?</td>", summary)
     page = trace._repr_html_()
     assert "{&#x27;" not in page and '<table class="nested">' in page
@@ -420,3 +420,82 @@ def test_the_p0_report_never_scrolls_sideways_in_chromium(p0_trace, chromium_dom
     overflow = re.search(r'data-overflow="(-?\d+)"', dom)
     assert overflow is not None and int(overflow.group(1)) <= 0
     assert 'class="scroll"' in dom
+
+
+def test_the_report_opens_with_its_finding_and_ends_with_its_settings(p0_trace):
+    trace, report = p0_trace
+    page = report.read_text(encoding="utf-8")
+    headings = re.findall(r"<h2>([^<]+)</h2>", page)
+    assert headings[0] == "Finding" and headings[-1] == "Settings"
+    assert headings.index("Figures") < headings.index("Tables")
+    finding = section(page, "Finding")
+    s = trace.summary()
+    assert f"{s['edge_circuit_edges']:,} of the model" in finding
+    assert "|1 - f| = " in finding and "random circuits of the same size" in finding
+    # Figures are captioned with what they show, not their file names.
+    figures = section(page, "Figures")
+    captions = re.findall(r"<figcaption>([^<]+)</figcaption>", figures)
+    assert len(captions) == len(trace.figures()) and all(len(c) > 40 for c in captions)
+    # The edge table names what every row shares once, in its caption, not in each row.
+    circuit = section(page, "Circuit")
+    edges = circuit[circuit.index("edges, strongest first") :]
+    edges = edges[: edges.index("</table>")]
+    assert "every edge&#x27;s metric: " in edges or "every edge's metric: " in edges
+    assert "<th>metric</th>" not in edges and "<th>role</th>" in edges
+    # summary.md opens with the same finding; summary.json says what every key means.
+    md = (report.parent / "summary.md").read_text(encoding="utf-8")
+    assert md.startswith("# P0-sink circuit: tiny\n\n## Finding\n\nIn tiny, the late P0")
+    assert md.index("## Figures") < md.index("## In detail") < md.index("## Settings")
+    saved = json.loads((report.parent / "summary.json").read_text(encoding="utf-8"))
+    assert set(saved["summary"]) <= set(saved["summary_keys"])
+
+
+def _figure_words(fig) -> str:
+    """Every legend, colorbar label, title and axis label of `fig`, as one text."""
+    texts = [t.get_text() for leg in fig.legends for t in leg.get_texts()]
+    for ax in fig.axes:
+        if ax.get_legend() is not None:
+            texts += [t.get_text() for t in ax.get_legend().get_texts()]
+        texts += [ax.get_title(), ax.get_xlabel(), ax.get_ylabel()]
+    return " ".join(texts + [fig.get_suptitle()])
+
+
+def _role_colours(fig) -> set[str]:
+    """The roles whose colour (`circuits.graph.convention`) an artist of `fig` is drawn in."""
+    from matplotlib.colors import to_hex
+
+    from circuits.graph.convention import ROLE_COLORS
+
+    found = set()
+    for ax in fig.axes:
+        for artist in [*ax.patches, *ax.lines, *ax.images]:
+            if hasattr(artist, "get_cmap") and artist.get_cmap().name == "supports_opposes":
+                found |= {"supports", "opposes"}
+                continue
+            for get in ("get_facecolor", "get_edgecolor", "get_color"):
+                try:
+                    colour = to_hex(getattr(artist, get)())
+                except (AttributeError, ValueError):
+                    continue
+                found |= {r for r in ("supports", "opposes") if ROLE_COLORS[r] == colour}
+    return found
+
+
+def test_every_figure_names_its_colours_in_words(p0_trace):
+    from circuits.graph.convention import COLOR_WORDS
+    from circuits.report.draw import draw_circuit
+
+    trace, _ = p0_trace
+    figures = {**trace.figures(), "circuit": draw_circuit(trace.graph),
+               "node_circuit": draw_circuit(trace.node_graph)}  # fmt: skip
+    coloured = {}
+    for name, fig in figures.items():
+        words = _figure_words(fig)
+        assert words.strip(), f"{name} has no legend, labels or title"
+        roles = _role_colours(fig)
+        coloured[name] = roles
+        for role in roles:
+            # "blue: supports the sink ...", "orange: opposes it ..."
+            assert f"{COLOR_WORDS[role]}: {role[:-1]}" in words, (name, role, words[:300])
+    # The figures that carry a sign do use the convention's colours.
+    assert {"heads", "mlps", "circuit", "node_circuit"} <= {n for n, r in coloured.items() if r}

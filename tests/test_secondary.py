@@ -283,7 +283,7 @@ def test_pipeline_writes_report_and_graph(planted, tmp_path):
     assert summary["sink_crossed_at"] == {"mlp": 8}
     report = write_trace(trace, tmp_path)
     html = report.read_text(encoding="utf-8")
-    for heading in ("Summary", "Figures", "Circuit", "Tables", "swaps_verdicts.csv",
+    for heading in ("Finding", "Figures", "Circuit", "Tables", "swaps_verdicts.csv",
                     "rule_comparison.csv", "Detection rule"):  # fmt: skip
         assert heading in html
     doc = json.loads((tmp_path / "summary.json").read_text())

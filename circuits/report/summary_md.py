@@ -20,7 +20,7 @@ def _setting(value) -> str:
 def summary_markdown(trace, title: str, figures, captions: dict[str, str]) -> str:
     """The Markdown text: title, finding, each figure (its PNG beside this file) with its
     caption, the findings in detail, the settings last."""
-    parts = [f"# {title}", trace.finding().strip(), "## Figures"]
+    parts = [f"# {title}", "## Finding", trace.finding().strip(), "## Figures"]
     for name in figures:
         caption = captions.get(name, name)
         parts.append(f"![{name}]({name}.png)\n\n*{caption}*")

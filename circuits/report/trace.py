@@ -6,7 +6,9 @@ layout for every tracer:
     {table}.csv          every table of `trace.tables()`
     circuit.{graphml,gexf,json,dot,md}   the circuit graph in every format (when there is one)
     {figure}.png         every figure of `trace.figures()`, and circuit.png (the drawing)
-    report.html          all of the above in one self-contained page
+    report.html          all of the above in one self-contained page: the finding, figures with
+                         captions, the circuit, the findings in detail, tables, settings last
+    summary.md           the finding, the figures and the findings in detail, in plain Markdown
 
 The folder is written beside the target and renamed into place at the end: an interrupted run
 leaves the old folder untouched, and an existing folder is replaced as a whole, never mixed.
@@ -21,6 +23,7 @@ from circuits.graph import io as graph_io
 from circuits.report.attention import attention_views
 from circuits.report.draw import draw_circuit, save_figure
 from circuits.report.html import GraphView, Image, KeyValues, Section, Table, write_report
+from circuits.report.summary_md import write_summary_md
 
 GRAPH_FORMATS = {
     "graphml": "graphml",
@@ -32,11 +35,21 @@ GRAPH_FORMATS = {
 """File suffix -> graph format written for every trace's circuit."""
 
 
+CAPTIONS = {
+    "circuit": "The circuit drawn: one column per layer, the target (the sink) on the right; "
+    "blue edges support the sink (removing the source lowers it), orange edges oppose it. The "
+    "caption under the drawing says which edges are drawn."
+}
+"""Captions every trace shares (a trace's own `captions()` win)."""
+
+
 def trace_json(trace) -> dict:
     """The trace's JSON document: summary, settings, seconds (with the steps loaded from a
     checkpoint, whose seconds are their original run's) and its details."""
+    keys = trace.summary_keys()
     return {
         "summary": trace.summary(),
+        **({"summary_keys": keys} if keys else {}),
         "settings": trace.settings(),
         "seconds": trace.seconds,
         "resumed_steps": list(trace.resumed),
@@ -64,21 +77,37 @@ def write_trace(trace, folder: str | Path, model=None) -> Path:
             save_figure(fig, tmp / f"{name}.png")
         texts, heads = trace.attention_views()
         views = attention_views(model, texts, heads) if model is not None and heads else []
+        captions = {**CAPTIONS, **trace.captions()}
         sections = [
-            Section("Summary", [trace.text(), KeyValues(trace.summary(), name="summary")]),
+            Section("Finding", [trace.finding()]),
             Section(
                 "Figures",
-                [Image(tmp / f"{name}.png", name) for name in figures if name != "circuit"],
+                [
+                    Image(tmp / f"{name}.png", captions.get(name, name))
+                    for name in figures
+                    if name != "circuit"
+                ],
             ),
             Section(
                 "Circuit",
-                [GraphView(trace.graph, "edges carry their measured effects")]
+                [GraphView(trace.graph, captions["circuit"])]
                 if trace.graph is not None
                 else ["No circuit graph: see the summary for why."],
             ),
-            Section("Tables", [Table(frame, f"{name}.csv") for name, frame in tables.items()]),
+            Section("In detail", [trace.text()]),
+            Section(
+                "Tables",
+                [
+                    Table(
+                        frame, f"{name}.csv" + (f": {captions[name]}" if name in captions else "")
+                    )
+                    for name, frame in tables.items()
+                ],
+            ),
+            Section("Every summary number", [KeyValues(trace.summary(), name="summary")]),
         ]
         if views:
             sections.append(Section("Attention of the heads named above", views))
         write_report(tmp / "report.html", title, sections, settings=trace.settings())
+        write_summary_md(tmp / "summary.md", trace, title, figures, captions)
     return folder / "report.html"

@@ -21,10 +21,12 @@ def edge_circuit_text(circuit: EdgeCircuit, *, what: str, units: str, how: str) 
     top = circuit.edges_frame().head(5)
     return (
         f"the smallest circuit whose faithfulness on the fit {units} reaches "
-        f"{circuit.config.target} has {s['n_edges']} of {s['n_edges_total']:,} edges "
+        f"{circuit.config.target} has {s['n_edges']:,} of {s['n_edges_total']:,} direct edges "
         f"({s['n_senders']} sending components; {how}). On the held-out {units} it keeps "
         f"{number(s['heldout_faithfulness'])} of {what} (95% bootstrap interval "
-        f"{number(lo)}-{number(hi)}); {len(circuit.heldout.random_faithfulness)} random circuits "
+        f"{number(lo)}-{number(hi)}; |1 - f| = {number(abs(1 - s['heldout_faithfulness']))})"
+        f"{above_one(s['heldout_faithfulness'], s['complement_faithfulness'])}; "
+        f"{len(circuit.heldout.random_faithfulness)} random circuits "
         f"of the same size keep {number(s['random_faithfulness_mean'])} +- "
         f"{number(s['random_faithfulness_sd'])}, the complement "
         f"{number(s['complement_faithfulness'])}. Its edges are kept in "
@@ -34,12 +36,26 @@ def edge_circuit_text(circuit: EdgeCircuit, *, what: str, units: str, how: str) 
             if s["reached_on_fit"]
             else f"The target was NOT reached on the fit {units}: the whole DAG was kept. "
         )  # fmt: skip
-        + "Strongest edges (direct effect = metric change when that edge alone is ablated): "
+        + "Strongest edges (direct effect = metric change when that edge alone is ablated; "
+        "negative: it supports the metric): "
         + "; ".join(
             f"{r.sender} -> {r.receiver} ({number(r.direct_effect, '+.3f')})"
             for r in top.itertuples()
         )
         + "."
+    )
+
+
+def above_one(f: float, complement: float) -> str:
+    """Why a faithfulness above 1 is possible, when it is (else ""). Faithfulness is
+    (m(circuit) - m(empty)) / (m(model) - m(empty)): the circuit alone, every other edge
+    removed, against the whole model."""
+    if not f > 1:
+        return ""
+    return (
+        f". A faithfulness above 1 means the circuit alone gives more of it than the whole "
+        f"model: the edges left out oppose it on net, so removing them raises it (the "
+        f"complement alone keeps {number(complement)})"
     )
 
 
@@ -66,4 +82,4 @@ def kinds_text(by_kind: pd.DataFrame, *, units: str) -> str:
     )
 
 
-__all__ = ["edge_circuit_text", "kinds_text"]
+__all__ = ["above_one", "edge_circuit_text", "kinds_text"]

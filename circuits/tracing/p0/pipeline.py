@@ -28,7 +28,7 @@ from circuits.tracing.p0.formation import Formation, find_formation
 from circuits.tracing.p0.graph import circuit_graph
 from circuits.tracing.p0.localise import Localisation, localise
 from circuits.tracing.p0.position import position_vs_content
-from circuits.tracing.p0.summary import summary_text
+from circuits.tracing.p0.summary import CAPTIONS, SUMMARY_KEYS, finding_text, summary_text
 from circuits.tracing.p0.variants import Variants, first_token_variants
 from circuits.tracing.result import TraceResult
 from circuits.tracing.steps import Steps, run_key
@@ -123,15 +123,17 @@ class P0Trace(TraceResult):
             "jump_layers": f.jump_layers,
             "late_layers": f"{f.late_layers[0]}-{f.late_layers[-1]}",
             "p0_norm_after_last_jump": f.p0_norm[f.last_jump],
-            "circuit_heads": [f"L{layer}.H{h}" for layer, h in self.localisation.circuit_heads],
-            "circuit_mlps": [f"L{m}.MLP" for m in self.localisation.circuit_mlps],
+            "node_circuit_heads": [
+                f"L{layer}.H{h}" for layer, h in self.localisation.circuit_heads
+            ],
+            "node_circuit_mlps": [f"L{m}.MLP" for m in self.localisation.circuit_mlps],
             "late_p0_attention_clean": float(conf.loc["clean", "p0_attention"]),
-            "fraction_removed_by_circuit": float(frac.get("circuit_ablated", math.nan)),
-            "fraction_restored_by_circuit": float(frac.get("all_but_circuit_ablated", math.nan)),
-            "fraction_removed_by_random": float(frac.get("random_control_ablated", math.nan)),
+            "node_share_removed_by_circuit": float(frac.get("circuit_ablated", math.nan)),
+            "node_share_restored_by_circuit": float(frac.get("all_but_circuit_ablated", math.nan)),
+            "node_share_removed_by_random": float(frac.get("random_control_ablated", math.nan)),
             # Spread over texts, each confirmed on its own (standard deviation of the fractions).
             **{
-                f"sd_over_texts_{run}": float(sd)
+                f"node_sd_over_texts_{run}": float(sd)
                 for run, sd in self.confirmation_by_text.groupby("run")["fraction"].std().items()
                 if run not in ("clean", "all_formation_ablated")  # its fraction is 1 by definition
             },
@@ -146,6 +148,15 @@ class P0Trace(TraceResult):
                 for r in self.variants.summary.itertuples()
             },
         }
+
+    def finding(self) -> str:
+        return finding_text(self)
+
+    def captions(self) -> dict[str, str]:
+        return CAPTIONS
+
+    def summary_keys(self) -> dict[str, str]:
+        return SUMMARY_KEYS
 
     def details(self) -> dict:
         return {
