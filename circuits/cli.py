@@ -39,13 +39,14 @@ import sys
 from pathlib import Path
 
 from circuits.cli_emergence import add_emergence, add_train_lm
-from circuits.cli_files import add_export, add_generate, add_models
+from circuits.cli_files import add_export, add_faithfulness, add_generate, add_models
 from circuits.cli_options import (
     check_checkpoints,
     check_out,
     config_from,
     config_options,
     count_int,
+    given_options,
     load,
     model_options,
     nonneg_float,
@@ -55,7 +56,7 @@ from circuits.cli_options import (
     print_summary,
 )
 from circuits.cli_pairs import add_discover
-from circuits.tracing.p0.config import P0Config
+from circuits.tracing.p0.config import QUICK, P0Config, quick
 from circuits.tracing.secondary.config import SecondaryConfig
 
 # ---------------------------------------------------------------------------------------------
@@ -91,7 +92,13 @@ TEXTS_HELP = (
 def _cmd_p0(args: argparse.Namespace) -> int:
     out = check_out(args.out)
     steps = check_checkpoints(args.checkpoints or f"{out}.steps", args.resume)
+    from circuits.discovery.distributed import writer_paths
+
+    out, steps = writer_paths(out, steps)  # under torchrun only rank 0 writes
     config = config_from(args, P0Config)
+    if args.quick:
+        config = quick(config, keep=given_options(args, P0Config))
+        print(f"quick run (a rough first result, not the documented one): {_quick_text(config)}")
     texts, kinds = _kinded_texts(args.texts)
     edge = config.edge
     from circuits.discovery.texts import DEFAULT_TEXTS
@@ -127,6 +134,11 @@ def _cmd_p0(args: argparse.Namespace) -> int:
     return 0
 
 
+def _quick_text(config: P0Config) -> str:
+    flat = config.to_flat()
+    return ", ".join(f"{k.replace('_', '-')} {flat[k]}" for k in QUICK)
+
+
 def add_p0(sub) -> None:
     p = sub.add_parser("p0", help="trace the P0-sink circuit and write a report")
     model_options(p)
@@ -145,63 +157,19 @@ def add_p0(sub) -> None:
         "rest",
     )
     p.add_argument(
+        "--quick",
+        action="store_true",
+        help="a rough first result in about 2 minutes on 2 cores: "
+        + ", ".join(f"--{k.replace('_', '-')} {v}" for k, v in QUICK.items())
+        + " (options given explicitly win)",
+    )
+    p.add_argument(
         "--claims",
         action="store_true",
         help="add the P0 claims table (circuits claims, default settings) to the report",
     )
     config_options(p, P0Config)
     p.set_defaults(func=_cmd_p0)
-
-
-def _cmd_faithfulness(args: argparse.Namespace) -> int:
-    out = check_out(args.out) if args.out else None
-    from circuits._io import strict_json, write_json
-    from circuits.discovery.saved import judge_saved
-    from circuits.graph.io import read
-
-    graph = read(args.circuit)
-    texts = _texts(args.texts)
-    found_on = graph.graph.get("model")
-    if found_on != args.model and args.model in _registry_keys():
-        raise ValueError(
-            f"{args.circuit} was found on model {found_on!r}, not {args.model!r}; pass "
-            f"--model {found_on}"
-        )
-    model = load(args)
-    result = judge_saved(
-        model, graph, texts, n_random=args.n_random, n_boot=args.n_boot, seed=args.seed
-    )
-    result = {"circuit": str(args.circuit), "model": args.model, **result}
-    print(strict_json(result))
-    if out is not None:
-        out.mkdir(parents=True, exist_ok=True)
-        write_json(out / "faithfulness.json", result)
-    return 0
-
-
-def _registry_keys() -> tuple[str, ...]:
-    from circuits.models.registry import MODELS
-
-    return tuple(MODELS)
-
-
-def add_faithfulness(sub) -> None:
-    p = sub.add_parser(
-        "faithfulness",
-        help="judge a saved circuit graph on new texts (faithfulness, interval, baselines)",
-    )
-    p.add_argument("circuit", help="a circuit graph written by `circuits p0` (.graphml, .json ...)")
-    model_options(p)
-    p.add_argument("--texts", metavar="PATH", required=True, help=TEXTS_HELP.split(" (")[0])
-    p.add_argument("--out", help="folder to write faithfulness.json into (optional)")
-    p.add_argument(
-        "--n-random", type=count_int, default=10, help="random circuits of its size (%(default)s)"
-    )
-    p.add_argument(
-        "--n-boot", type=count_int, default=1000, help="bootstrap resamples of texts (%(default)s)"
-    )
-    p.add_argument("--seed", type=count_int, default=0, help="random seed (%(default)s)")
-    p.set_defaults(func=_cmd_faithfulness)
 
 
 def _cmd_sinks(args: argparse.Namespace) -> int:
@@ -452,6 +420,10 @@ def main(argv: list[str] | None = None) -> int:
     previous = signal.signal(signal.SIGTERM, _terminate)
     where = f"; {args.out} was left as it was" if getattr(args, "out", None) else ""
     try:
+        if hasattr(args, "threads"):  # commands that load a model
+            from circuits.threads import set_threads
+
+            set_threads(args.threads)
         return args.func(args)
     except (KeyboardInterrupt, Interrupted):
         # On a line of its own: a progress bar may be half-drawn. A command that keeps its

@@ -68,7 +68,7 @@ def _cmd_export(args: argparse.Namespace) -> int:
 
     if args.out is not None and Path(args.out).is_dir():
         raise ValueError(f"--out {args.out} is a folder; give a file name such as circuit.dot")
-    print(convert(args.graph, args.format, args.out))
+    print(convert(args.graph, args.format, args.out, force=args.force))
     return 0
 
 
@@ -82,6 +82,7 @@ def add_export(sub) -> None:
         help="output format (mermaid is write-only)",
     )
     p.add_argument("--out", help="output file (default: GRAPH with the format's suffix)")
+    p.add_argument("--force", action="store_true", help="replace the output file if it exists")
     p.set_defaults(func=_cmd_export)
 
 
@@ -127,7 +128,99 @@ def add_generate(sub) -> None:
         "trace has exactly --max-new-tokens (where it would have ended is recorded as "
         "natural_end)",
     )
-    p.add_argument(
-        "--threads", type=positive_int, help="torch CPU threads (default: torch's choice)"
-    )
     p.set_defaults(func=_cmd_generate)
+
+
+def _graph_model(graph, given: str | None) -> str:
+    """The model to judge a saved circuit on: `given` (--model), else the one it was found on;
+    a different registry model is refused before anything loads."""
+    from circuits.models.registry import MODELS
+
+    found_on = graph.graph.get("model")
+    if given is None:
+        if not found_on:
+            raise ValueError("the graph does not name its model; pass --model")
+        return str(found_on)
+    if given != found_on and given in MODELS:
+        raise ValueError(
+            f"the circuit was found on model {found_on!r}, not {given!r}; leave out --model (the "
+            "graph's model is the default)"
+        )
+    return given
+
+
+def _check_text_lengths(graph, texts: list[str], model: str) -> None:
+    """Refuse texts shorter than the circuit's token length before the model loads, with the
+    model's cached tokenizer (no check when the model has no cache yet: the load checks)."""
+    from circuits.models.cache import entry_dir
+
+    folder = entry_dir(model) if "/" not in model else Path(model)
+    if "n_tokens" not in graph.graph or not (folder / "tokenizer.json").is_file():
+        return
+    from transformers import AutoTokenizer
+
+    tok = AutoTokenizer.from_pretrained(folder)
+    n_tokens = int(graph.graph["n_tokens"])
+    need = n_tokens - (int(graph.graph.get("first_token", -1)) >= 0)
+    short = [
+        i for i, t in enumerate(texts) if len(tok(t, add_special_tokens=False).input_ids) < need
+    ]
+    if short:
+        raise ValueError(
+            f"{len(short)} of the {len(texts)} texts (first: text {short[0]}) have fewer than "
+            f"the {need} tokens the circuit's length needs (it was found on texts of "
+            f"{n_tokens} tokens): give longer texts"
+        )
+
+
+def _cmd_faithfulness(args: argparse.Namespace) -> int:
+    from circuits._io import check_out_folder
+    from circuits.discovery.texts import read_texts
+    from circuits.graph.io import read
+
+    out = check_out_folder(args.out) if args.out else None
+    graph = read(args.circuit)
+    texts = read_texts(args.texts)
+    args.model = _graph_model(graph, args.model)
+    _check_text_lengths(graph, texts, args.model)
+    from circuits._io import write_json
+    from circuits.cli_options import load, print_summary
+    from circuits.discovery.saved import judge_saved
+
+    model = load(args)
+    result = judge_saved(
+        model, graph, texts, n_random=args.n_random, n_boot=args.n_boot, seed=args.seed
+    )
+    result = {"circuit": str(args.circuit), "model": args.model, **result}
+    print_summary(result)
+    if out is not None:
+        out.mkdir(parents=True, exist_ok=True)
+        write_json(out / "faithfulness.json", result)
+        print(f"wrote {out / 'faithfulness.json'}")
+    return 0
+
+
+def add_faithfulness(sub) -> None:
+    p = sub.add_parser(
+        "faithfulness",
+        help="judge a saved circuit graph on new texts (faithfulness, interval, baselines)",
+        description="Judge a circuit written by `circuits p0` on new texts: the model and the "
+        "token length are the graph's own (the texts are cut to that length).",
+    )
+    p.add_argument("circuit", help="a circuit graph written by `circuits p0` (.graphml, .json ...)")
+    model_options(p, default=None, default_help="default: the one the graph names")
+    p.add_argument(
+        "--texts",
+        metavar="PATH",
+        required=True,
+        help="text file: one text a line, or JSONL with a 'text' field",
+    )
+    p.add_argument("--out", help="folder to write faithfulness.json into (optional)")
+    p.add_argument(
+        "--n-random", type=count_int, default=10, help="random circuits of its size (%(default)s)"
+    )
+    p.add_argument(
+        "--n-boot", type=count_int, default=1000, help="bootstrap resamples of texts (%(default)s)"
+    )
+    p.add_argument("--seed", type=count_int, default=0, help="random seed (%(default)s)")
+    p.set_defaults(func=_cmd_faithfulness)

@@ -40,13 +40,24 @@ positive_float = _number(float, 0.0, "must be > 0", strict=True)
 nonneg_float = _number(float, 0.0, "must be >= 0")
 
 
-def model_options(p: argparse.ArgumentParser) -> None:
-    """--model, --device and --dtype, for commands that load a model."""
+def model_options(
+    p: argparse.ArgumentParser, default: str | None = DEFAULT_MODEL, default_help: str = ""
+) -> None:
+    """--model (`default`, described by `default_help` when given), --device, --dtype and
+    --threads, for commands that load a model."""
     p.add_argument(
-        "--model", default=DEFAULT_MODEL, help="model key, .gguf path or HF folder (%(default)s)"
+        "--model",
+        default=default,
+        help=f"model key, .gguf path or HF folder ({default_help or '%(default)s'})",
     )
     p.add_argument("--device", default="cpu", help="torch device, e.g. cpu or cuda (%(default)s)")
     p.add_argument("--dtype", default="float32", choices=DTYPES, help="weights dtype (%(default)s)")
+    p.add_argument(
+        "--threads",
+        type=positive_int,
+        help="torch CPU threads (default: OMP_NUM_THREADS when set, else the cores not already "
+        "busy: allowed cores minus the load average)",
+    )
 
 
 def out_option(p: argparse.ArgumentParser, what: str) -> None:
@@ -70,7 +81,7 @@ def config_options(p: argparse.ArgumentParser, config_cls: type) -> None:
         default = defaults[name]
         default = tuple(default) if is_tuple else default
         shown = " ".join(map(str, default)) if is_tuple else default
-        kw = {"dest": name, "default": default, "help": f"{f.metadata['help']} ({shown})"}
+        kw = {"dest": name, "default": default, "help": f"{f.metadata['help']} (default: {shown})"}
         if kind is bool:
             kw["action"] = argparse.BooleanOptionalAction
         else:
@@ -134,6 +145,25 @@ def load(args: argparse.Namespace):
     return load_model(args.model, device=args.device, dtype=getattr(torch, args.dtype))
 
 
-def print_summary(summary: dict, width: int = 30) -> None:
+def short(value, depth: int = 0) -> str:
+    """A value as a reader wants it on a terminal: numbers to 4 significant digits, short lists
+    inline, a dict of dicts by its keys only (the whole of it is in summary.json)."""
+    from circuits._repr import number
+
+    if isinstance(value, float):
+        return number(value, ",.0f" if 1e4 <= abs(value) < 1e12 else ".4g")
+    if isinstance(value, list | tuple):
+        shown = ", ".join(short(v, depth + 1) for v in value[:6])
+        return f"[{shown}{', ...' if len(value) > 6 else ''}]"
+    if isinstance(value, dict):
+        if depth or any(isinstance(v, dict) for v in value.values()):
+            return f"{', '.join(map(str, value))} (see summary.json)"
+        return "; ".join(f"{k}: {short(v, depth + 1)}" for k, v in value.items())
+    return str(value)
+
+
+def print_summary(summary: dict) -> None:
+    """One line a key, values by `short`."""
+    width = max(map(len, summary), default=0) + 1
     for key, value in summary.items():
-        print(f"{key:<{width}} {value}")
+        print(f"{key:<{width}} {short(value)}")

@@ -42,7 +42,7 @@ def test_config_options_carry_help_and_defaults(capsys):
     text = " ".join(capsys.readouterr().out.split())
     for option in ("--taus", "--n-swap-events", "--min-effect", "--device", "--dtype"):
         assert option in text
-    assert "(0.95 0.9)" in text and "(secondary)" in text
+    assert "(default: 0.95 0.9)" in text and "(default: secondary)" in text
 
 
 @pytest.fixture
@@ -132,8 +132,24 @@ def test_faithfulness_refuses_another_models_graph_before_loading(tmp_path, caps
     path = graph_io.write(g, tmp_path / "c.json")
     texts = tmp_path / "t.txt"
     texts.write_text("a text\n")
-    assert cli.main(["faithfulness", str(path), "--texts", str(texts)]) == 2
-    assert "found on model 'qwen2.5-0.5b'" in capsys.readouterr().err
+    given = ["--model", "smollm2-135m"]
+    assert cli.main(["faithfulness", str(path), "--texts", str(texts), *given]) == 2
+    assert "found on model 'qwen2.5-0.5b', not 'smollm2-135m'" in capsys.readouterr().err
+
+
+def test_faithfulness_takes_the_graphs_model_and_checks_texts_before_loading(
+    tmp_path, capsys, no_model
+):
+    from circuits.models.cache import entry_dir
+
+    if not (entry_dir("smollm2-135m") / "tokenizer.json").is_file():
+        pytest.skip("smollm2-135m is not cached yet (the check needs its tokenizer)")
+    graph = Path(__file__).parents[1] / "docs/p0/smollm2-135m/circuit.graphml"  # 64 tokens
+    texts = tmp_path / "t.txt"
+    texts.write_text("a short text\n" + "word " * 100 + "\n")
+    assert cli.main(["faithfulness", str(graph), "--texts", str(texts)]) == 2
+    err = capsys.readouterr().err
+    assert "1 of the 2 texts (first: text 0) have fewer than the 63 tokens" in err
 
 
 @pytest.mark.slow
@@ -172,3 +188,15 @@ def test_out_folder_check(tmp_path):
     from circuits._io import check_out_folder
 
     assert check_out_folder(tmp_path / "new" / "deeper") == Path(tmp_path / "new" / "deeper")
+
+
+def test_the_terminal_summary_rounds_numbers_and_folds_nested_dicts(capsys):
+    from circuits.cli_options import print_summary
+
+    print_summary(
+        {"f": 1.433262786611564, "ci": [1.392312115430832, 1.46], "norm": 25101.873,
+         "by_kind": {"prose": {"f": 0.9}, "code": {"f": 0.8}}, "n": 16}
+    )  # fmt: skip
+    out = capsys.readouterr().out
+    assert "f        1.433\n" in out and "[1.392, 1.46]" in out and "25,102" in out
+    assert "prose, code (see summary.json)" in out and "1.4332" not in out and "{" not in out

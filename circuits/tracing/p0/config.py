@@ -63,3 +63,26 @@ class P0Config(Config):
     edge: EdgeFitConfig = nested(
         EdgeFitConfig, "edge circuit (experiment 7): split, tokens, discovery", prefix="edge_"
     )
+
+
+QUICK = {
+    "edge_n_fit": 6,
+    "edge_n_heldout": 6,
+    "edge_n_tokens": 32,
+    "n_texts": 2,
+    "edge_ig_steps": 3,
+    "edge_n_curve": 6,
+    "edge_n_random": 5,
+    "edge_n_boot": 200,
+    "edge_n_stability": 10,
+    "edge_n_exact_texts": 1,
+    "edge_max_exact": 20,
+}
+"""`circuits p0 --quick`: fewer and shorter texts, fewer integration steps, curve points,
+baselines and resamples, for a first result in about two minutes on 2 cores (a rough circuit:
+the defaults are the documented runs)."""
+
+
+def quick(config: P0Config, keep: tuple[str, ...] = ()) -> P0Config:
+    """`config` with the `QUICK` settings, except the fields named in `keep` (flat names)."""
+    return config.with_options(**{k: v for k, v in QUICK.items() if k not in keep})
