@@ -25,13 +25,15 @@ def faithfulness_figure(circuit: EdgeCircuit, model: str) -> Figure:
     )
     ax.plot(curve.n_edges, curve.faithfulness_heldout, "s-", label=f"held-out ({h.n_texts} texts)")
     ax.axhline(circuit.config.target, color="grey", ls=":", label=f"target {circuit.config.target}")
-    ax.axvline(circuit.n_edges, color="k", lw=0.8, label=f"circuit: {circuit.n_edges} edges")
+    ax.axvline(
+        circuit.n_edges, color="k", lw=0.8, label=f"circuit: {circuit.n_edges:,} direct edges"
+    )
     ax.errorbar(
         [circuit.n_edges], [h.random_mean], yerr=[h.random_sd], fmt="x", color="tab:red",
         capsize=3, label=f"{len(h.random_faithfulness)} random circuits of that size",
     )  # fmt: skip
     ax.set_xscale("log")
-    ax.set_xlabel(f"edges kept (of {circuit.runner.space.n_edges:,}; greedy growth, pruned)")
+    ax.set_xlabel(f"direct edges kept (of {circuit.runner.space.n_edges:,}; greedy growth, pruned)")
     ax.set_ylabel("faithfulness")
     ax.set_title(
         f"{model}: {circuit.config.method} edge circuit of "
