@@ -287,3 +287,18 @@ def test_claims_join_another_report(planted_claims, tmp_path):
     html = write_trace(joined, tmp_path / "r").read_text()
     assert "The papers&#x27; claims, measured" in html or "The papers' claims, measured" in html
     assert "secondary.mlp_aligns_with_sink" in html
+
+
+def test_side_by_side_reads_what_the_cli_wrote(planted_claims, tmp_path):
+    from circuits.claims.compare import markdown, read_claims, side_by_side
+
+    planted_claims.frame().to_csv(tmp_path / "claims.csv", index=False)
+    other = planted_claims.frame().head(2).assign(verdict=FAILS, value=math.nan)
+    frame = side_by_side({"planted": read_claims(tmp_path), "other": other})
+    assert list(frame.columns) == ["claim", "planted", "other"] and len(frame) == 10
+    first = frame.iloc[0]
+    assert first.planted.startswith("holds (") and first.other == "**no**"
+    assert frame.iloc[-1].other == ""  # a claim the other table lacks
+    assert markdown(frame).splitlines()[2].startswith("| `identification.")
+    with pytest.raises(ValueError, match="has no claims.csv"):
+        read_claims(tmp_path / "nowhere")
