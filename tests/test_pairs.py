@@ -70,35 +70,54 @@ def test_pair_errors(tiny, pairs, tmp_path):
 
 @pytest.mark.parametrize("at", ["clean", "corrupted"])
 def test_eap_gradient_convention_matches_a_hand_gradient(tiny, pairs, at):
-    """Scores of edges into the final residual: (clean - corrupt sender output) . the gradient
-    of the logit difference with respect to the final residual, taken at the clean or the
-    corrupted run."""
+    """Scores of edges into the final residual and into block 1's MLP: (clean - corrupt sender
+    output) . the gradient of the logit difference with respect to that input, taken in the
+    plain forward of the clean or the corrupted texts."""
     runner = EdgeRunner(tiny, pairs, None, positions=None, ablation="resample")
     scores = eap(runner, at=at)
-    held = {}
+    sites = {"target:ln_final.hook_in": "ln_final.hook_in", "L1.MLP": "blocks.1.ln2.hook_in"}
+    grads = {}
+    for receiver, site in sites.items():  # one forward each: a leaf cuts the graph above it
+        held = {}
 
-    def leaf(act, hook):
-        held["x"] = act.detach().requires_grad_(True)
-        return held["x"]
+        def leaf(act, hook, held=held):
+            held["x"] = act.detach().requires_grad_(True)
+            return held["x"] * 1.0  # a leaf returned as is is not wired in by every hook
 
-    with torch.enable_grad(), tiny.hooks(fwd_hooks=[("ln_final.hook_in", leaf)]):
-        logits = tiny(pairs.clean if at == "clean" else pairs.corrupt)
-        rows = torch.arange(len(pairs))
-        diff = logits[rows, -1, pairs.answer] - logits[rows, -1, pairs.wrong]
-        (grad,) = torch.autograd.grad(diff.sum(), held["x"])  # [pair, pos, d]
+        with torch.enable_grad(), tiny.hooks(fwd_hooks=[(site, leaf)]):
+            logits = tiny(pairs.clean if at == "clean" else pairs.corrupt)
+            rows = torch.arange(len(pairs))
+            diff = logits[rows, -1, pairs.answer] - logits[rows, -1, pairs.wrong]
+            (grads[receiver],) = torch.autograd.grad(diff.sum(), held["x"])
     sp = runner.space
-    names = sp.edge_names()
     checked = 0
-    for e, name in enumerate(names):
-        if not name.endswith("target:ln_final.hook_in") or checked == 6:
+    for e, name in enumerate(sp.edge_names()):
+        receiver = name.split("->")[1]
+        if receiver not in grads:
             continue
         s = int(sp.edges[e, 1])
         delta = runner.clean.outputs[:, s] - runner.clean.ablated[:, s]
-        ref = (delta * grad).sum((1, 2))
+        ref = (delta * grads[receiver]).sum((1, 2))
         assert torch.allclose(scores[:, e], ref, atol=1e-4, rtol=1e-3), name
         checked += 1
-    assert checked == 6
+    assert checked == 21 + 10  # every sender into the final residual and into L1.MLP
     other = eap(runner, at="clean" if at == "corrupted" else "corrupted")
     assert (other - scores).abs().max() > 1e-3  # the two conventions differ here
     with pytest.raises(ValueError, match="gradient_at must be one of clean, corrupted"):
         eap(runner, at="middle")
+    plain = EdgeRunner(tiny, pairs.clean, pairs.metric, positions=None, ablation="mean")
+    with pytest.raises(ValueError, match="needs counterfactual pairs"):
+        eap(plain, at="corrupted")
+
+
+def test_the_gradient_convention_is_a_discovery_option(tiny, pairs):
+    from circuits.discovery import DiscoveryConfig
+    from circuits.discovery.methods import eap as eap_method
+
+    runner = EdgeRunner(tiny, pairs, None, positions=None, ablation="resample")
+    for at in ("clean", "corrupted"):
+        cfg = DiscoveryConfig(method="eap", ablation="resample", gradient_at=at, grad_batch=2)
+        got = eap_method.score(runner, cfg).values
+        assert torch.allclose(got, eap(runner, at=at), atol=1e-6)
+    with pytest.raises(ValueError, match="gradient_at"):
+        DiscoveryConfig(gradient_at="middle")

@@ -24,6 +24,7 @@ from torch import Tensor
 
 from circuits.discovery.distributed import per_text
 from circuits.discovery.forward import EdgeRunner
+from circuits.discovery.pairs import Pairs
 
 
 def chunks(runner: EdgeRunner, batch: int | None) -> Iterator[EdgeRunner]:
@@ -48,20 +49,21 @@ def chunked(
 
 
 GRADIENT_AT = ("clean", "corrupted")
-"""Where EAP takes the metric's gradient: at the clean run (every edge kept; Syed et al.'s
-EAP, EAP-IG's code, this library's default) or at the corrupted run (every edge ablated; what
-TransformerLens 4.3's `attribution_patching` does). Either way an edge's score is its sender's
-clean-run difference (out - ablated) times the gradient with respect to the receiver's input."""
+"""Where EAP takes the metric's gradient with respect to each receiver's input: at the clean run
+(Syed et al.'s EAP, EAP-IG's code; this library's default) or, for counterfactual pairs, at the
+corrupted run (the partner texts' own forward; what TransformerLens 4.3's
+`attribution_patching` does). Either way an edge's score is (clean - corrupted output of its
+sender) . that gradient, so both estimate the metric's change when the edge is ablated from the
+clean run, to first order from either end."""
 
 
-def _gradient_at(runner: EdgeRunner, alpha: float, clean_slope: bool = False) -> Tensor:
+def _gradient_at(runner: EdgeRunner, alpha: float) -> Tensor:
     sp = runner.space
     n_batch = runner.tokens.shape[0]
     coef = runner.coefficients(torch.full((1, sp.n_edges), alpha)).repeat(n_batch, 1, 1)
     coef.requires_grad_(True)
     with torch.enable_grad():
-        keep = coef[:1, :1, :1].new_zeros(1, sp.n_edges)
-        values = runner.run(keep, per_row=coef, clean_slope=clean_slope)
+        values = runner.run(coef[:1, :1, :1].new_zeros(1, sp.n_edges), per_row=coef)
         if not values.requires_grad:
             raise ValueError(
                 f"metric {runner.metric.name!r} is not differentiable (its value carries no "
@@ -69,6 +71,19 @@ def _gradient_at(runner: EdgeRunner, alpha: float, clean_slope: bool = False) ->
             )
         (grad,) = torch.autograd.grad(values.sum(), coef)
     return grad[:, sp.edges[:, 0], sp.edges[:, 1]]
+
+
+def _swapped(runner: EdgeRunner) -> EdgeRunner:
+    """The runner with clean and corrupted texts exchanged (same metric, positions)."""
+    p = runner.pairs
+    if p is None:
+        raise ValueError(
+            "gradient_at='corrupted' needs counterfactual pairs (the corrupted run is the "
+            "partner texts' forward); with mean, zero or resample ablation use 'clean'"
+        )
+    swapped = Pairs(p.corrupt, p.clean, p.answer, p.wrong)
+    return EdgeRunner(runner.model, swapped, runner.metric, positions=runner.positions,
+                      ablation="resample", seed=runner.seed)  # fmt: skip
 
 
 def eap(
@@ -79,7 +94,9 @@ def eap(
     if at not in GRADIENT_AT:
         raise ValueError(f"gradient_at must be one of {', '.join(GRADIENT_AT)}, got {at!r}")
     if at == "corrupted":
-        return chunked(runner, lambda r: _gradient_at(r, 0.0, clean_slope=True), batch)
+        # The partner texts run, the clean texts are their partners: the score of that runner
+        # is (corrupted - clean output) . gradient at the corrupted run.
+        return -chunked(_swapped(runner), lambda r: _gradient_at(r, 1.0), batch)
     return chunked(runner, lambda r: _gradient_at(r, 1.0), batch)
 
 

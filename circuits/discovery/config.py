@@ -63,6 +63,12 @@ class DiscoveryConfig(Config):
         "eap_ig", f"edge scores: {', '.join(METHODS)} (circuits.discovery.methods)", choices=METHODS
     )
     ig_steps: int = option(8, "integration steps of eap_ig (midpoint rule)", low=1)
+    gradient_at: str = option(
+        "clean",
+        "eap: run whose gradient scores the edges: clean (Syed et al.'s EAP, EAP-IG's code) or "
+        "corrupted (counterfactual pairs only; TransformerLens 4.3's attribution_patch)",
+        choices=("clean", "corrupted"),
+    )
     target: float = option(
         0.8, "faithfulness the circuit must reach on the fit texts", low=0, high=1, low_open=True
     )

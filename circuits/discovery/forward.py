@@ -168,7 +168,7 @@ class EdgeRunner:
         seed: int = 0,
     ) -> None:
         ablation = Ablation.parse(ablation)
-        self.corrupt = None
+        self.corrupt, self.pairs = None, tokens if isinstance(tokens, Pairs) else None
         if isinstance(tokens, Pairs):  # resample from each text's own partner
             if ablation != "resample":
                 raise ValueError(
@@ -330,26 +330,21 @@ class EdgeRunner:
         *,
         per_row: Tensor | None = None,
         start: int = 0,
-        clean_slope: bool = False,
     ) -> Float[Tensor, "circuit batch"]:
         """The metric per circuit and prompt [circuit, batch] with edges kept per `keep`.
 
         `per_row`, when given, is a dense coefficient tensor [circuit * batch, receiver, sender]
         used as is (gradients flow into it); `keep` then only fixes the number of circuits.
         `start`: the first block whose inputs any ablated edge enters (earlier blocks are taken
-        from the clean run, which is exact only if no edge into them is ablated).
-        `clean_slope`: the derivative of a receiver's input with respect to an edge's
-        coefficient is the clean run's sender difference (out - ablated) instead of the current
-        run's; values are unchanged (EAP with the gradient taken at another run than the
-        clean one, e.g. the corrupted run, as TransformerLens 4.3 does)."""
+        from the clean run, which is exact only if no edge into them is ablated)."""
         n_batch = self.tokens.shape[0]
         n_circ = keep.shape[0]
         if per_row is None:
             per_row = self.coefficients(keep).repeat_interleave(n_batch, 0)
-        values = self._patched(per_row, n_circ, start, clean_slope)
+        values = self._patched(per_row, n_circ, start)
         return values.view(n_circ, n_batch)
 
-    def _patched(self, coef: Tensor, n_circ: int, start: int, clean_slope: bool) -> Tensor:
+    def _patched(self, coef: Tensor, n_circ: int, start: int) -> Tensor:
         sp, model = self.space, self.model
         where = self.where.repeat(n_circ, 1)
         ablated = self.clean.ablated.repeat(n_circ, 1, 1, 1)
@@ -360,8 +355,6 @@ class EdgeRunner:
         clean = (self.clean.outputs - self.clean.ablated)[:, :first].repeat(n_circ, 1, 1, 1)
         deltas: list[Tensor] = list(clean.unbind(1))
         state: dict[str, Tensor] = {}
-        if clean_slope:
-            slope = (self.clean.outputs - self.clean.ablated).repeat(n_circ, 1, 1, 1)
 
         def fed(rows: list[int], resid: Tensor) -> Tensor:
             """Inputs of receivers `rows` [n, len(rows), pos, d] at the ablated positions."""
@@ -371,11 +364,7 @@ class EdgeRunner:
             stack = torch.stack([d.to(resid.device) for d in deltas[:n]], 1).float()
             d = drop[:, rows, :n].to(resid.device)
             x = resid.unsqueeze(1) - torch.einsum("nrs,nspd->nrpd", d, stack)
-            if not clean_slope:
-                return x.to(resid.dtype)
-            # Zero in value; moves d x / d c from the current difference to the clean one.
-            fixed = (slope[:, :n].to(resid.device) - stack).detach()
-            return (x + torch.einsum("nrs,nspd->nrpd", d.detach() - d, fixed)).to(resid.dtype)
+            return x.to(resid.dtype)
 
         def add(out: Tensor, first: int) -> None:
             for i in range(out.shape[1]):
