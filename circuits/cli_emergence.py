@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import argparse
 
+from circuits._io import check_writable_folder
 from circuits.cli_options import check_out, config_from, config_options, positive_int
 
 
@@ -17,11 +18,11 @@ def _threads_option(p: argparse.ArgumentParser) -> None:
 
 
 def _cmd_train_lm(args: argparse.Namespace) -> int:
-    from circuits.training.lm import LMConfig
-    from circuits.training.train import TrainConfig
+    from circuits.training.config import LMConfig, TrainConfig
 
     lm, config = config_from(args, LMConfig), config_from(args, TrainConfig)
-    run = check_out(args.out)
+    # A run folder is written into (resumable), never replaced as a whole.
+    run = check_writable_folder(args.out)
     from circuits.training import load_corpus, train_lm
 
     corpus = load_corpus(max_files=args.max_files)
@@ -44,8 +45,7 @@ def add_train_lm(sub) -> None:
         "--max-files", type=positive_int, help="read only the first N corpus files (tests)"
     )
     _threads_option(p)
-    from circuits.training.lm import LMConfig
-    from circuits.training.train import TrainConfig
+    from circuits.training.config import LMConfig, TrainConfig
 
     config_options(p, LMConfig)
     config_options(p, TrainConfig)

@@ -5,6 +5,7 @@ already busy, so that two jobs on a shared machine do not oversubscribe it (an e
 from __future__ import annotations
 
 import os
+import sys
 
 THREAD_VARIABLES = ("OMP_NUM_THREADS", "MKL_NUM_THREADS")
 """Environment variables that, when set, fix the thread count (e.g. a job scheduler's)."""
@@ -35,12 +36,17 @@ def default_threads() -> int:
 
 
 def set_threads(n: int | None = None) -> int:
-    """Set torch's intra-op threads to `n` (default `default_threads()`); returns the count."""
-    import torch
-
+    """Set torch's intra-op threads to `n` (default `default_threads()`); returns the count.
+    Before torch is imported this sets `THREAD_VARIABLES`, which torch reads when it loads (at
+    most the machine's cores), so a command still refuses bad arguments without loading torch."""
     n = default_threads() if n is None else n
     if n < 1:
         raise ValueError(f"threads must be >= 1, got {n}")
+    if "torch" not in sys.modules:
+        os.environ.update(dict.fromkeys(THREAD_VARIABLES, str(n)))
+        return n
+    import torch
+
     torch.set_num_threads(n)
     return n
 

@@ -347,3 +347,27 @@ def test_a_folder_model_is_known_by_its_weights(tmp_path, monkeypatch):
     _model_folder(moved.rename(folder), seed=1)  # weights replaced in place
     with pytest.raises(ValueError, match="the same name with other weights"):
         _check_model(graph, load_model(str(folder)))
+
+
+# -- 9. progress inside the edge step ------------------------------------------------------
+
+
+def test_the_edge_step_shows_each_phase(tmp_path, capsys):
+    from circuits.discovery import DiscoveryConfig, discover, token_rows
+    from circuits.discovery.phases import PHASES
+    from circuits.models.planted import planted_p0_model
+    from circuits.patching.metrics import p0_attention
+
+    planted = planted_p0_model(folder=tmp_path)
+    texts = [f"Text {i}: the sink sits at the first token here." for i in range(8)]
+    fit, held = token_rows(planted.model, texts[:4], 12), token_rows(planted.model, texts[4:], 12)
+    cfg = DiscoveryConfig(n_curve=4, n_stability=2, n_exact_texts=1, max_exact=2, n_boot=10)
+    metric = p0_attention(list(planted.sink_layers))
+    capsys.readouterr()
+    discover(planted.model, fit, held, metric, config=cfg, progress=True)
+    err = capsys.readouterr().err
+    assert "edge circuit" in err
+    shown = [phase for phase in PHASES if phase in err]
+    assert shown == list(PHASES), err[-2000:]
+    discover(planted.model, fit, held, metric, config=cfg)  # quiet by default
+    assert "edge circuit" not in capsys.readouterr().err

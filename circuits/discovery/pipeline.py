@@ -48,6 +48,7 @@ from circuits.discovery.methods import METHODS, scorer
 from circuits.discovery.methods.base import EdgeScores
 from circuits.discovery.pairs import Pairs
 from circuits.discovery.path_patching import edge_effects
+from circuits.discovery.phases import phase_bar
 from circuits.patching.metrics import Metric
 
 
@@ -200,10 +201,13 @@ def discover(
     )  # fmt: skip
     fit.metric_at = metric_at  # scoring in chunks rebuilds per-text metrics for each chunk
     log = (lambda line: print(line, file=sys.stderr, flush=True)) if progress else None
+    done = phase_bar(progress)
     scores = scorer(cfg.method)(fit, cfg, progress=log, checkpoint=checkpoint)
+    done("scoring")
     empty_fit = evaluate(fit, torch.zeros(1, fit.space.n_edges, dtype=torch.bool))[0]
     direction = 1.0 if fit.clean.metric.mean() >= empty_fit.mean() else -1.0
     grown = _grow(fit, scores, cfg, direction, empty_fit)
+    done("curve")
     hit = grown["hit"]
     reached = hit is not None
     hit = hit if reached else len(grown["sizes"]) - 1
@@ -218,8 +222,11 @@ def discover(
         seed=cfg.seed,
     )  # fmt: skip
     heldout, f_held, empty_held = _judge(held, mask, grown["masks"], cfg)
+    done("held-out")
     stability = _stability(fit.space, scores, n_top, cfg, direction)
+    done("stability")
     direct = _direct(model, fit_tokens, metric_at, fit, mask, scores.values, cfg)
+    done("exact effects")
     curve = pd.DataFrame(
         {
             "top_n": grown["sizes"],
@@ -234,6 +241,7 @@ def discover(
         "fit": _mib(fit, key, empty_fit, cfg),
         "heldout": _mib(held, key, empty_held, cfg),
     }
+    done("MIB areas")
     circuit = EdgeCircuit(
         fit, cfg, scores.values, mask, n_top, curve, grown["f_fit"][hit], reached, heldout,
         stability, direct, _band(curve, cfg.target_band), mib, scores.records,

@@ -8,9 +8,9 @@ from circuits._lazy import lazy_exports
 _EXPORTS = {
     "Corpus": "corpus",
     "load_corpus": "corpus",
-    "LMConfig": "lm",
+    "LMConfig": "config",
     "build_model": "lm",
-    "TrainConfig": "train",
+    "TrainConfig": "config",
     "train_lm": "train",
 }
 __all__ = sorted(_EXPORTS)

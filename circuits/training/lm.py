@@ -7,39 +7,15 @@ tokenizer loads through `circuits.load_model(folder)` like any local model.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
 from pathlib import Path
 
 import torch
 
-from circuits.config import Config, option
 from circuits.models.tiny import N_SPECIAL, VOCAB, byte_tokenizer
+from circuits.training.config import LMConfig
 
 BOS_ID = 1
 """The tokenizer's <bos>: every training window starts with it, as `to_tokens` does."""
-
-
-@dataclass(frozen=True)
-class LMConfig(Config):
-    """The shape of a model (vocabulary: 256 bytes + 3 specials)."""
-
-    n_layers: int = option(2, "transformer blocks", low=1)
-    d_model: int = option(128, "residual width", low=8)
-    n_heads: int = option(4, "attention heads per block (d_model / n_heads per head)", low=1)
-    d_mlp: int = option(384, "SwiGLU hidden width", low=1)
-    n_ctx: int = option(128, "context length in tokens (<bos> + n_ctx - 1 bytes)", low=4)
-
-    def __post_init__(self) -> None:
-        super().__post_init__()
-        if self.d_model % self.n_heads:
-            raise ValueError(
-                f"d_model={self.d_model} is not a multiple of n_heads={self.n_heads}: "
-                "pick n_heads dividing d_model"
-            )
-
-    @property
-    def name(self) -> str:
-        return f"llama-{self.n_layers}l-d{self.d_model}"
 
 
 def build_model(config: LMConfig, seed: int):

@@ -19,7 +19,6 @@ import json
 import math
 import sys
 import time
-from dataclasses import dataclass
 from pathlib import Path
 
 import numpy as np
@@ -29,39 +28,13 @@ from jaxtyping import Int
 from torch import Tensor
 
 from circuits._io import atomic_folder, atomic_write, write_csv, write_json
-from circuits.config import Config, option
+from circuits.training.config import LMConfig, TrainConfig
 from circuits.training.corpus import Corpus
-from circuits.training.lm import BOS_ID, LMConfig, build_model, bytes_to_ids, save_model_folder
+from circuits.training.lm import BOS_ID, build_model, bytes_to_ids, save_model_folder
 
 STATE_FORMAT = 1
 BATCH_SEED_STRIDE = 1_000_003
 """Batch s of a run seeded `seed` is drawn with seed `seed * BATCH_SEED_STRIDE + s`."""
-
-
-@dataclass(frozen=True)
-class TrainConfig(Config):
-    """How to train: next-byte cross-entropy, AdamW, linear warm-up then cosine decay."""
-
-    steps: int = option(3000, "optimiser steps", low=1)
-    batch_size: int = option(16, "windows per step", low=1)
-    lr: float = option(2e-3, "peak learning rate", low=0, low_open=True)
-    min_lr_ratio: float = option(0.1, "final learning rate / peak (cosine decay)", low=0, high=1)
-    warmup: int = option(100, "linear warm-up steps", low=0)
-    weight_decay: float = option(0.1, "AdamW weight decay", low=0)
-    grad_clip: float = option(1.0, "gradient norm clip", low=0, low_open=True)
-    seed: int = option(0, "seeds the weights and the batches", low=0)
-    n_checkpoints: int = option(24, "log-spaced checkpoints (step 0 is kept too)", low=1)
-    first_checkpoint: int = option(10, "the first log-spaced checkpoint step", low=1)
-    save_every: int = option(100, "steps between resume states", low=1)
-    eval_every: int = option(250, "steps between held-out losses (and at each checkpoint)", low=1)
-    eval_windows: int = option(64, "fixed held-out windows for the held-out loss", low=1)
-    log_every: int = option(50, "steps between progress lines", low=1)
-
-    def checkpoint_steps(self) -> list[int]:
-        """Step 0 and `n_checkpoints` steps log-spaced from `first_checkpoint` to `steps`."""
-        first = min(self.first_checkpoint, self.steps)
-        grid = np.geomspace(first, self.steps, self.n_checkpoints)
-        return sorted({0, *(int(round(s)) for s in grid)})
 
 
 def batch_at(
