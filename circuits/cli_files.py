@@ -174,11 +174,12 @@ def _check_text_lengths(graph, texts: list[str], model: str) -> None:
 
 
 def _cmd_faithfulness(args: argparse.Namespace) -> int:
-    from circuits._io import check_out_folder
+    from circuits._io import check_writable_folder
     from circuits.discovery.texts import read_texts
     from circuits.graph.io import read
 
-    out = check_out_folder(args.out) if args.out else None
+    # faithfulness.json is written into the folder (the folder is never replaced).
+    out = check_writable_folder(args.out) if args.out else None
     graph = read(args.circuit)
     texts = read_texts(args.texts)
     args.model = _graph_model(graph, args.model)
