@@ -8,7 +8,7 @@ import json
 import pytest
 import torch
 
-from circuits.emergence import EmergenceConfig, emergence, expand_specs, phase
+from circuits.emergence import EmergenceConfig, emergence, expand_specs, load_result, phase
 from circuits.emergence import series as series_mod
 from circuits.emergence.measure import ELSEWHERE, MIDDLE, NO_SINK, NOT_MASSIVE, SETTLED
 from circuits.training.corpus import load_corpus
@@ -111,12 +111,17 @@ def test_save_writes_tables_figure_and_summary(result, tmp_path):
     names = {p.name for p in out.iterdir() if not p.name.startswith(".")}
     assert names == {
         "table.csv", "loss.csv", "rows.json", "summary.json", "summary.txt",
-        "emergence_tiny-run.png",
+        "emergence_tiny-run.png", "trajectory_tiny-run.md",
     }  # fmt: skip
     summary = json.loads((out / "summary.json").read_text())["runs"]["tiny-run"]
     assert summary["checkpoints"] == 6 and summary["last_step"] == STEPS
     assert summary["final_edge_circuit"]["step"] == STEPS
     assert sum(p["checkpoints"] for p in summary["phases"]) == 6
+    back = load_result(out)
+    assert (
+        back.table().drop(columns="heldout_cmd").equals(result.table().drop(columns="heldout_cmd"))
+    )  # NaN |1 - f| is null in strict JSON
+    assert set(back.figures()) == {"tiny-run"}
 
 
 def test_cli_writes_the_series_and_refuses_bad_specs(run, tmp_path, capsys):

@@ -15,6 +15,7 @@ _EXPORTS = {
     "load_checkpoint": "specs",
     "EmergenceResult": "series",
     "emergence": "series",
+    "load_result": "series",
     "stdlib_texts": "series",
 }
 __all__ = sorted(_EXPORTS)

@@ -34,17 +34,23 @@ def _shade(ax, x: np.ndarray, phases: list[str]) -> None:
 
 def _layers_panel(ax, x, rows: list[dict], n_layers: int) -> None:
     ratio = np.array([r["p0_norm_ratio"] for r in rows], dtype=float).T  # layer x checkpoint
-    ax.scatter(
+    dots = ax.scatter(
         np.repeat(x[None], n_layers, 0), np.arange(n_layers)[:, None].repeat(len(x), 1),
         c=np.log10(np.clip(ratio, 1e-3, None)), s=60, cmap="viridis", marker="s", zorder=2,
+        vmin=-0.5, vmax=1.5,
     )  # fmt: skip
+    ax.figure.colorbar(dots, ax=ax, label="log10 P0 norm ratio (1 = 10x)", pad=0.01)
+    jumps = [(xi, j) for xi, r in zip(x, rows, strict=True) for j in r["jump_layers"]]
+    if jumps:
+        ax.plot(*zip(*jumps, strict=True), "k+", ms=9, label="formation block (largest jump)",
+                zorder=3)  # fmt: skip
     massive = [r["massive_layer"] for r in rows]
     ax.plot([xi for xi, m in zip(x, massive, strict=True) if m is not None],
             [m for m in massive if m is not None], "rv", ms=8, label="P0 massive after block",
             zorder=3)  # fmt: skip
-    ax.set_ylabel("layer")
+    ax.set_ylabel("layer (block output)")
     ax.set_ylim(-0.5, n_layers - 0.5)
-    ax.legend(loc="upper right", fontsize=7, title="colour: log10 P0 norm ratio", title_fontsize=7)
+    ax.legend(loc="upper left", fontsize=7)
 
 
 def _circuit_panel(ax, x, rows: list[dict], n_layers: int) -> None:

@@ -19,7 +19,7 @@ from circuits.emergence.config import EmergenceConfig
 from circuits.emergence.figures import emergence_figure
 from circuits.emergence.measure import measure_checkpoint
 from circuits.emergence.specs import CheckpointSpec, check_hub, expand_specs, load_checkpoint
-from circuits.emergence.summary import run_summary, summary_text
+from circuits.emergence.summary import run_summary, summary_text, trajectory_markdown
 
 TEXT_CHARS_PER_TOKEN = 8
 """Held-out windows are this many characters per token long, so that any tokenizer (one byte a
@@ -95,8 +95,8 @@ class EmergenceResult:
 
     def save(self, out: str | Path) -> Path:
         """Write `table.csv`, `rows.json` (every measurement, per-layer lists included),
-        `loss.csv`, `summary.json`, `summary.txt` and one `emergence_<run>.png` per run into
-        `out`, replaced as a whole."""
+        `loss.csv`, `summary.json`, `summary.txt` and per run `emergence_<run>.png` and
+        `trajectory_<run>.md` (the table in markdown) into `out`, replaced as a whole."""
         with atomic_folder(out) as tmp:
             write_csv(tmp / "table.csv", self.table())
             write_csv(tmp / "loss.csv", self.loss)
@@ -105,9 +105,29 @@ class EmergenceResult:
             doc = {"config": self.config.to_dict(), "texts": self.texts, "seconds": self.seconds}
             write_json(tmp / "summary.json", doc | {"runs": self.summaries()})
             (tmp / "summary.txt").write_text(self.text() + "\n", encoding="utf-8")
+            table = self.table()
+            for run, idx in self.runs().items():
+                text = trajectory_markdown(table.iloc[idx]) + "\n"
+                (tmp / f"trajectory_{run}.md").write_text(text, encoding="utf-8")
             for run, fig in self.figures().items():
                 fig.savefig(tmp / f"emergence_{run}.png", dpi=90)
         return Path(out)
+
+
+def load_result(folder: str | Path) -> EmergenceResult:
+    """The EmergenceResult that `EmergenceResult.save` wrote into `folder`."""
+    folder = Path(folder)
+    try:
+        rows = json.loads((folder / "rows.json").read_text(encoding="utf-8"))
+        doc = json.loads((folder / "summary.json").read_text(encoding="utf-8"))
+        loss = pd.read_csv(folder / "loss.csv")
+    except (OSError, ValueError) as err:
+        raise ValueError(
+            f"{folder} is not a folder written by EmergenceResult.save ({err})"
+        ) from None
+    specs = [CheckpointSpec(**c) for c in rows["checkpoints"]]
+    return EmergenceResult(specs, rows["rows"], EmergenceConfig(**doc["config"]), doc["texts"],
+                           loss, doc["seconds"])  # fmt: skip
 
 
 def run_name(spec: CheckpointSpec) -> str:

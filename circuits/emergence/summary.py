@@ -86,3 +86,29 @@ def summary_text(run: str, s: dict) -> str:
     seq = " -> ".join(f"{p['phase']} ({p['first_step']}-{p['last_step']})" for p in s["phases"])
     lines.append(f"  phases: {seq}")
     return "\n".join(lines)
+
+
+TRAJECTORY_COLUMNS = (
+    "step", "heldout_loss", "p0_mass", "p0_mass_max_head", "p1_mass", "sink_rate",
+    "sink_position", "norm_position", "norm_position_share", "p0_norm_ratio_max",
+    "massive_layer", "jump_layers", "circuit_heads", "circuit_mlps", "edges",
+    "heldout_faithfulness", "random_faithfulness", "phase",
+)  # fmt: skip
+"""The columns of the trajectory table in the docs (see `EmergenceResult.table`)."""
+
+
+def _cell(value) -> str:
+    if value is None or (isinstance(value, float) and value != value):
+        return "-"
+    if isinstance(value, float):
+        return f"{value:.0f}" if value.is_integer() and abs(value) >= 10 else f"{value:.3f}"
+    return str(value)
+
+
+def trajectory_markdown(table: pd.DataFrame) -> str:
+    """One markdown row per checkpoint with the `TRAJECTORY_COLUMNS` present in `table`."""
+    cols = [c for c in TRAJECTORY_COLUMNS if c in table]
+    lines = ["| " + " | ".join(cols) + " |", "|" + "---|" * len(cols)]
+    for rec in table[cols].astype(object).to_dict(orient="records"):
+        lines.append("| " + " | ".join(_cell(rec[c]) for c in cols) + " |")
+    return "\n".join(lines)
