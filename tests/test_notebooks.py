@@ -11,8 +11,19 @@ from nbclient import NotebookClient
 NOTEBOOKS = sorted((Path(__file__).parent.parent / "notebooks").glob("*.ipynb"))
 
 
+MAX_NOTEBOOK_BYTES = 2_000_000
+"""A notebook with its outputs stays readable on GitHub and cheap to clone."""
+
+
 def test_there_are_notebooks():
     assert any(p.name == "00_quickstart.ipynb" for p in NOTEBOOKS)
+
+
+def test_every_notebook_is_small():
+    sizes = {p.name: p.stat().st_size for p in NOTEBOOKS}
+    large = {name: f"{size / 1e6:.1f} MB" for name, size in sizes.items()
+             if size > MAX_NOTEBOOK_BYTES}  # fmt: skip
+    assert not large, f"notebooks over {MAX_NOTEBOOK_BYTES / 1e6:.0f} MB: {large}"
 
 
 @pytest.mark.slow
