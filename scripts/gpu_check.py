@@ -62,12 +62,15 @@ def run_setup(key: str, device: str, dtype: str, texts: list[str]) -> dict:
     report, s = timed(lambda: measure(model, texts, progress=False))
     out["sinks: P0 mass per layer"] = (report.p0_mass.mean(-1), s)
     out["sinks: sink rate"] = (torch.tensor([report.sink_rate]), s)
-    long_ids = torch.cat([model.to_tokens(t, prepend_bos=False)[0] for t in texts * 8])[:4096]
+    ids = torch.cat([model.to_tokens(t, prepend_bos=False)[0] for t in texts])
+    long_ids = ids.repeat(4096 // len(ids) + 1)[:4096]
     long, s = timed(lambda: measure_tokens(model, [long_ids], chunked=True, progress=False))
     out["sinks, 4,096 tokens chunked: P0 mass per layer"] = (long.p0_mass.mean(-1), s)
     tokens = model.to_tokens(texts[0])[:, :32]
     late = list(range(2 * n_layers // 3, n_layers))
-    grid = head_grid(model, tokens, Value.mean(tokens, over_positions=True), positions=range(8))
+    grid = head_grid(
+        model, tokens, Value.mean(tokens, over_positions=True), positions=list(range(8))
+    )
     swept, s = timed(lambda: sweep(model, tokens, grid, p0_attention(late), progress=False))
     out["patching sweep: heads x positions 0-7"] = (swept.values.flatten().float().cpu(), s)
     graph = graph_io.read(ROOT / "docs" / "p0" / key / "circuit.graphml")
@@ -91,9 +94,7 @@ def run_p0(key: str, device: str, dtype: str) -> tuple[torch.Tensor, float]:
         subprocess.run(cmd, check=True, cwd=ROOT)
         seconds = time.perf_counter() - t0
         summary = json.loads(Path(f"{tmp}/p0/summary.json").read_text())
-    edges = summary.get("summary", summary)
-    value = edges.get("edge_heldout_faithfulness", edges.get("heldout_faithfulness", float("nan")))
-    return torch.tensor([float(value)]), seconds
+    return torch.tensor([float(summary["summary"]["heldout_faithfulness"])]), seconds
 
 
 def table(results: dict[tuple[str, str], dict]) -> str:
