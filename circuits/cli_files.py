@@ -8,6 +8,7 @@ import sys
 from pathlib import Path
 
 from circuits.cli_options import count_int, model_options, positive_int
+from circuits.cli_pairs import pair_options
 
 
 def _cmd_models(args: argparse.Namespace) -> int:
@@ -68,6 +69,11 @@ def _cmd_export(args: argparse.Namespace) -> int:
 
     if args.out is not None and Path(args.out).is_dir():
         raise ValueError(f"--out {args.out} is a folder; give a file name such as circuit.dot")
+    if args.format == "eap-ig":  # EAP-IG / MIB graph JSON (circuits.graph.eap_ig)
+        from circuits.graph.eap_ig import export_eap_ig
+
+        print(export_eap_ig(args.graph, args.out, force=args.force))
+        return 0
     print(convert(args.graph, args.format, args.out, force=args.force))
     return 0
 
@@ -78,8 +84,9 @@ def add_export(sub) -> None:
     p.add_argument(
         "--format",
         required=True,
-        choices=("graphml", "gexf", "json", "dot", "mermaid"),
-        help="output format (mermaid is write-only)",
+        choices=("graphml", "gexf", "json", "dot", "mermaid", "eap-ig"),
+        help="output format (mermaid is write-only; eap-ig: the graph JSON of EAP-IG and the MIB "
+        "evaluator, for circuits of logit metrics)",
     )
     p.add_argument("--out", help="output file (default: GRAPH with the format's suffix)")
     p.add_argument("--force", action="store_true", help="replace the output file if it exists")
@@ -180,6 +187,10 @@ def _cmd_faithfulness(args: argparse.Namespace) -> int:
 
     # faithfulness.json is written into the folder (the folder is never replaced).
     out = check_writable_folder(args.out) if args.out else None
+    if args.texts is None:  # --pairs / --task: counterfactual pairs (an EAP-IG file too)
+        from circuits.cli_pairs import faithfulness_on_pairs
+
+        return faithfulness_on_pairs(args, out)
     graph = read(args.circuit)
     texts = read_texts(args.texts)
     args.model = _graph_model(graph, args.model)
@@ -208,14 +219,17 @@ def add_faithfulness(sub) -> None:
         description="Judge a circuit written by `circuits p0` on new texts: the model and the "
         "token length are the graph's own (the texts are cut to that length).",
     )
-    p.add_argument("circuit", help="a circuit graph written by `circuits p0` (.graphml, .json ...)")
-    model_options(p, default=None, default_help="default: the one the graph names")
     p.add_argument(
-        "--texts",
-        metavar="PATH",
-        required=True,
-        help="text file: one text a line, or JSONL with a 'text' field",
+        "circuit",
+        help="a circuit graph written by `circuits p0` or `circuits discover` (.graphml, .json "
+        "...), or an EAP-IG / MIB graph JSON (judged on --pairs / --task, with --model)",
     )
+    model_options(p, default=None, default_help="default: the one the graph names")
+    src = p.add_mutually_exclusive_group(required=True)
+    src.add_argument(
+        "--texts", metavar="PATH", help="text file: one text a line, or JSONL with a 'text' field"
+    )
+    pair_options(src, p)
     p.add_argument("--out", help="folder to write faithfulness.json into (optional)")
     p.add_argument(
         "--n-random", type=count_int, default=10, help="random circuits of its size (%(default)s)"

@@ -26,16 +26,25 @@ PAIRS_HELP = (
 )
 
 
-def pair_source(p: argparse.ArgumentParser) -> None:
-    """--pairs FILE or --task NAME (one of them), with --n-fit / --n-heldout / --pair-seed."""
-    src = p.add_mutually_exclusive_group(required=True)
-    src.add_argument("--pairs", metavar="PATH", help=PAIRS_HELP)
-    src.add_argument("--task", choices=TASKS, help="a standard task's generated pairs (ioi)")
-    p.add_argument("--n-fit", type=positive_int, default=32, help="fit pairs (%(default)s)")
-    p.add_argument("--n-heldout", type=count_int, default=32, help="held-out pairs (%(default)s)")
+def pair_options(group, p: argparse.ArgumentParser, n_pairs: bool = True) -> None:
+    """--pairs FILE or --task NAME in `group` (mutually exclusive), --pair-seed and (with
+    `n_pairs`) --n-pairs, the number of task pairs, on `p`."""
+    group.add_argument("--pairs", metavar="PATH", help=PAIRS_HELP)
+    group.add_argument("--task", choices=TASKS, help="a standard task's generated pairs (ioi)")
     p.add_argument(
         "--pair-seed", type=count_int, default=0, help="seed of the split / task (%(default)s)"
     )
+    if n_pairs:
+        p.add_argument(
+            "--n-pairs", type=positive_int, default=32, help="pairs of --task (%(default)s)"
+        )
+
+
+def pair_source(p: argparse.ArgumentParser) -> None:
+    """--pairs FILE or --task NAME (one of them), with --n-fit / --n-heldout / --pair-seed."""
+    pair_options(p.add_mutually_exclusive_group(required=True), p, n_pairs=False)
+    p.add_argument("--n-fit", type=positive_int, default=32, help="fit pairs (%(default)s)")
+    p.add_argument("--n-heldout", type=count_int, default=32, help="held-out pairs (%(default)s)")
 
 
 def check_pair_source(args: argparse.Namespace) -> list[dict] | None:
@@ -68,6 +77,47 @@ def load_pairs(model, args: argparse.Namespace, rows: list[dict] | None):
         return ioi_pairs(model, n, seed=args.pair_seed)[0]
     pairs = tokenize(model, rows, str(args.pairs))  # errors name the file's pair numbers
     return pairs[np.random.default_rng(args.pair_seed).permutation(len(rows))[:n].tolist()]
+
+
+def faithfulness_on_pairs(args: argparse.Namespace, out) -> int:
+    """`circuits faithfulness CIRCUIT --pairs FILE | --task NAME`: a circuit found on pairs (or
+    an EAP-IG graph file, which names no model: --model) judged on the pairs given."""
+    from circuits.discovery.pairs import read_rows
+    from circuits.graph.eap_ig import read_json_if_eap_ig
+
+    rows = read_rows(args.pairs) if args.pairs else None  # checked before the model loads
+    data = read_json_if_eap_ig(args.circuit)
+    graph = None
+    if data is None:
+        from circuits.cli_files import _graph_model
+        from circuits.graph.io import read
+
+        graph = read(args.circuit)
+        args.model = _graph_model(graph, args.model)
+    elif args.model is None:
+        raise ValueError(f"{args.circuit} is an EAP-IG graph, which names no model; pass --model")
+    from circuits._io import write_json
+    from circuits.discovery.saved import eap_ig_circuit, judge_saved
+
+    model = load(args)
+    if rows is None:
+        from circuits.tasks.ioi import ioi_pairs
+
+        pairs = ioi_pairs(model, args.n_pairs, seed=args.pair_seed)[0]
+    else:
+        from circuits.discovery.pairs import tokenize
+
+        pairs = tokenize(model, rows, str(args.pairs))
+    graph = graph if data is None else eap_ig_circuit(data, model, str(args.circuit))
+    result = judge_saved(model, graph, pairs, n_random=args.n_random, n_boot=args.n_boot,
+                         seed=args.seed)  # fmt: skip
+    result = {"circuit": str(args.circuit), "model": args.model, **result}
+    print_summary(result)
+    if out is not None:
+        out.mkdir(parents=True, exist_ok=True)
+        write_json(out / "faithfulness.json", result)
+        print(f"wrote {out / 'faithfulness.json'}")
+    return 0
 
 
 def _cmd_discover(args: argparse.Namespace) -> int:
@@ -120,4 +170,11 @@ def add_discover(sub) -> None:
     p.set_defaults(func=_cmd_discover, ablation="resample")
 
 
-__all__ = ["add_discover", "check_pair_source", "load_pairs", "pair_source"]
+__all__ = [
+    "add_discover",
+    "check_pair_source",
+    "faithfulness_on_pairs",
+    "load_pairs",
+    "pair_options",
+    "pair_source",
+]

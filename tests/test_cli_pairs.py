@@ -74,3 +74,32 @@ def test_discover_refuses_another_ablation(tmp_path, loads, capsys):
             "--ablation", "mean"]  # fmt: skip
     assert cli.main(argv) == 2
     assert "use --ablation resample" in capsys.readouterr().err and not loads
+
+
+def test_faithfulness_judges_a_pair_circuit_and_an_eap_ig_file(tmp_path, loads, capsys):
+    pairs = _file(tmp_path, ROWS)
+    out = tmp_path / "out"
+    assert cli.main(["discover", "--pairs", str(pairs), "--out", str(out), *FAST]) == 0
+    found = json.loads((out / "summary.json").read_text())
+    for circuit, extra in (
+        (out / "circuit.json", []),
+        (out / "circuit.eap-ig.json", ["--model", "x"]),
+    ):
+        judged = tmp_path / f"judged-{circuit.stem}"
+        argv = ["faithfulness", str(circuit), "--pairs", str(pairs), "--out", str(judged), *extra,
+                "--n-random", "2", "--n-boot", "10"]  # fmt: skip
+        assert cli.main(argv) == 0, capsys.readouterr().err
+        result = json.loads((judged / "faithfulness.json").read_text())
+        assert result["n_texts"] == len(ROWS) and result["n_edges"] == found["n_edges"]
+    assert result["faithfulness"] == pytest.approx(
+        json.loads((tmp_path / "judged-circuit" / "faithfulness.json").read_text())["faithfulness"]
+    )  # the EAP-IG file holds the same circuit
+    capsys.readouterr()
+    argv = ["faithfulness", str(out / "circuit.eap-ig.json"), "--pairs", str(pairs)]
+    assert cli.main(argv) == 2
+    assert "names no model; pass --model" in capsys.readouterr().err
+    argv = ["export", str(out / "circuit.json"), "--format", "eap-ig"]
+    assert cli.main(argv) == 2  # discover wrote it already
+    assert "circuit.eap-ig.json exists; pass --force" in capsys.readouterr().err
+    assert cli.main([*argv, "--out", str(tmp_path / "again.json")]) == 2
+    assert "not a registry model" in capsys.readouterr().err  # the tiny model's shape

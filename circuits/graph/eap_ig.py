@@ -123,6 +123,44 @@ def write_eap_ig(g: nx.DiGraph, path: str | Path, shape: dict) -> Path:
     return Path(path)
 
 
+def shape_of_graph(g: nx.DiGraph) -> dict:
+    """The `cfg` block of the model a circuit graph names (a registry model)."""
+    from circuits.models.registry import MODELS
+
+    spec = MODELS.get(str(g.graph.get("model")))
+    if spec is None:
+        raise ValueError(
+            f"the graph's model {g.graph.get('model')!r} is not a registry model, so its shape "
+            "is unknown here; write it from Python with write_eap_ig(graph, path, shape_of(model))"
+        )
+    return {"n_layers": spec.n_layers, "n_heads": spec.n_heads, "n_kv_heads": spec.n_kv_heads,
+            "d_model": spec.d_model}  # fmt: skip
+
+
+def export_eap_ig(src: str | Path, out: str | Path | None = None, force: bool = False) -> Path:
+    """Convert the circuit graph file `src` to EAP-IG graph JSON (`out`, default: SRC's stem +
+    `.eap-ig.json`); an existing `out` is replaced only with `force`."""
+    from circuits.graph.io import read
+
+    g = read(src)
+    out = Path(out) if out is not None else Path(src).with_suffix(".eap-ig.json")
+    if out.exists() and not force:
+        raise ValueError(f"{out} exists; pass --force to replace it, or give another --out")
+    return write_eap_ig(g, out, shape_of_graph(g))
+
+
+def read_json_if_eap_ig(path: str | Path) -> dict | None:
+    """The file as an EAP-IG graph dict when it is JSON with cfg, nodes and edges, else None."""
+    path = Path(path)
+    if path.suffix != ".json" or not path.is_file():
+        return None
+    try:
+        data = json.loads(path.read_text(encoding="utf-8"))
+    except (UnicodeDecodeError, json.JSONDecodeError):
+        return None
+    return data if is_eap_ig(data) else None
+
+
 def is_eap_ig(data) -> bool:
     return isinstance(data, dict) and {"cfg", "nodes", "edges"} <= set(data)
 
@@ -186,6 +224,9 @@ def read_eap_ig(path: str | Path) -> dict:
 
 __all__ = [
     "all_edges",
+    "export_eap_ig",
+    "read_json_if_eap_ig",
+    "shape_of_graph",
     "from_eap_ig",
     "is_eap_ig",
     "read_eap_ig",
