@@ -102,22 +102,30 @@ class EdgeCircuit:
         return int(self.mask.sum())
 
     def edges_frame(self) -> pd.DataFrame:
-        """One row per circuit edge: sender, receiver input, score, direct effect, stability."""
+        """One row per circuit edge, largest |estimated_effect| first: sender, receiver input,
+        `direct_effect` (exact change of the metric when this edge alone is removed, by path
+        patching; NaN where not run), `estimated_effect` (the method's score turned into the
+        same change, i.e. minus the score), `role` ("supports": removing the edge lowers the
+        metric, negative values in both columns; "opposes": raises it; from the exact effect
+        where run, else the estimate) and `stability`."""
         sp = self.runner.space
         mean = self.scores.mean(0)
         rows = []
         for e in self.edge_index:
             r, s = sp.edges[e].tolist()
+            direct = self.direct.get(e, math.nan)
+            change = direct if math.isfinite(direct) else -float(mean[e])
             rows.append(
                 {
                     "sender": sp.senders[s],
                     "receiver": sp.receivers[r].node,
-                    "score": float(mean[e]),
-                    "direct_effect": self.direct.get(e, math.nan),
+                    "direct_effect": direct,
+                    "estimated_effect": -float(mean[e]),
+                    "role": "supports" if change < 0 else "opposes",
                     "stability": float(self.stability[e]),
                 }
             )
-        return pd.DataFrame(rows).sort_values("score", key=abs, ascending=False)
+        return pd.DataFrame(rows).sort_values("estimated_effect", key=abs, ascending=False)
 
     def summary(self) -> dict:
         h = self.heldout
