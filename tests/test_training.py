@@ -106,3 +106,17 @@ def test_other_settings_in_the_same_folder_are_refused(tmp_path, corpus):
 def test_bad_model_shapes_are_refused(kwargs, message):
     with pytest.raises(ValueError, match=message):
         LMConfig(**kwargs)
+
+
+def test_cli_trains_and_refuses_bad_shapes(tmp_path, capsys):
+    from circuits.cli import main
+
+    shape = ["--n-layers", "1", "--d-model", "16", "--n-heads", "2", "--d-mlp", "32"]
+    rest = ["--n-ctx", "16", "--steps", "4", "--batch-size", "2", "--n-checkpoints", "2",
+            "--first-checkpoint", "2", "--eval-windows", "2", "--max-files", "40", "--threads", "1"]  # fmt: skip
+    assert main(["train-lm", "--out", str(tmp_path / "run"), *shape, *rest]) == 0
+    steps = sorted(p.name for p in (tmp_path / "run" / "checkpoints").iterdir())
+    assert steps == ["step_000000", "step_000002", "step_000004"]
+    bad = ["--n-layers", "1", "--d-model", "30", "--n-heads", "4"]
+    assert main(["train-lm", "--out", str(tmp_path / "bad"), *bad, *rest]) == 2
+    assert "multiple of n_heads" in capsys.readouterr().err
