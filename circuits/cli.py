@@ -38,6 +38,7 @@ import signal
 import sys
 from pathlib import Path
 
+from circuits.cli_claims import add_claims
 from circuits.cli_emergence import add_emergence, add_train_lm
 from circuits.cli_files import add_export, add_faithfulness, add_generate, add_models
 from circuits.cli_options import (
@@ -338,57 +339,6 @@ def add_secondary(sub) -> None:
     )
     config_options(p, SecondaryConfig)
     p.set_defaults(func=_cmd_secondary)
-
-
-def _cmd_claims(args: argparse.Namespace) -> int:
-    out = check_out(args.out)
-    from circuits.claims.config import ClaimsConfig
-
-    config = config_from(args, ClaimsConfig)
-    from circuits.claims import Claims, read_secondary
-    from circuits.claims.pipeline import claims
-
-    secondary = read_secondary(args.secondary) if args.secondary else None  # before the load
-    if args.trigger:
-        from circuits.claims.trigger import trigger_claims
-
-        result = Claims("trigger-task", config, trigger_claims(config))
-    else:
-        texts = _texts(args.texts)
-        result = claims(load(args), texts, config, secondary=secondary)
-    _write(result, out)
-    from circuits._io import atomic_write, write_json
-
-    write_json(out / "claims.json", {"model": result.model, "claims": result.table.records()})
-    with atomic_write(out / "claims.md") as f:
-        f.write(result.text() + "\n")
-    print(result.table.markdown())
-    return 0
-
-
-def add_claims(sub) -> None:
-    p = sub.add_parser(
-        "claims", help="the seed papers' mechanism claims as measured rows with verdicts"
-    )
-    model_options(p)
-    out_option(p, "claims.csv, claims.json, claims.md, figures, report.html")
-    p.add_argument("--texts", metavar="PATH", help=TEXTS_HELP)
-    p.add_argument(
-        "--secondary",
-        metavar="DIR",
-        help="a folder written by `circuits secondary` for this model: adds Wong et al.'s "
-        "claims, read from its tables",
-    )
-    p.add_argument(
-        "--trigger",
-        action="store_true",
-        help="instead of --model: Ran-Milo's theorems on small models trained on the trigger "
-        "task (about a minute)",
-    )
-    from circuits.claims.config import ClaimsConfig
-
-    config_options(p, ClaimsConfig)
-    p.set_defaults(func=_cmd_claims)
 
 
 COMMANDS = [

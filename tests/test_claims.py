@@ -259,11 +259,11 @@ def test_trigger_theorems_in_table_form():
 
 
 def test_cli_writes_claims_files(planted, tmp_path, monkeypatch, capsys):
-    from circuits import cli
+    from circuits import cli, cli_claims
 
     texts = tmp_path / "texts.txt"
     texts.write_text("\n".join(P0_TEXTS) + "\n")
-    monkeypatch.setattr(cli, "load", lambda args: planted.model)
+    monkeypatch.setattr(cli_claims, "load", lambda args: planted.model)
     out = tmp_path / "out"
     assert cli.main(["claims", "--texts", str(texts), "--out", str(out)]) == 0
     names = {p.name for p in out.iterdir()}
