@@ -134,3 +134,19 @@ def test_one_unembedded_position_equals_all_logits(tiny, tokens, answers, positi
         a, b = (r.run(keep) for r in runners)
     assert torch.allclose(a, b, atol=1e-5)
     assert (a - runners[0].clean.metric).abs().max() > 1e-3
+
+
+def test_a_logit_circuit_is_judged_again_from_its_saved_graph(tiny, tmp_path):
+    from circuits.discovery import DiscoveryConfig, circuit_graph, discover, judge_saved
+    from circuits.graph.io import read, write
+
+    texts = TEXTS + ["Lena paints red boats by the river.", "Ten birds sat on a wire at dusk."]
+    fit, held = token_rows(tiny, texts[:4], N_POS), token_rows(tiny, texts[4:], N_POS)
+    spec = {"metric": "logit_diff", "answer": 101, "wrong": 65}
+    cfg = DiscoveryConfig(method="eap", ablation="mean", n_boot=10, n_stability=2, n_random=2,
+                          max_exact=3, n_curve=4)  # fmt: skip
+    circuit = discover(tiny, fit, held, logit_diff(101, 65), positions=None, config=cfg)
+    path = write(circuit_graph(circuit, tiny, data="test", metric_spec=spec), tmp_path / "c.json")
+    again = judge_saved(tiny, read(path), texts[4:], n_random=2, n_boot=10)
+    assert again["faithfulness"] == pytest.approx(circuit.heldout.faithfulness, abs=1e-5)
+    assert again["model_metric"] != again["empty_metric"]

@@ -23,9 +23,9 @@ from circuits.discovery.forward import EdgeRunner
 from circuits.discovery.pairs import Pairs
 from circuits.discovery.texts import token_rows
 from circuits.graph.eap_ig import from_eap_ig, shape_of
-from circuits.patching.metrics import Metric, p0_attention, resid_norm
+from circuits.patching.metrics import Metric, logit_diff, p0_attention, resid_norm
 
-METRICS = {"p0_attention": p0_attention, "resid_norm": resid_norm}
+METRICS = {"p0_attention": p0_attention, "resid_norm": resid_norm, "logit_diff": logit_diff}
 PAIRS_SPEC = json.dumps({"metric": "pairs"})
 """The metric spec of a circuit found on counterfactual pairs: each pair's own
 logit(answer) - logit(wrong) (`Pairs.metric`)."""
