@@ -16,6 +16,7 @@ import torch
 from transformer_lens.model_bridge import TransformerBridge
 
 from circuits.models import cache
+from circuits.models.devices import check_device
 from circuits.models.gguf import (
     assemble,
     check_gguf_magic,
@@ -273,31 +274,6 @@ def folder_sha256(folder: Path) -> str:
     files = sorted({p for pattern in WEIGHT_FILES for p in folder.glob(pattern) if p.is_file()})
     listing = "".join(f"{p.name}\t{sha256_file(p)}\n" for p in files)
     return hashlib.sha256(listing.encode()).hexdigest()
-
-
-def check_device(device: str) -> str:
-    """`device` if torch can run here on it (cpu, an available cuda:N, or mps); else a
-    ValueError naming it and the fix. Cheap: call it before loading a model."""
-    try:
-        dev = torch.device(device)
-    except (RuntimeError, TypeError):
-        raise ValueError(
-            f"--device {device} is not a device; use cpu, cuda, cuda:N or mps"
-        ) from None
-    if dev.type == "cuda" and not torch.cuda.is_available():
-        why = (
-            "this torch is a CPU-only build" if torch.version.cuda is None else "no GPU is visible"
-        )
-        raise ValueError(f"--device {device}: CUDA is not available ({why}); use --device cpu")
-    if dev.type == "cuda" and (dev.index or 0) >= torch.cuda.device_count():
-        raise ValueError(
-            f"--device {device}: there are {torch.cuda.device_count()} CUDA devices (0-based)"
-        )
-    if dev.type == "mps" and not torch.backends.mps.is_available():
-        raise ValueError(f"--device {device}: Apple MPS is not available here; use --device cpu")
-    if dev.type not in ("cpu", "cuda", "mps"):
-        raise ValueError(f"--device {device}: models run on cpu, cuda or mps, not {dev.type}")
-    return device
 
 
 def _tl_version() -> str:
