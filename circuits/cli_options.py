@@ -62,7 +62,12 @@ def model_options(
 
 def out_option(p: argparse.ArgumentParser, what: str) -> None:
     """--out, a folder checked (writable, not a file) before any work."""
-    p.add_argument("--out", required=True, help=f"output folder: {what} (replaced as a whole)")
+    p.add_argument(
+        "--out",
+        required=True,
+        help=f"output folder: {what} (replaced as a whole: only a new or empty folder, or one "
+        "an earlier circuits run wrote)",
+    )
 
 
 def config_options(p: argparse.ArgumentParser, config_cls: type) -> None:
