@@ -307,3 +307,17 @@ def test_the_sink_plots_keep_every_label_on_the_page_and_off_other_panels(tiny):
     assert {name: misplaced_text(fig) for name, fig in figures.items()} == {
         name: [] for name in figures
     }
+
+
+def test_a_drawing_never_leaves_its_target_unconnected():
+    g = read(EDGE_GRAPH)
+    target = next(n for n, k in g.nodes(data="kind") if k == "target")
+    # |effect| >= 0.02 keeps only MLP -> MLP edges: none leads on to the heads the target reads.
+    sel = circuit_edges(g, min_abs_effect=0.02)
+    assert sel.joining == 1 and any(v == target for _, v in sel.edges)
+    direct = [e for e in sel.edges if g.edges[e]["edge_kind"] == "direct"]
+    weakest_kept = min(g.edges[e]["abs_effect"] for e in direct)
+    assert weakest_kept < 0.02  # the joining edge, below the cut
+    fig = draw_circuit(g, min_abs_effect=0.02)
+    caption = fig.axes[0].get_xlabel().replace("\n", " ")
+    assert "and the strongest edge into a head the target reads" in caption

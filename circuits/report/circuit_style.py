@@ -214,6 +214,8 @@ class Selection:
     nodes: list[str]
     rule: str
     hidden: int = 0
+    joining: int = 0
+    """Valued edges added beyond the rule so that a drawn path reaches the target."""
 
 
 MAX_DRAWN = 60
@@ -281,7 +283,8 @@ def circuit_edges(
         weak = set(sorted(valued, key=lambda e: -g.edges[e]["abs_effect"])[max_edges:])
         edges = [e for e in edges if e not in weak]
         rule += f", capped to the {max_edges} strongest"
-    edges = _with_structure(g, edges, roles)
+    joining = _reach_target(g, edges, roles)
+    edges = _with_structure(g, edges + joining, roles)
     if any("in_graph" in d for _, d in g.nodes(data=True)):
         nodes = [n for n, d in g.nodes(data=True) if d.get("in_graph") is True]
         keep = set(nodes)
@@ -291,7 +294,7 @@ def circuit_edges(
         nodes = [n for n, k in g.nodes(data="kind") if n in touched or k == "target"]
         if not edges:
             nodes = list(g.nodes)
-    return Selection(edges, nodes, rule, hidden=g.number_of_edges() - len(edges))
+    return Selection(edges, nodes, rule, g.number_of_edges() - len(edges), len(joining))
 
 
 def fold_read_heads(g: nx.DiGraph) -> nx.DiGraph:
@@ -322,6 +325,30 @@ def fold_read_heads(g: nx.DiGraph) -> nx.DiGraph:
     return out
 
 
+def _targets_and_feeders(g: nx.DiGraph, roles: dict) -> set[str]:
+    """The targets and every node with a path of structure edges to one."""
+    structure = [e for e in g.edges if roles[e] == "structure"]
+    targets = {n for n, k in g.nodes(data="kind") if k == "target"}
+    wiring = g.edge_subgraph(structure)
+    return targets.union(*(nx.ancestors(wiring, t) for t in targets if t in wiring))
+
+
+def _reach_target(
+    g: nx.DiGraph, edges: list[tuple[str, str]], roles: dict
+) -> list[tuple[str, str]]:
+    """When no edge of `edges` leads on to a target, the strongest valued edge that does (into
+    a head the target reads), so that no drawing shows its target unconnected; else none."""
+    ends = _targets_and_feeders(g, roles)
+    if not edges or any(v in ends for _, v in edges):
+        return []
+    chosen = set(edges)
+    candidates = [
+        e for e in g.edges
+        if e[1] in ends and e not in chosen and roles[e] not in ("structure", "observed")
+    ]  # fmt: skip
+    return [max(candidates, key=lambda e: g.edges[e]["abs_effect"])] if candidates else []
+
+
 def _with_structure(
     g: nx.DiGraph, edges: list[tuple[str, str]], roles: dict[tuple[str, str], str]
 ) -> list[tuple[str, str]]:
@@ -331,8 +358,7 @@ def _with_structure(
     if not structure:
         return edges
     wiring = g.edge_subgraph(structure)
-    targets = [n for n, k in g.nodes(data="kind") if k == "target" and n in wiring]
-    ends = set(targets).union(*(nx.ancestors(wiring, t) for t in targets))
+    ends = _targets_and_feeders(g, roles)
     chosen, reached = set(edges), {n for e in edges for n in e}
     frontier = set(reached)
     while frontier:
@@ -357,10 +383,14 @@ def drawing_caption(
     kinds = edge_kind_counts(g)
     what = f"{next(iter(kinds))} edges" if len(kinds) > 1 else "edges"
     if len(shown) < len(valued):
-        drawn = f"Drawn: the {len(shown)} strongest of {len(valued):,} {what}"
+        drawn = f"Drawn: the {len(shown) - sel.joining} strongest of {len(valued):,} {what}"
     else:
         drawn = f"All {len(valued):,} {what}"
     parts = [drawn + ("" if sel.rule == "all edges" else f", {sel.rule}")]
+    if sel.joining:
+        parts[0] += (
+            ", and the strongest edge into a head the target reads (none of those led there)"
+        )
     joined = edge_kind_counts(g, [e for e in sel.edges if roles[e] == "structure"])
     if joined:
         parts[0] += (
