@@ -129,16 +129,16 @@ def _write_mermaid(g: nx.DiGraph, fh: IO[bytes], fenced: bool) -> None:
         ROLE_COLORS,
         circuit_edges,
         drawing_caption,
+        drawn_graph,
         edge_roles,
-        fold_read_heads,
         support_sign,
     )
 
-    g = fold_read_heads(g)
-    roles = edge_roles(g)
-    sel = circuit_edges(g, roles=roles)
-    edges, keep = sel.edges, set(sel.nodes)
+    sel = circuit_edges(g)
     caption = drawing_caption(g, sel, 0, 0, sign=support_sign(g))
+    g = drawn_graph(g, sel)
+    roles = edge_roles(g)
+    edges, keep = list(g.edges), set(g.nodes)
     caption += " Blue: supports the target (removing the source lowers it); orange: opposes it."
     ids = {n: f"n{i}" for i, n in enumerate(sorted(keep, key=sort_key))}
     lines = ["flowchart LR"]

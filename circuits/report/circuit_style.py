@@ -298,31 +298,40 @@ def circuit_edges(
 
 
 def fold_read_heads(g: nx.DiGraph) -> nx.DiGraph:
-    """A copy of `g` for pictures in which a head input whose heads only pass the metric's read
-    on (structure edges only: input -> head -> target) points at the target itself, one edge
-    naming those heads, instead of one box and two edges per head (7 heads share a key under
-    grouped-query attention). The heads stay when anything else touches them."""
+    """A copy of `g` for pictures in which a head input points at the target itself, one edge
+    naming the heads it feeds that only pass the metric's read on (input -> head -> target,
+    structure edges only), instead of one box and two edges per head (a key is shared by 4-7
+    heads under grouped-query attention). Heads that also send edges of their own stay."""
     roles = edge_roles(g)
-    out = g.copy()
-    for n in list(g):
+    out, drop = g.copy(), set()
+    for n in g:
         heads = [h for h in g.successors(n) if roles[n, h] == "structure"]
-        if not heads or any(roles[e] != "structure" for e in g.out_edges(n)):
+        if not heads or len(heads) != g.out_degree(n):
             continue
-        ends = {v for h in heads for v in g.successors(h)}
-        plain = all(
-            all(roles[e] == "structure" for e in [*g.in_edges(h), *g.out_edges(h)])
-            and g.in_degree(h) == 1
-            for h in heads
-        )
-        if not plain or len(ends) != 1 or not all(g.out_degree(h) == 1 for h in heads):
+        readers = [
+            h for h in heads
+            if g.out_degree(h) == 1 and roles[next(iter(g.out_edges(h)))] == "structure"
+            and g.nodes[next(iter(g.successors(h)))]["kind"] == "target"
+        ]  # fmt: skip
+        ends = {next(iter(g.successors(h))) for h in readers}
+        if len(ends) != 1:
             continue
         target = ends.pop()
-        names = ", ".join(h.split(".")[-1] for h in heads)
-        out.remove_nodes_from(heads)
-        data = dict(g.edges[heads[0], target])
+        data = dict(g.edges[readers[0], target])
+        names = ", ".join(h.split(".")[-1] for h in readers)
         data["intervention"] = f"structure: read through heads {names}"
         out.add_edge(n, target, **data)
+        drop.update(h for h in readers if all(roles[e] == "structure" for e in g.in_edges(h)))
+    out.remove_nodes_from(drop)
     return out
+
+
+def drawn_graph(g: nx.DiGraph, sel: Selection) -> nx.DiGraph:
+    """The graph a picture draws: the selected edges and nodes of `g`, a head input that only
+    feeds heads the target reads folded into one edge to the target (`fold_read_heads`)."""
+    drawn = g.edge_subgraph(sel.edges).copy()
+    drawn.add_nodes_from((n, g.nodes[n]) for n in sel.nodes)
+    return fold_read_heads(drawn)
 
 
 def _targets_and_feeders(g: nx.DiGraph, roles: dict) -> set[str]:
@@ -396,7 +405,7 @@ def drawing_caption(
         parts[0] += (
             ", with the "
             + " and ".join(f"{n} {k}" for k, n in joined.items())
-            + " edges that join them to the target"
+            + " edges that join them to the target (one drawn edge per head input)"
         )
     parts.append(f"edge value: {effect_meaning(g)}")
     if labelled < n_effects:

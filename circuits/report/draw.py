@@ -48,10 +48,10 @@ from circuits.report.circuit_style import (
     Selection,
     circuit_edges,
     drawing_caption,
+    drawn_graph,
     edge_label,
     edge_roles,
     effect_meaning,
-    fold_read_heads,
     format_value,
     role_legend,
     support_sign,
@@ -132,10 +132,13 @@ def draw_circuit(
         raise ValueError("the graph has no nodes: nothing to draw")
     if max_edge_labels < 0:
         raise ValueError(f"max_edge_labels must be >= 0, got {max_edge_labels}")
-    g = fold_read_heads(g)
+    full = g
     sign = support_sign(g) if effect_sign_supports is None else effect_sign_supports
+    picked = circuit_edges(g, min_abs_effect=min_abs_effect, min_share=min_share,
+                           roles=edge_roles(g, sign=sign))  # fmt: skip
+    g = drawn_graph(full, picked)
     roles = edge_roles(g, sign=sign)
-    sel = circuit_edges(g, min_abs_effect=min_abs_effect, min_share=min_share, roles=roles)
+    sel = Selection(list(g.edges), list(g.nodes), picked.rule, picked.hidden, picked.joining)
     lay = circuit_layout(g, sel.edges, sel.nodes, method=layout, fontsize=fontsize)
 
     curves: dict[tuple[str, str], list[tuple[float, float]]] = {}
@@ -295,7 +298,7 @@ def draw_circuit(
             frameon=False, handlelength=2.6, columnspacing=2.0,
         )  # fmt: skip
     if caption:
-        text = drawing_caption(g, sel, labelled, n_effects, sign=sign)
+        text = drawing_caption(full, picked, labelled, n_effects, sign=sign)
         ax.set_xlabel("\n".join(textwrap.wrap(text, int(fig.get_figwidth() * 13))),
                       fontsize=fontsize - 0.5, color="#444444", loc="left")  # fmt: skip
     ax.set_title(title or f"{g.graph['model']} | {g.graph['metric']}", fontsize=fontsize + 1.5)
