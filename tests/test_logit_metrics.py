@@ -150,3 +150,17 @@ def test_a_logit_circuit_is_judged_again_from_its_saved_graph(tiny, tmp_path):
     again = judge_saved(tiny, read(path), texts[4:], n_random=2, n_boot=10)
     assert again["faithfulness"] == pytest.approx(circuit.heldout.faithfulness, abs=1e-5)
     assert again["model_metric"] != again["empty_metric"]
+
+
+def test_sparse_and_dense_edge_patching_agree(tiny, tokens, answers, monkeypatch):
+    """Path patching (one ablated edge a row) takes the sparse path; the dense sum gives the
+    same values."""
+    import circuits.discovery.forward as forward
+
+    answer, wrong = answers
+    runner = EdgeRunner(tiny, tokens, logit_diff(answer, wrong), positions=None, ablation="mean")
+    edges = list(range(0, runner.space.n_edges, 5))
+    sparse = edge_effects(runner, edges)
+    monkeypatch.setattr(forward, "SPARSE_SHARE", 0.0)
+    dense = edge_effects(runner, edges)
+    assert torch.allclose(sparse, dense, atol=1e-6) and sparse.abs().max() > 1e-3
