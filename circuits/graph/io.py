@@ -125,14 +125,8 @@ def _mermaid_text(text: str) -> str:
 def _write_mermaid(g: nx.DiGraph, fh: IO[bytes], fenced: bool) -> None:
     # The edges a drawing shows (the strongest, when the graph records a cap; GitHub renders a
     # few hundred edges at most), with the caption saying which.
-    from circuits.report.circuit_style import (
-        ROLE_COLORS,
-        circuit_edges,
-        drawing_caption,
-        drawn_graph,
-        edge_roles,
-        support_sign,
-    )
+    from circuits.report.circuit_selection import circuit_edges, drawn_graph
+    from circuits.report.circuit_style import ROLE_COLORS, drawing_caption, edge_roles, support_sign
 
     sel = circuit_edges(g)
     caption = drawing_caption(g, sel, 0, 0, sign=support_sign(g))

@@ -43,12 +43,10 @@ from circuits.report.circuit_layout import (
     layered_layout,
     node_text,
 )
+from circuits.report.circuit_selection import Selection, circuit_edges, drawn_graph
 from circuits.report.circuit_style import (
     ROLE_COLORS,
-    Selection,
-    circuit_edges,
     drawing_caption,
-    drawn_graph,
     edge_label,
     edge_roles,
     effect_meaning,

@@ -25,9 +25,9 @@ import networkx as nx
 
 from circuits.graph.circuit import KIND_COLORS, validate
 from circuits.report.circuit_layout import _point_on, circuit_layout, node_text
+from circuits.report.circuit_selection import circuit_edges
 from circuits.report.circuit_style import (
     ROLE_COLORS,
-    circuit_edges,
     edge_count_text,
     edge_label,
     edge_roles,

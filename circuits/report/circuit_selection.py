@@ -1,0 +1,189 @@
+"""Which edges a circuit picture shows (`circuit_edges` and its threshold rules, capped at
+`MAX_DRAWN`, joined to the target through the heads it reads) and the graph a picture draws
+(`drawn_graph`: head inputs that only feed read heads folded into one edge). What each edge
+means and how it looks is `circuit_style`."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import networkx as nx
+
+from circuits._repr import number
+from circuits.graph.circuit import thresholds
+from circuits.report.circuit_style import edge_roles
+
+
+@dataclass
+class Selection:
+    """The edges and nodes a picture shows and a sentence saying how they were chosen."""
+
+    edges: list[tuple[str, str]]
+    nodes: list[str]
+    rule: str
+    hidden: int = 0
+    joining: int = 0
+    """Valued edges added beyond the rule so that a drawn path reaches the target."""
+
+
+MAX_DRAWN = 60
+"""At most this many valued edges in a picture (drawing, Mermaid, viewer's first view)."""
+
+
+def circuit_edges(
+    g: nx.DiGraph,
+    *,
+    min_abs_effect: float | None = None,
+    min_share: float | None = None,
+    roles: dict[tuple[str, str], str] | None = None,
+    max_edges: int | None = MAX_DRAWN,
+) -> Selection:
+    """The edges in the circuit, by the first rule that applies (then at most `max_edges` of
+    them, the strongest, when more pass: a picture of thousands of edges helps no one):
+
+    1. `in_graph` true, when any edge carries that attribute (pruned EAP-style graphs);
+    2. |effect| >= `min_abs_effect` (given here, or the threshold of that name recorded on the
+       graph by `prune_threshold`);
+    3. |effect| >= `min_share` x the strongest effect of the same role (supports / opposes)
+       into the same node (given here, or the `keep_share` threshold the circuit recorded: the
+       rule that chose its components, applied to its edges);
+    4. all edges.
+    Observed values are kept under rules 2-3. Nodes: those marked `in_graph` when nodes carry
+    it, else those touching a kept edge, plus every target."""
+    roles = edge_roles(g) if roles is None else roles
+    recorded = thresholds(g)
+    edges = list(g.edges)
+    if any("in_graph" in d for *_, d in g.edges(data=True)):
+        edges = [(u, v) for u, v, d in g.edges(data=True) if d.get("in_graph") is True]
+        rule = "those marked in_graph"
+        if min_abs_effect is not None:
+            edges = [e for e in edges if g.edges[e]["abs_effect"] >= min_abs_effect]
+            rule += f" with |effect| >= {min_abs_effect:g}"
+    elif min_abs_effect is not None or isinstance(recorded.get("min_abs_effect"), int | float):
+        cut = float(min_abs_effect if min_abs_effect is not None else recorded["min_abs_effect"])
+        if cut < 0:
+            raise ValueError(f"min_abs_effect must be >= 0, got {cut}")
+        edges = [e for e in edges if roles[e] == "observed" or g.edges[e]["abs_effect"] >= cut]
+        rule = f"those with |effect| >= {number(cut, '.3g')}"
+    elif min_share is not None or isinstance(recorded.get("keep_share"), int | float):
+        share = float(min_share if min_share is not None else recorded["keep_share"])
+        if not 0 <= share <= 1:
+            raise ValueError(f"min_share must be in [0, 1], got {share}")
+        strongest: dict[tuple[str, str], float] = {}
+        for (u, v), role in roles.items():
+            key = (v, role)
+            strongest[key] = max(strongest.get(key, 0.0), g.edges[u, v]["abs_effect"])
+        edges = [
+            (u, v)
+            for u, v in edges
+            if roles[u, v] == "observed"
+            or g.edges[u, v]["abs_effect"] >= share * strongest[v, roles[u, v]]
+        ]
+        source = "" if min_share is not None else ", the circuit's keep_share"
+        rule = (
+            f"those with |effect| >= {share:.0%} of the strongest of their kind (supports / "
+            f"opposes) into the same node{source}"
+        )
+    else:
+        rule = "all edges"
+    valued = [e for e in edges if roles[e] not in ("observed", "structure")]
+    if max_edges is not None and len(valued) > max_edges:
+        weak = set(sorted(valued, key=lambda e: -g.edges[e]["abs_effect"])[max_edges:])
+        edges = [e for e in edges if e not in weak]
+        rule += f", capped to the {max_edges} strongest"
+    joining = _reach_target(g, edges, roles)
+    edges = _with_structure(g, edges + joining, roles)
+    if any("in_graph" in d for _, d in g.nodes(data=True)):
+        nodes = [n for n, d in g.nodes(data=True) if d.get("in_graph") is True]
+        keep = set(nodes)
+        edges = [(u, v) for u, v in edges if u in keep and v in keep]
+    else:
+        touched = {n for e in edges for n in e}
+        nodes = [n for n, k in g.nodes(data="kind") if n in touched or k == "target"]
+        if not edges:
+            nodes = list(g.nodes)
+    return Selection(edges, nodes, rule, g.number_of_edges() - len(edges), len(joining))
+
+
+def fold_read_heads(g: nx.DiGraph) -> nx.DiGraph:
+    """A copy of `g` for pictures in which a head input points at the target itself, one edge
+    naming the heads it feeds that only pass the metric's read on (input -> head -> target,
+    structure edges only), instead of one box and two edges per head (a key is shared by 4-7
+    heads under grouped-query attention). Heads that also send edges of their own stay."""
+    roles = edge_roles(g)
+    out, drop = g.copy(), set()
+    for n in g:
+        heads = [h for h in g.successors(n) if roles[n, h] == "structure"]
+        if not heads or len(heads) != g.out_degree(n):
+            continue
+        readers = [
+            h for h in heads
+            if g.out_degree(h) == 1 and roles[next(iter(g.out_edges(h)))] == "structure"
+            and g.nodes[next(iter(g.successors(h)))]["kind"] == "target"
+        ]  # fmt: skip
+        ends = {next(iter(g.successors(h))) for h in readers}
+        if len(ends) != 1:
+            continue
+        target = ends.pop()
+        data = dict(g.edges[readers[0], target])
+        names = ", ".join(h.split(".")[-1] for h in readers)
+        data["intervention"] = f"structure: read through heads {names}"
+        out.add_edge(n, target, **data)
+        drop.update(h for h in readers if all(roles[e] == "structure" for e in g.in_edges(h)))
+    out.remove_nodes_from(drop)
+    return out
+
+
+def drawn_graph(g: nx.DiGraph, sel: Selection) -> nx.DiGraph:
+    """The graph a picture draws: the selected edges and nodes of `g`, a head input that only
+    feeds heads the target reads folded into one edge to the target (`fold_read_heads`)."""
+    drawn = g.edge_subgraph(sel.edges).copy()
+    drawn.add_nodes_from((n, g.nodes[n]) for n in sel.nodes)
+    return fold_read_heads(drawn)
+
+
+def _targets_and_feeders(g: nx.DiGraph, roles: dict) -> set[str]:
+    """The targets and every node with a path of structure edges to one."""
+    structure = [e for e in g.edges if roles[e] == "structure"]
+    targets = {n for n, k in g.nodes(data="kind") if k == "target"}
+    wiring = g.edge_subgraph(structure)
+    return targets.union(*(nx.ancestors(wiring, t) for t in targets if t in wiring))
+
+
+def _reach_target(
+    g: nx.DiGraph, edges: list[tuple[str, str]], roles: dict
+) -> list[tuple[str, str]]:
+    """When no edge of `edges` leads on to a target, the strongest valued edge that does (into
+    a head the target reads), so that no drawing shows its target unconnected; else none."""
+    ends = _targets_and_feeders(g, roles)
+    if not edges or any(v in ends for _, v in edges):
+        return []
+    chosen = set(edges)
+    candidates = [
+        e for e in g.edges
+        if e[1] in ends and e not in chosen and roles[e] not in ("structure", "observed")
+    ]  # fmt: skip
+    return [max(candidates, key=lambda e: g.edges[e]["abs_effect"])] if candidates else []
+
+
+def _with_structure(
+    g: nx.DiGraph, edges: list[tuple[str, str]], roles: dict[tuple[str, str], str]
+) -> list[tuple[str, str]]:
+    """`edges` plus the structure edges that lead on from the nodes they reach to the target (a
+    drawn late head input -> its head -> the target), so that the drawn paths end there."""
+    structure = [e for e in g.edges if roles[e] == "structure"]
+    if not structure:
+        return edges
+    wiring = g.edge_subgraph(structure)
+    ends = _targets_and_feeders(g, roles)
+    chosen, reached = set(edges), {n for e in edges for n in e}
+    frontier = set(reached)
+    while frontier:
+        new = [
+            (u, v) for u in frontier if u in wiring for v in wiring.successors(u)
+            if v in ends and (u, v) not in chosen
+        ]  # fmt: skip
+        chosen.update(new)
+        frontier = {v for _, v in new} - reached
+        reached |= frontier
+    return [e for e in g.edges if e in chosen]
