@@ -142,7 +142,7 @@ class EdgeCircuit:
             "target_faithfulness": self.config.target,
             "reached_on_fit": self.reached,
             "fit_faithfulness": self.fit_faithfulness,
-            "n_fit_texts": int(self.scores.shape[0]),
+            "n_fit_texts": int(self.runner.tokens.shape[0]),
             "n_heldout_texts": h.n_texts,
             "heldout_faithfulness": h.faithfulness,
             "heldout_faithfulness_ci": list(h.faithfulness_ci),
