@@ -153,14 +153,21 @@ def test_a_logit_circuit_is_judged_again_from_its_saved_graph(tiny, tmp_path):
 
 
 def test_sparse_and_dense_edge_patching_agree(tiny, tokens, answers, monkeypatch):
-    """Path patching (one ablated edge a row) takes the sparse path; the dense sum gives the
-    same values."""
+    """Path patching (one ablated edge a row) and tiny circuits (a few kept edges) take the
+    sparse paths; the dense sum gives the same values."""
     import circuits.discovery.forward as forward
 
     answer, wrong = answers
     runner = EdgeRunner(tiny, tokens, logit_diff(answer, wrong), positions=None, ablation="mean")
     edges = list(range(0, runner.space.n_edges, 5))
     sparse = edge_effects(runner, edges)
+    small = torch.zeros(3, runner.space.n_edges)  # circuits of 1, 2 and 3 edges
+    for k in range(3):
+        small[k, edges[: k + 1]] = 1.0
+    with torch.no_grad():
+        few_kept = runner.run(small)
     monkeypatch.setattr(forward, "SPARSE_SHARE", 0.0)
     dense = edge_effects(runner, edges)
     assert torch.allclose(sparse, dense, atol=1e-6) and sparse.abs().max() > 1e-3
+    with torch.no_grad():
+        assert torch.allclose(few_kept, runner.run(small), atol=1e-5)

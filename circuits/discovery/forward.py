@@ -37,8 +37,8 @@ from circuits.patching.forward import MetricReady, capture_run, forward_from, ho
 from circuits.patching.metrics import Metric
 
 SPARSE_SHARE = 0.01
-"""Below this share of ablated (receiver, sender) coefficients, and without gradients, receiver
-inputs subtract the ablated senders one by one (the same values, far fewer operations)."""
+"""Below this share of ablated (or of kept) edges into a block's inputs, and without gradients,
+receiver inputs sum only those senders' differences (the same values, far fewer operations)."""
 
 
 def _attn(model, layer: int):
@@ -360,23 +360,29 @@ class EdgeRunner:
         deltas: list[Tensor] = list(clean.unbind(1))
         state: dict[str, Tensor] = {}
 
-        # Few ablated edges per row (path patching: one) and no gradient: subtract only those
-        # senders' differences instead of summing every sender into every receiver.
-        sparse = not coef.requires_grad and bool((drop != 0).float().mean() < SPARSE_SHARE)
+        def sparse_sum(x: Tensor, w: Tensor) -> Tensor:
+            """x [n, rows, pos, d] plus sum_s w[n, row, s] * delta_s over the nonzero w."""
+            nz = w.nonzero()
+            for s in nz[:, 2].unique().tolist():
+                i, r = nz[nz[:, 2] == s, :2].unbind(1)  # (row, receiver) pairs, unique
+                x[i, r] += w[i, r, s][:, None, None] * deltas[s][i].to(x.device).float()
+            return x
 
         def fed(rows: list[int], resid: Tensor) -> Tensor:
             """Inputs of receivers `rows` [n, len(rows), pos, d] at the ablated positions."""
             n = sp.n_senders[rows[0]]
             d = drop[:, rows, :n].to(resid.device)
             # Summed in float32, handed back in the model's dtype (bfloat16 / float16 models).
-            # Every sender's difference moves to the receiving block's device.
-            if sparse:
+            # Every sender's difference moves to the receiving block's device. Without gradients
+            # and with few ablated edges (path patching) or few kept ones (small circuits), only
+            # those senders are summed: the same values, far fewer operations.
+            if not coef.requires_grad and (d != 0).float().mean() < SPARSE_SHARE:
                 x = resid.float().unsqueeze(1).repeat(1, len(rows), 1, 1)
-                nz = d.nonzero()
-                for s in nz[:, 2].unique().tolist():
-                    i, r = nz[nz[:, 2] == s, :2].unbind(1)  # (row, receiver) pairs, unique
-                    x[i, r] -= d[i, r, s][:, None, None] * deltas[s][i].to(x.device).float()
-                return x.to(resid.dtype)
+                return sparse_sum(x, -d).to(resid.dtype)
+            if not coef.requires_grad and (d != 1).float().mean() < SPARSE_SHARE:
+                total = sum(delta.to(resid.device).float() for delta in deltas[:n])
+                x = (resid.float() - total).unsqueeze(1).repeat(1, len(rows), 1, 1)
+                return sparse_sum(x, 1 - d).to(resid.dtype)
             stack = torch.stack([d.to(resid.device) for d in deltas[:n]], 1).float()
             x = resid.unsqueeze(1) - torch.einsum("nrs,nspd->nrpd", d, stack)
             return x.to(resid.dtype)
