@@ -210,7 +210,7 @@ EMERGENCE = [
     new_markdown_cell(
         "What the series shows (docs/emergence/README.md has the verdict): no checkpoint reaches "
         "the sink threshold, so every phase is `no sink`; what forms is the P0 state's norm lead "
-        "(about 3x, not massive), made by the MLP of block 1 and settled there, while the "
+        "(about 3x, not massive), made in the first two blocks and settled there, while the "
         "attention to P0 stays near uniform."
     ),
 ]
