@@ -179,7 +179,7 @@ def _cmd_sinks(args: argparse.Namespace) -> int:
     from circuits.corpus import read_corpus
     from circuits.report.sink_plots import plot_sink_report
     from circuits.sinks import Settings
-    from circuits.sinks.runner import measure_corpus
+    from circuits.sinks.corpus import measure_corpus
 
     given = {"tau": args.tau, "eps": args.eps}
     given = {k: v for k, v in given.items() if v is not None}

@@ -30,64 +30,17 @@ import torch
 from jaxtyping import Float, Int
 from torch import Tensor
 
+from circuits.discovery.components import _project, head_outputs
 from circuits.discovery.config import ABLATIONS, Ablation
 from circuits.discovery.dag import EdgeSpace, build_space
 from circuits.discovery.pairs import Pairs
+from circuits.discovery.where import _derangement, _reference_mask, _where, put, take
 from circuits.patching.forward import MetricReady, capture_run, forward_from, hook_layer, tile
 from circuits.patching.metrics import Metric
 
 SPARSE_SHARE = 0.01
 """Below this share of ablated (or of kept) edges into a block's inputs, and without gradients,
 receiver inputs sum only those senders' differences (the same values, far fewer operations)."""
-
-
-def _attn(model, layer: int):
-    return model.blocks[layer].attn
-
-
-def _post_attn_norm(model, layer: int):
-    """The norm applied to the attention output before it joins the stream (Gemma), or None."""
-    hf = getattr(model.blocks[layer], "original_component", None)
-    if hf is not None and hasattr(hf, "pre_feedforward_layernorm"):
-        return hf.post_attention_layernorm
-    return None
-
-
-def _rms_scale(norm, a: Tensor) -> Tensor:
-    """The diagonal scale an RMSNorm applies to `a` (norm(a) = a * scale), per position."""
-    eps = getattr(norm, "eps", getattr(norm, "variance_epsilon", 1e-6))
-    # The norm of a ones-vector recovers the per-dimension weight (1 + w for Gemma) exactly up
-    # to the eps term, which is divided back out.
-    ones = torch.ones(a.shape[-1], dtype=a.dtype, device=a.device)
-    weight = norm(ones) * torch.sqrt(torch.tensor(1.0 + eps, dtype=a.dtype))
-    return weight * torch.rsqrt(a.pow(2).mean(-1, keepdim=True) + eps)
-
-
-def head_outputs(model, layer: int, z: Float[Tensor, "n pos head d_head"]) -> Tensor:
-    """Each head's write into the residual stream [n, pos, head, d_model]; they sum to the
-    attention output (less the output bias)."""
-    o = _attn(model, layer).o
-    n_heads, d_head = z.shape[-2], z.shape[-1]
-    w = o.weight.view(o.weight.shape[0], n_heads, d_head)
-    out = torch.einsum("nphe,dhe->nphd", z, w)
-    norm = _post_attn_norm(model, layer)
-    if norm is not None:
-        a = out.sum(2) + (o.bias if o.bias is not None else 0)
-        out = out * _rms_scale(norm, a).unsqueeze(2)
-    return out
-
-
-def _project(model, layer: int, kind: str, x: Tensor) -> Tensor:
-    """q/k/v of every head from its own input: x [n, head, pos, d_model] -> [n, pos, head, d]."""
-    block = model.blocks[layer]
-    lin = getattr(block.attn, kind)
-    n_heads = x.shape[1]
-    normed = block.ln1.original_component(x)
-    w = lin.weight.view(n_heads, -1, lin.weight.shape[-1])
-    out = torch.einsum("nhpd,hed->nphe", normed, w)
-    if lin.bias is not None:
-        out = out + lin.bias.view(n_heads, -1)
-    return out
 
 
 @dataclass
@@ -98,57 +51,6 @@ class CleanRun:
     outputs: Float[Tensor, "batch sender pos d_model"]
     ablated: Float[Tensor, "batch sender pos d_model"]
     metric: Float[Tensor, " batch"]
-
-
-def _where(positions, n_batch: int, n_pos: int) -> Tensor:
-    """Ablated positions as an index [batch, k]: the same for every text (ints, or None for
-    all), or one list per text (lists of one length)."""
-    if positions is None:
-        rows = [list(range(n_pos))] * n_batch
-    elif all(isinstance(p, int) and not isinstance(p, bool) for p in positions):
-        rows = [list(positions)] * n_batch
-    else:
-        rows = [list(p) for p in positions]
-        if len(rows) != n_batch or len({len(r) for r in rows}) != 1:
-            raise ValueError(
-                f"per-text positions need one list per text ({n_batch}), all of one length; got "
-                f"{[len(r) for r in rows]}"
-            )
-    bad = sorted({p for r in rows for p in r if not (isinstance(p, int) and 0 <= p < n_pos)})
-    if bad or not rows[0]:
-        raise ValueError(f"ablated positions {bad or rows[0]} are outside the {n_pos}-token texts")
-    return torch.tensor(rows, dtype=torch.long)
-
-
-def _reference_mask(where: Tensor, n_pos: int) -> Tensor:
-    """Per text, the positions whose mean is an ordinary token's value [batch, pos]: outside the
-    ablated ones and never position 0 (all positions >= 1 when that leaves none)."""
-    mask = torch.ones(where.shape[0], n_pos, dtype=torch.bool)
-    mask[torch.arange(where.shape[0]).unsqueeze(1), where] = False
-    mask[:, 0] = False
-    empty = ~mask.any(1)
-    mask[empty, 1:] = True
-    return mask
-
-
-def take(act: Tensor, where: Tensor) -> Tensor:
-    """act[row, where[row]] for every row: [rows, k, ...]."""
-    return act[torch.arange(act.shape[0]).unsqueeze(1), where]
-
-
-def put(act: Tensor, where: Tensor, value: Tensor) -> Tensor:
-    """A copy of `act` with act[row, where[row]] = value[row]."""
-    out = act.clone()
-    out[torch.arange(act.shape[0]).unsqueeze(1), where] = value.to(act.device, act.dtype)
-    return out
-
-
-def _derangement(n: int, seed: int) -> Tensor:
-    gen = torch.Generator().manual_seed(seed)
-    while True:
-        perm = torch.randperm(n, generator=gen)
-        if not bool((perm == torch.arange(n)).any()):
-            return perm
 
 
 class EdgeRunner:

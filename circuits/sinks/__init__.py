@@ -59,7 +59,7 @@ _EXPORTS = {
     "get_rule": "rules",
     "reference_sink": "rules",
     "measure": "runner",
-    "measure_corpus": "runner",
+    "measure_corpus": "corpus",
     "measure_tokens": "runner",
     "SinkEvent": "secondary",
     "events_frame": "secondary",
