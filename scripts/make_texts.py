@@ -73,9 +73,7 @@ def code() -> list[dict]:
                 continue
             text = ast.get_source_segment(source, node)
             if MIN_CHARS <= len(text) <= MAX_CHARS:
-                out.append(
-                    {"text": text, "kind": "code", "source": f"Lib/{name}.py:{node.lineno}"}
-                )
+                out.append({"text": text, "kind": "code", "source": f"Lib/{name}.py:{node.lineno}"})
     return out
 
 
