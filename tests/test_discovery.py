@@ -52,9 +52,11 @@ def tokens(tiny):
     return token_rows(tiny, TEXTS[:3], 12)
 
 
-def _reference(model, tokens, metric, runner, e):
-    """The metric with edge `e` alone ablated, by hand: one clean run gives the sender's output
-    difference; a second run subtracts it from the one receiver's input only."""
+def edge_hooks(model, runner, e):
+    """Forward hooks that ablate edge `e` alone, by hand, at the runner's positions: the
+    sender's output difference (from the clean run) is subtracted from the one receiver's input
+    only. Returns the hooks (none for the target, which the caller's read ablates) and the
+    receiver, positions and difference."""
     r, s = runner.space.edges[e].tolist()
     rec = runner.space.receivers[r]
     pos = runner.positions
@@ -77,13 +79,25 @@ def _reference(model, tokens, metric, runner, e):
             (f"blocks.{rec.layer}.attn.{rec.kind}.hook_out", swap),
         ]
     elif rec.kind == "mlp":
+        hooks = [(f"blocks.{rec.layer}.ln2.hook_in", subtract_at(pos, delta))]
+    return hooks, rec, pos, delta
 
-        def minus(act, hook):
-            out = act.clone()
-            out[:, pos] = act[:, pos] - delta
-            return out
 
-        hooks = [(f"blocks.{rec.layer}.ln2.hook_in", minus)]
+def subtract_at(pos, delta):
+    """A hook that subtracts `delta` from its activation at `pos`."""
+
+    def minus(act, hook):
+        out = act.clone()
+        out[:, pos] = act[:, pos] - delta
+        return out
+
+    return minus
+
+
+def _reference(model, tokens, metric, runner, e):
+    """The metric with edge `e` alone ablated, by hand: one clean run gives the sender's output
+    difference; a second run subtracts it from the one receiver's input only."""
+    hooks, rec, pos, delta = edge_hooks(model, runner, e)
     acts = {}
 
     def read(name):

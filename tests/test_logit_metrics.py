@@ -6,9 +6,10 @@ from __future__ import annotations
 
 import pytest
 import torch
+from test_discovery import edge_hooks, subtract_at
 
 from circuits.discovery import EdgeRunner, eap, edge_effects, token_rows
-from circuits.discovery.forward import _project, full_keep
+from circuits.discovery.forward import full_keep
 from circuits.patching.metrics import logit_diff, logits_metric
 
 TEXTS = [
@@ -42,36 +43,9 @@ def _reference(model, tokens, runner, e, answer, wrong):
     """The last-position logit difference with edge `e` alone ablated, written out: one clean
     run gives the sender's output difference; a second full forward subtracts it from the one
     receiver's input only, at the ablated positions."""
-    r, s = runner.space.edges[e].tolist()
-    rec = runner.space.receivers[r]
-    pos = runner.positions
-    delta = runner.clean.outputs[:, s] - runner.clean.ablated[:, s]  # batch pos d
-    held: dict = {}
-
-    def minus(act, hook):
-        out = act.clone()
-        out[:, pos] = act[:, pos] - delta
-        return out
-
-    if rec.kind in ("q", "k", "v"):
-
-        def grab(act, hook):
-            held["resid"] = act[:, pos]
-
-        def swap(act, hook):
-            x = (held["resid"] - delta).unsqueeze(1).expand(-1, act.shape[2], -1, -1)
-            out = act.clone()
-            out[:, pos, rec.head] = _project(model, rec.layer, rec.kind, x)[:, :, rec.head]
-            return out
-
-        hooks = [
-            (f"blocks.{rec.layer}.hook_resid_pre", grab),
-            (f"blocks.{rec.layer}.attn.{rec.kind}.hook_out", swap),
-        ]
-    elif rec.kind == "mlp":
-        hooks = [(f"blocks.{rec.layer}.ln2.hook_in", minus)]
-    else:  # the final residual, read by the unembedding
-        hooks = [("ln_final.hook_in", minus)]
+    hooks, rec, pos, delta = edge_hooks(model, runner, e)
+    if rec.kind == "target":  # the final residual, read by the unembedding
+        hooks = [("ln_final.hook_in", subtract_at(pos, delta))]
     with torch.no_grad(), model.hooks(fwd_hooks=hooks):
         logits = model(tokens)
     return _diff_by_hand(logits, answer, wrong)
