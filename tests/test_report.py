@@ -291,19 +291,13 @@ MEASURE = (
 @pytest.fixture(scope="module")
 def p0_trace(tmp_path_factory):
     """The planted P0 circuit (tests/test_p0.py) traced on 4 + 4 short texts, and its report."""
+    from test_p0 import SMALL
+
     from circuits.models.planted import P0_TEXTS, planted_p0_model
-    from circuits.tracing.p0 import P0Config, trace_p0
+    from circuits.tracing.p0 import trace_p0
 
     planted = planted_p0_model(folder=tmp_path_factory.mktemp("planted"))
-    config = P0Config().with_options(
-        n_tokens=20,
-        edge_n_tokens=20,
-        edge_n_fit=4,
-        edge_n_heldout=4,
-        edge_n_stability=10,
-        edge_n_curve=8,
-    )
-    trace = trace_p0(planted.model, P0_TEXTS, config, progress=False)
+    trace = trace_p0(planted.model, P0_TEXTS, SMALL, progress=False)
     folder = tmp_path_factory.mktemp("p0-report")
     return trace, write_trace(trace, folder)
 
