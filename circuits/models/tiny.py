@@ -54,6 +54,30 @@ def _gpt2_byte_order() -> list[str]:
     return [chr(by_byte[b]) for b in range(256)]
 
 
+def byte_llama_config(
+    d_model: int, d_mlp: int, n_layers: int, n_heads: int, n_kv_heads: int, n_ctx: int = 256
+):
+    """A LlamaConfig for the byte tokenizer's vocabulary and specials, eager attention (the
+    hooks need the pattern), untied embeddings."""
+    from transformers import LlamaConfig
+
+    return LlamaConfig(
+        vocab_size=VOCAB,
+        hidden_size=d_model,
+        intermediate_size=d_mlp,
+        num_hidden_layers=n_layers,
+        num_attention_heads=n_heads,
+        num_key_value_heads=n_kv_heads,
+        max_position_embeddings=n_ctx,
+        bos_token_id=1,
+        eos_token_id=2,
+        pad_token_id=0,
+        tie_word_embeddings=False,
+        architectures=["LlamaForCausalLM"],
+        attn_implementation="eager",
+    )
+
+
 def tiny_model(
     n_layers: int = 4,
     d_model: int = 64,
@@ -64,27 +88,13 @@ def tiny_model(
     folder: str | Path | None = None,
 ) -> TransformerBridge:
     """A seeded random Llama (default 4 layers, d_model 64) wrapped in a TransformerBridge."""
-    from transformers import LlamaConfig, LlamaForCausalLM
+    from transformers import LlamaForCausalLM
 
     folder = Path(folder or tempfile.mkdtemp(prefix="circuits-tiny-"))
     tok = byte_tokenizer(folder)
-    config = LlamaConfig(
-        vocab_size=VOCAB,
-        hidden_size=d_model,
-        intermediate_size=d_mlp,
-        num_hidden_layers=n_layers,
-        num_attention_heads=n_heads,
-        num_key_value_heads=n_kv_heads,
-        max_position_embeddings=256,
-        bos_token_id=1,
-        eos_token_id=2,
-        pad_token_id=0,
-        tie_word_embeddings=False,
-        architectures=["LlamaForCausalLM"],
-    )
+    config = byte_llama_config(d_model, d_mlp, n_layers, n_heads, n_kv_heads)
     torch.manual_seed(seed)
     hf = LlamaForCausalLM(config).eval()
-    hf.config._attn_implementation = "eager"
     model = TransformerBridge.boot_transformers(
         "circuits/tiny-llama", hf_model=hf, tokenizer=tok, device="cpu", dtype=torch.float32
     )

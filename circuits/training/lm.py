@@ -11,7 +11,7 @@ from pathlib import Path
 
 import torch
 
-from circuits.models.tiny import N_SPECIAL, VOCAB, byte_tokenizer
+from circuits.models.tiny import N_SPECIAL, byte_llama_config, byte_tokenizer
 from circuits.training.config import LMConfig
 
 BOS_ID = 1
@@ -20,22 +20,10 @@ BOS_ID = 1
 
 def build_model(config: LMConfig, seed: int):
     """A freshly initialised LlamaForCausalLM of `config`, weights drawn from `seed`."""
-    from transformers import LlamaConfig, LlamaForCausalLM
+    from transformers import LlamaForCausalLM
 
-    hf_config = LlamaConfig(
-        vocab_size=VOCAB,
-        hidden_size=config.d_model,
-        intermediate_size=config.d_mlp,
-        num_hidden_layers=config.n_layers,
-        num_attention_heads=config.n_heads,
-        num_key_value_heads=config.n_heads,
-        max_position_embeddings=config.n_ctx,
-        bos_token_id=BOS_ID,
-        eos_token_id=2,
-        pad_token_id=0,
-        tie_word_embeddings=False,
-        architectures=["LlamaForCausalLM"],
-        attn_implementation="eager",
+    hf_config = byte_llama_config(
+        config.d_model, config.d_mlp, config.n_layers, config.n_heads, config.n_heads, config.n_ctx
     )
     with torch.random.fork_rng():
         torch.manual_seed(seed)
