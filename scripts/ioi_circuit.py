@@ -6,9 +6,10 @@
 IOI pairs (clean, ABC-corrupted) from `circuits.tasks.ioi`, metric logit(IO) - logit(S) at the
 last position, resample-from-the-partner ablation at every position. Writes summary.json (the
 circuit's summary, the model's own logit difference and accuracy, timings), curve.csv,
-edges.csv, heads.csv (each circuit head's attention from the last position to the IO and S
-tokens on the held-out clean prompts, and its edges into the final residual), circuit.json (the
-circuit graph) and curve.png.
+edges.csv, heads.json (every head's attention from the last position to the IO and S tokens
+on the held-out clean prompts, direct effect, copy score and name-mover verdict from
+`circuits.tasks.name_movers`, and its edges in the circuit), circuit.json (the circuit graph)
+and curve.png. `--heads-only` rewrites heads.json from a saved circuit.json (no discovery).
 """
 
 from __future__ import annotations
@@ -18,6 +19,7 @@ import json
 import math
 import resource
 import time
+from dataclasses import asdict
 from pathlib import Path
 
 import matplotlib
@@ -26,11 +28,12 @@ matplotlib.use("Agg")
 import matplotlib.pyplot as plt  # noqa: E402
 import torch  # noqa: E402
 
-from circuits._io import strict_json  # noqa: E402
+from circuits._io import write_json  # noqa: E402
 from circuits.discovery import DiscoveryConfig, circuit_graph, discover  # noqa: E402
-from circuits.graph.io import write  # noqa: E402
+from circuits.graph.io import read, write  # noqa: E402
 from circuits.models import load_model  # noqa: E402
-from circuits.tasks.ioi import ioi_pairs, name_positions  # noqa: E402
+from circuits.tasks.ioi import ioi_pairs  # noqa: E402
+from circuits.tasks.name_movers import NameMoverRule, name_mover_table  # noqa: E402
 
 
 def behaviour(model, pairs) -> dict:
@@ -47,36 +50,34 @@ def behaviour(model, pairs) -> dict:
     return out
 
 
-def head_table(model, circuit, pairs) -> list[dict]:
-    """Each head that sends in the circuit: mean attention from the last position to the IO,
-    first S and second S tokens over the held-out clean prompts; its edges into the final
-    residual (count and summed score)."""
-    sp = circuit.runner.space
-    where = name_positions(pairs)
-    mask_edges = sp.edges[circuit.mask].tolist()
-    mean = circuit.scores.mean(0)[circuit.mask].tolist()
-    heads: dict[tuple[int, int], dict] = {}
-    for (r, s), score in zip(mask_edges, mean, strict=True):
-        name = sp.senders[s]
-        if ".H" not in name:
+def head_table(model, graph, pairs) -> list[dict]:
+    """Every head of the model on the held-out clean prompts (`name_mover_table`: attention
+    from the last position to IO / S1 / S2, direct effect on logit(IO) - logit(S), copy score,
+    name-mover verdict), with its direct edges in the circuit `graph`: how many it sends, how
+    many into the logits and their summed score (minus the estimated effect: positive when
+    the edges support logit(IO) - logit(S))."""
+    cfg = model.cfg
+    every = [(layer, h) for layer in range(cfg.n_layers) for h in range(cfg.n_heads)]
+    rows = name_mover_table(model, pairs, every)
+    for row in rows:
+        row.update(in_circuit=False, edges_out=0, to_logits=0, to_logits_score=0.0)
+    by_name = {row["head"]: row for row in rows}
+    for sender, receiver, d in graph.edges(data=True):
+        if d.get("edge_kind") != "direct" or sender not in by_name:
             continue
-        layer, head = (int(x) for x in name[1:].split(".H"))
-        row = heads.setdefault((layer, head), {"head": name, "edges_out": 0, "to_logits": 0,
-                                               "to_logits_score": 0.0})  # fmt: skip
+        row = by_name[sender]
+        row["in_circuit"] = True
         row["edges_out"] += 1
-        if sp.receivers[r].kind == "target":
+        if receiver.startswith("target:"):
             row["to_logits"] += 1
-            row["to_logits_score"] += float(score)
-    layers = sorted({layer for layer, _ in heads})
-    hooks = [f"blocks.{layer}.attn.hook_pattern" for layer in layers]
-    with torch.no_grad():
-        _, cache = model.run_with_cache(pairs.clean, names_filter=lambda n: n in hooks)
-    rows = torch.arange(len(pairs))
-    for (layer, head), row in heads.items():
-        last = cache[f"blocks.{layer}.attn.hook_pattern"][:, head, -1]  # [pair, key]
-        for key in ("io", "s1", "s2"):
-            row[f"attn_{key}"] = float(last[rows, torch.tensor(where[key])].mean())
-    return sorted(heads.values(), key=lambda r: -abs(r["to_logits_score"]))
+            row["to_logits_score"] -= float(d["estimated_effect"])
+    return sorted(rows, key=lambda r: -abs(r["to_logits_score"]))
+
+
+def write_heads(model, graph, pairs, out: Path) -> None:
+    """heads.json: the name-mover rule's thresholds and `head_table`'s rows."""
+    rule = asdict(NameMoverRule())
+    write_json(out / "heads.json", {"rule": rule, "heads": head_table(model, graph, pairs)})
 
 
 def plot_curve(curve, summary: dict, path: Path) -> None:
@@ -105,11 +106,21 @@ def main() -> None:
     p.add_argument("--n-curve", type=int, default=12)
     p.add_argument("--seed", type=int, default=0)
     p.add_argument("--out", required=True)
+    p.add_argument("--heads-only", action="store_true",
+                   help="no discovery: rewrite each method folder's heads.json from its saved "
+                   "circuit.json (same pairs: same --n-fit, --n-heldout, --seed)")  # fmt: skip
     args = p.parse_args()
     t0 = time.time()
+    saved = {m: Path(args.out) / m / "circuit.json" for m in args.methods}
+    missing = [str(path) for path in saved.values() if not path.is_file()]
+    if args.heads_only and missing:
+        p.error(f"--heads-only needs a saved circuit; not found: {', '.join(missing)}")
     model = load_model(args.model)
     pairs, prompts = ioi_pairs(model, args.n_fit + args.n_heldout, seed=args.seed)
     for method in args.methods:
+        if args.heads_only:
+            write_heads(model, read(saved[method]), pairs[args.n_fit :], saved[method].parent)
+            continue
         run(model, pairs, prompts, method, args, Path(args.out) / method)
         print(f"{method}: {time.time() - t0:.0f} s since start", flush=True)
 
@@ -139,16 +150,15 @@ def run(model, pairs, prompts, method: str, args, out: Path) -> None:
             "peak_rss_gb": round(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1e6, 2),
         }
     )
-    heads = head_table(model, circuit, held)
-    (out / "heads.json").write_text(strict_json(heads) + "\n")
     circuit.curve.to_csv(out / "curve.csv", index=False)
     circuit.edges_frame().to_csv(out / "edges.csv", index=False)
     plot_curve(circuit.curve, summary, out / "curve.png")
     graph = circuit_graph(circuit, model, data="IOI pairs (circuits.tasks.ioi)",
                           metric_spec={"metric": "pairs"})  # fmt: skip
     write(graph, out / "circuit.json")
+    write_heads(model, graph, held, out)
     summary["seconds_with_judgement"] = round(time.time() - t0, 1)
-    (out / "summary.json").write_text(strict_json(summary) + "\n")
+    write_json(out / "summary.json", summary)
     print(json.dumps(summary, indent=1, default=str))
 
 
