@@ -18,6 +18,7 @@ from circuits.graph.io import read
 from circuits.report import sink_plots
 from circuits.report.draw import (
     ROLE_COLORS,
+    DrawOptions,
     circuit_edges,
     circuit_layout,
     draw_circuit,
@@ -163,6 +164,24 @@ def test_the_old_keywords_still_work():
     assert ax.get_title() == "t"
     assert max(p.get_linewidth() for p in ax.patches if isinstance(p, FancyArrowPatch)) == 3.0
     assert "L0.H0" not in [t.get_text() for t in ax.texts]
+
+
+def test_draw_options_are_one_checked_value_keywords_can_override():
+    g = ablation_graph()
+    opts = DrawOptions(layout="multipartite", max_edge_labels=1)
+
+    def texts(fig):
+        return [t.get_text() for t in fig.axes[0].texts]
+
+    assert texts(draw_circuit(g, opts)) == texts(draw_circuit(g, **opts.to_dict()))
+    assert "-50%" in texts(draw_circuit(g, opts))
+    assert "-50%" not in texts(draw_circuit(g, opts, max_edge_labels=0))
+    with pytest.raises(ValueError, match="max_edge_labels must be >= 0, got -1"):
+        draw_circuit(g, max_edge_labels=-1)
+    with pytest.raises(ValueError, match="layout must be one of auto, dot, multipartite"):
+        DrawOptions(layout="circo")
+    with pytest.raises(ValueError, match="unknown DrawOptions options"):
+        draw_circuit(g, colour="red")
 
 
 def test_a_graph_without_edges_is_drawn_and_an_empty_one_refused():

@@ -9,7 +9,7 @@ from circuits.report.attention import (
     circuit_heads,
     circuitsvis_script,
 )
-from circuits.report.draw import draw_circuit, layered_layout, save_figure
+from circuits.report.draw import DrawOptions, draw_circuit, layered_layout, save_figure
 from circuits.report.html import (
     GraphView,
     Image,
@@ -24,6 +24,7 @@ from circuits.report.trace import write_trace
 
 __all__ = [
     "AttentionView",
+    "DrawOptions",
     "GraphView",
     "Image",
     "KeyValues",

@@ -284,3 +284,72 @@ def _bend(lay: CircuitLayout, u: str, v: str) -> float:
         return 0.06
     side = 1 if lay.pos[u][1] + lay.pos[v][1] >= 0 else -1
     return side * min(0.1 + 0.04 * span, 0.3) * (1 if lay.pos[v][0] >= lay.pos[u][0] else -1)
+
+
+def edge_curves(
+    g: nx.DiGraph, lay: CircuitLayout
+) -> dict[tuple[str, str], list[tuple[float, float]]]:
+    """Each edge's path (inches): dot's route, else an arc from box edge to box edge."""
+    curves: dict[tuple[str, str], list[tuple[float, float]]] = {}
+    for u, v in g.edges:
+        pts = lay.paths.get((u, v))
+        if not pts:
+            a = _clip_to_box(lay.pos[u], lay.pos[v], lay.size[u])
+            b = _clip_to_box(lay.pos[v], lay.pos[u], lay.size[v], pad=0.04)
+            pts = _arc(a, b, rad=_bend(lay, u, v))
+        curves[u, v] = pts
+    return curves
+
+
+def node_boxes(lay: CircuitLayout) -> list[tuple[float, float, float, float]]:
+    """Each node's box as (x0, y0, x1, y1) in inches."""
+    return [
+        (x - lay.size[n][0] / 2, y - lay.size[n][1] / 2, x + lay.size[n][0] / 2,
+         y + lay.size[n][1] / 2)
+        for n, (x, y) in lay.pos.items()
+    ]  # fmt: skip
+
+
+# -- edge labels --------------------------------------------------------------------------------
+
+
+def overlap(box, boxes) -> float:
+    """The area `box` shares with `boxes` (all (x0, y0, x1, y1))."""
+    x0, y0, x1, y1 = box
+    total = 0.0
+    for a0, b0, a1, b1 in boxes:
+        w, h = min(x1, a1) - max(x0, a0), min(y1, b1) - max(y0, b0)
+        if w > 0 and h > 0:
+            total += w * h
+    return total
+
+
+def label_spot(
+    curve: list[tuple[float, float]],
+    size: tuple[float, float],
+    others: list[list[tuple[float, float]]],
+    taken: list[tuple[float, float, float, float]],
+    boxes: list[tuple[float, float, float, float]],
+) -> tuple[float, float, tuple[float, float, float, float]]:
+    """Where along `curve` a label of `size` (w, h) sits best: off the node `boxes`, off labels
+    already `taken`, over few points of the `others` curves, near the middle. Returns its centre
+    and box (x0, y0, x1, y1)."""
+    w, h = size
+    best = None
+    for t in (0.5, 0.4, 0.6, 0.3, 0.7, 0.22, 0.78, 0.15, 0.85):
+        px, py = _point_on(curve, t)
+        box = (px - w / 2, py - h / 2, px + w / 2, py + h / 2)
+        crossed = sum(
+            box[0] <= x <= box[2] and box[1] <= y <= box[3] for pts in others for x, y in pts
+        )
+        cost = (
+            3 * overlap(box, taken)
+            + 10 * overlap(box, boxes)
+            + 0.01 * crossed
+            + 0.001 * abs(t - 0.5)
+        )
+        if best is None or cost < best[0]:
+            best = (cost, px, py, box)
+        if cost < 0.0011:
+            break
+    return best[1:]

@@ -22,26 +22,32 @@ What the picture shows:
 from __future__ import annotations
 
 import textwrap
+from dataclasses import dataclass
 from pathlib import Path
+from typing import NamedTuple
 
 import networkx as nx
+from matplotlib.axes import Axes
 from matplotlib.figure import Figure
 from matplotlib.lines import Line2D
 from matplotlib.patches import FancyArrowPatch, FancyBboxPatch
 from matplotlib.path import Path as MplPath
 
+from circuits.config import Config, option
 from circuits.graph.circuit import KIND_COLORS, validate
 from circuits.graph.io import atomic_write
 from circuits.report.circuit_layout import (
     FONT_SIZE,
+    LAYOUTS,
     CircuitLayout,
-    _arc,
-    _bend,
-    _clip_to_box,
     _point_on,
     circuit_layout,
+    edge_curves,
+    label_spot,
     layered_layout,
+    node_boxes,
     node_text,
+    overlap,
 )
 from circuits.report.circuit_selection import Selection, circuit_edges, drawn_graph
 from circuits.report.circuit_style import (
@@ -59,6 +65,7 @@ __all__ = [
     "FIGURE_FORMATS",
     "ROLE_COLORS",
     "CircuitLayout",
+    "DrawOptions",
     "Selection",
     "circuit_edges",
     "circuit_layout",
@@ -86,35 +93,62 @@ def _bezier(points: list[tuple[float, float]]) -> MplPath:
     return MplPath(points, codes)
 
 
-def _overlaps(box, boxes) -> float:
-    x0, y0, x1, y1 = box
-    total = 0.0
-    for a0, b0, a1, b1 in boxes:
-        w, h = min(x1, a1) - max(x0, a0), min(y1, b1) - max(y0, b0)
-        if w > 0 and h > 0:
-            total += w * h
-    return total
+@dataclass(frozen=True)
+class DrawOptions(Config):
+    """How `draw_circuit` draws a circuit: which edges, how wide, what is written on the page."""
+
+    layout: str = option(
+        "auto", "dot = Graphviz, multipartite = networkx, auto = dot when installed",
+        choices=LAYOUTS,
+    )  # fmt: skip
+    min_edge_width: float = option(0.4, "line width (points) of the weakest effect", low=0)
+    max_edge_width: float = option(6.0, "line width (points) of the strongest effect", low=0)
+    show_labels: bool = option(True, "write each node's name in its box")
+    edge_labels: bool = option(True, "write their value on the strongest edges")
+    max_edge_labels: int = option(12, "at most this many effects carry their value", low=0)
+    min_abs_effect: float | None = option(
+        None, "hide edges with a smaller |effect| (default: the graph's own rule)", low=0
+    )
+    min_share: float | None = option(
+        None, "hide edges under this share of the strongest of their role into a node", low=0
+    )
+    effect_sign_supports: int | None = option(
+        None, "the sign of an effect that supports its target (default: read from the graph)",
+        low=-1, high=1,
+    )  # fmt: skip
+    fontsize: float = option(FONT_SIZE, "text size (points)", low=1, low_open=True)
+    legend: bool = option(True, "say below the picture what colours and boxes mean")
+    caption: bool = option(True, "say below the picture which edges are drawn and labelled")
+
+
+class _Scene(NamedTuple):
+    """What each drawing step reads: the drawn graph, its layout, each edge's role and curve."""
+
+    g: nx.DiGraph
+    lay: CircuitLayout
+    roles: dict[tuple[str, str], str]
+    curves: dict[tuple[str, str], list[tuple[float, float]]]
+    opts: DrawOptions
+
+    @property
+    def effects(self) -> list[tuple[str, str]]:
+        return [e for e in self.g.edges if self.roles[e] not in ("observed", "structure")]
+
+    @property
+    def observed(self) -> list[tuple[str, str]]:
+        return [e for e in self.g.edges if self.roles[e] == "observed"]
+
+    def strongest(self, edges: list[tuple[str, str]]) -> float:
+        """The largest |effect| over `edges` (1 when there are none or all are 0)."""
+        return max((self.g.edges[e]["abs_effect"] for e in edges), default=0.0) or 1.0
 
 
 def draw_circuit(
-    g: nx.DiGraph,
-    *,
-    title: str | None = None,
-    min_edge_width: float = 0.4,
-    max_edge_width: float = 6.0,
-    show_labels: bool = True,
-    layout: str = "auto",
-    edge_labels: bool = True,
-    max_edge_labels: int = 12,
-    min_abs_effect: float | None = None,
-    min_share: float | None = None,
-    effect_sign_supports: int | None = None,
-    fontsize: float = FONT_SIZE,
-    legend: bool = True,
-    caption: bool = True,
+    g: nx.DiGraph, options: DrawOptions | None = None, *, title: str | None = None, **settings
 ) -> Figure:
     """Draw a circuit graph as a layered picture; returns a matplotlib Figure (not shown).
 
+    How: `options` (a `DrawOptions`), any of whose fields may be given as keywords instead.
     Layout: one column per layer (`layout` "dot" = Graphviz, "multipartite" = networkx, "auto"
     = dot when installed). Edges: those in the circuit (see `circuit_edges`; `min_abs_effect`
     hides weaker ones). Colour: what the edge does to its target, in words in the legend
@@ -125,75 +159,88 @@ def draw_circuit(
     says how many. `show_labels=False` leaves the node boxes empty. The default title is
     "model | metric" from the graph attributes.
     """
+    opts = (options or DrawOptions()).with_options(**settings)
     validate(g)
     if g.number_of_nodes() == 0:
         raise ValueError("the graph has no nodes: nothing to draw")
-    if max_edge_labels < 0:
-        raise ValueError(f"max_edge_labels must be >= 0, got {max_edge_labels}")
-    full = g
-    sign = support_sign(g) if effect_sign_supports is None else effect_sign_supports
-    picked = circuit_edges(g, min_abs_effect=min_abs_effect, min_share=min_share,
+    sign = support_sign(g) if opts.effect_sign_supports is None else opts.effect_sign_supports
+    picked = circuit_edges(g, min_abs_effect=opts.min_abs_effect, min_share=opts.min_share,
                            roles=edge_roles(g, sign=sign))  # fmt: skip
-    g = drawn_graph(full, picked)
-    roles = edge_roles(g, sign=sign)
-    sel = Selection(list(g.edges), list(g.nodes), picked.rule, picked.hidden, picked.joining)
-    lay = circuit_layout(g, sel.edges, sel.nodes, method=layout, fontsize=fontsize)
+    drawn = drawn_graph(g, picked)
+    lay = circuit_layout(drawn, list(drawn.edges), list(drawn.nodes), method=opts.layout,
+                         fontsize=opts.fontsize)  # fmt: skip
+    scene = _Scene(drawn, lay, edge_roles(drawn, sign=sign), edge_curves(drawn, lay), opts)
+    fig, ax = _canvas(scene)
+    _draw_edges(ax, scene)
+    _draw_nodes(ax, scene)
+    labelled = _label_edges(ax, scene) if opts.edge_labels else 0
+    _layer_ticks(ax, lay, opts.fontsize)
+    if opts.legend:
+        _legend(fig, scene, sign)
+    if opts.caption:
+        text = drawing_caption(g, picked, labelled, len(scene.effects), sign=sign)
+        ax.set_xlabel("\n".join(textwrap.wrap(text, int(fig.get_figwidth() * 13))),
+                      fontsize=opts.fontsize - 0.5, color="#444444", loc="left")  # fmt: skip
+    name = f"{drawn.graph['model']} | {drawn.graph['metric']}"
+    ax.set_title(title or name, fontsize=opts.fontsize + 1.5)
+    return fig
 
-    curves: dict[tuple[str, str], list[tuple[float, float]]] = {}
-    for u, v in sel.edges:
-        pts = lay.paths.get((u, v))
-        if not pts:
-            a = _clip_to_box(lay.pos[u], lay.pos[v], lay.size[u])
-            b = _clip_to_box(lay.pos[v], lay.pos[u], lay.size[v], pad=0.04)
-            pts = _arc(a, b, rad=_bend(lay, u, v))
-        curves[u, v] = pts
-    x0 = min(x - lay.size[n][0] / 2 for n, (x, _) in lay.pos.items()) - 0.15
-    x1 = max(x + lay.size[n][0] / 2 for n, (x, _) in lay.pos.items()) + 0.15
-    y0 = min(y - lay.size[n][1] / 2 for n, (_, y) in lay.pos.items()) - 0.15
-    y1 = max(y + lay.size[n][1] / 2 for n, (_, y) in lay.pos.items()) + 0.3
-    for pts in curves.values():
+
+def _canvas(scene: _Scene) -> tuple[Figure, Axes]:
+    """A figure as large as the boxes and curves (1 unit = 1 inch), with room below for the
+    legend and the caption when they are drawn."""
+    boxes = node_boxes(scene.lay)
+    x0, x1 = min(b[0] for b in boxes) - 0.15, max(b[2] for b in boxes) + 0.15
+    y0, y1 = min(b[1] for b in boxes) - 0.15, max(b[3] for b in boxes) + 0.3
+    for pts in scene.curves.values():
         on = [_point_on(pts, i / 20) for i in range(21)]
         y0 = min(y0, *(p[1] - 0.1 for p in on))
         y1 = max(y1, *(p[1] + 0.1 for p in on))
     width, height = x1 - x0, y1 - y0
-    extra = 0.5 + (0.9 if legend else 0) + (0.6 if caption else 0)
+    extra = 0.5 + (0.9 if scene.opts.legend else 0) + (0.6 if scene.opts.caption else 0)
     fig = Figure(figsize=(max(width + 0.4, 6.0), height + 0.45 + extra), layout="constrained")
     ax = fig.add_subplot()
     ax.set_xlim(x0, x1)
     ax.set_ylim(y0, y1)
+    return fig, ax
 
-    effects = [e for e in sel.edges if roles[e] not in ("observed", "structure")]
-    top = max((g.edges[e]["abs_effect"] for e in effects), default=0.0) or 1.0
-    observed = [e for e in sel.edges if roles[e] == "observed"]
-    top_obs = max((g.edges[e]["abs_effect"] for e in observed), default=0.0) or 1.0
-    for u, v in sorted(sel.edges, key=lambda e: (roles[e] != "observed", g.edges[e]["abs_effect"])):
-        d = g.edges[u, v]
-        pts = curves[u, v]
-        role = roles[u, v]
+
+def _draw_edges(ax: Axes, scene: _Scene) -> None:
+    """Observed values dashed grey under the effects; effects coloured by role, wider and more
+    opaque the stronger they are (relative to the strongest drawn)."""
+    g, opts = scene.g, scene.opts
+    top, top_obs = scene.strongest(scene.effects), scene.strongest(scene.observed)
+    order = sorted(g.edges, key=lambda e: (scene.roles[e] != "observed", g.edges[e]["abs_effect"]))
+    for u, v in order:
+        effect, role = g.edges[u, v]["abs_effect"], scene.roles[u, v]
         if role == "observed":
-            lw = 0.8 + 1.2 * d["abs_effect"] / top_obs
+            lw = 0.8 + 1.2 * effect / top_obs
             style = {"linestyle": (0, (4, 2.5)), "alpha": 0.9}
         elif role == "structure":
             lw, style = 0.9, {"alpha": 0.9}
         else:
-            strength = d["abs_effect"] / top
-            lw = min_edge_width + (max_edge_width - min_edge_width) * strength
+            strength = effect / top
+            lw = opts.min_edge_width + (opts.max_edge_width - opts.min_edge_width) * strength
             style = {"alpha": 0.35 + 0.55 * min(1.0, strength / 0.5)}
         ax.add_patch(
             FancyArrowPatch(
-                path=_bezier(pts),
+                path=_bezier(scene.curves[u, v]),
                 arrowstyle="-|>",
                 mutation_scale=6 + 1.2 * lw,
                 linewidth=lw,
                 color=ROLE_COLORS[role],
-                zorder=1 + (role != "observed") + d["abs_effect"] / top / 2,
+                zorder=1 + (role != "observed") + effect / top / 2,
                 capstyle="butt",
                 **style,
             )
         )
 
-    for n in sel.nodes:
-        (x, y), (w, h) = lay.pos[n], lay.size[n]
+
+def _draw_nodes(ax: Axes, scene: _Scene) -> None:
+    """A rounded box per node in its kind's colour (targets outlined darker), with its name."""
+    g, fontsize = scene.g, scene.opts.fontsize
+    for n in g.nodes:
+        (x, y), (w, h) = scene.lay.pos[n], scene.lay.size[n]
         kind = g.nodes[n]["kind"]
         ax.add_patch(
             FancyBboxPatch(
@@ -207,100 +254,79 @@ def draw_circuit(
                 zorder=4,
             )
         )
-        if show_labels:
+        if scene.opts.show_labels:
             ax.text(x, y, node_text(g, n), ha="center", va="center", fontsize=fontsize, zorder=5,
                     linespacing=1.1)  # fmt: skip
 
-    n_effects = len(effects)
-    labelled = 0
-    if edge_labels:
-        chosen = sorted(effects, key=lambda e: -g.edges[e]["abs_effect"])[:max_edge_labels]
-        chosen = observed + chosen
-        node_boxes = [
-            (x - lay.size[n][0] / 2, y - lay.size[n][1] / 2, x + lay.size[n][0] / 2,
-             y + lay.size[n][1] / 2)
-            for n, (x, y) in lay.pos.items()
-        ]  # fmt: skip
-        taken: list[tuple[float, float, float, float]] = []
-        samples = {e: [_point_on(c, i / 60) for i in range(1, 60)] for e, c in curves.items()}
-        char_w, char_h = 0.55 * (fontsize - 1) / 72, 1.35 * (fontsize - 1) / 72
-        for e in chosen:
-            text = edge_label(g, *e)
-            w, h = len(text) * char_w + 0.05, char_h
-            best = None
-            for t in (0.5, 0.4, 0.6, 0.3, 0.7, 0.22, 0.78, 0.15, 0.85):
-                px, py = _point_on(curves[e], t)
-                box = (px - w / 2, py - h / 2, px + w / 2, py + h / 2)
-                crossed = sum(
-                    box[0] <= x <= box[2] and box[1] <= y <= box[3]
-                    for other, pts in samples.items()
-                    if other != e
-                    for x, y in pts
-                )
-                cost = (
-                    3 * _overlaps(box, taken)
-                    + 10 * _overlaps(box, node_boxes)
-                    + 0.01 * crossed
-                    + 0.001 * abs(t - 0.5)
-                )
-                if best is None or cost < best[0]:
-                    best = (cost, px, py, box)
-                if cost < 0.0011:
-                    break
-            _, px, py, box = best
-            if _overlaps(box, node_boxes) > 0:  # no room beside the boxes: leave it unlabelled
-                continue
-            taken.append((box[0] - 0.05, box[1] - 0.03, box[2] + 0.05, box[3] + 0.03))
-            role = roles[e]
-            ax.text(
-                px, py, text, ha="center", va="center", fontsize=fontsize - 1,
-                color="#555555" if role == "observed" else ROLE_COLORS[role],
-                fontstyle="italic" if role == "observed" else "normal",
-                bbox={"boxstyle": "round,pad=0.12", "fc": "white", "ec": "none", "alpha": 0.85},
-                zorder=6,
-            )  # fmt: skip
-            labelled += role != "observed"
 
+def _label_edges(ax: Axes, scene: _Scene) -> int:
+    """Write the value on every observed edge and on the `max_edge_labels` strongest effects,
+    where a label overlaps no box; returns how many effects were labelled."""
+    g, fontsize = scene.g, scene.opts.fontsize
+    strongest = sorted(scene.effects, key=lambda e: -g.edges[e]["abs_effect"])
+    chosen = scene.observed + strongest[: scene.opts.max_edge_labels]
+    boxes = node_boxes(scene.lay)
+    taken: list[tuple[float, float, float, float]] = []
+    samples = {e: [_point_on(c, i / 60) for i in range(1, 60)] for e, c in scene.curves.items()}
+    char_w, char_h = 0.55 * (fontsize - 1) / 72, 1.35 * (fontsize - 1) / 72
+    labelled = 0
+    for e in chosen:
+        text = edge_label(g, *e)
+        size = (len(text) * char_w + 0.05, char_h)
+        px, py, box = label_spot(scene.curves[e], size, [s for o, s in samples.items() if o != e],
+                                  taken, boxes)  # fmt: skip
+        if overlap(box, boxes) > 0:  # no room beside the boxes: leave it unlabelled
+            continue
+        taken.append((box[0] - 0.05, box[1] - 0.03, box[2] + 0.05, box[3] + 0.03))
+        role = scene.roles[e]
+        ax.text(
+            px, py, text, ha="center", va="center", fontsize=fontsize - 1,
+            color="#555555" if role == "observed" else ROLE_COLORS[role],
+            fontstyle="italic" if role == "observed" else "normal",
+            bbox={"boxstyle": "round,pad=0.12", "fc": "white", "ec": "none", "alpha": 0.85},
+            zorder=6,
+        )  # fmt: skip
+        labelled += role != "observed"
+    return labelled
+
+
+def _layer_ticks(ax: Axes, lay: CircuitLayout, fontsize: float) -> None:
+    """Name the columns (layers, targets) under the picture; no frame, no y axis."""
     ticks = sorted(lay.columns.items(), key=lambda kv: kv[1])
     ax.set_xticks([x for _, x in ticks], [name for name, _ in ticks], fontsize=fontsize)
     ax.tick_params(axis="x", length=0, pad=2)
     ax.set_yticks([])
     for side in ("left", "right", "top", "bottom"):
         ax.spines[side].set_visible(False)
-    if legend:
-        words = role_legend(g, sign=sign)
-        present = [
-            r
-            for r in ("supports", "opposes", "neutral", "observed", "structure")
-            if r in set(roles[e] for e in sel.edges)
-        ]
-        lines = [
-            Line2D([], [], color=ROLE_COLORS[r], lw=2.5,
-                   linestyle=(0, (4, 2.5)) if r == "observed" else "-", label=words[r])
-            for r in present
-        ]  # fmt: skip
-        kinds = [k for k in KIND_COLORS if any(g.nodes[n]["kind"] == k for n in sel.nodes)]
-        boxes = [
-            Line2D([], [], marker="s", ls="", ms=8, mfc=KIND_COLORS[k], mec="#666666",
-                   label={"mlp": "MLP", "attn": "attention", "target": "target (sink)"}.get(k, k))
-            for k in kinds
-        ]  # fmt: skip
-        # Columns: what the edges mean, then what the boxes are (as many columns as needed).
-        rows = max(len(lines), min(len(boxes), 3))
-        box_cols = -(-len(boxes) // rows)
-        blank = [Line2D([], [], alpha=0, label=" ")]
-        handles = lines + blank * (rows - len(lines))
-        handles += boxes + blank * (rows * box_cols - len(boxes))
-        fig.legend(
-            handles=handles, loc="outside lower center", ncols=1 + box_cols, fontsize=fontsize,
-            frameon=False, handlelength=2.6, columnspacing=2.0,
-        )  # fmt: skip
-    if caption:
-        text = drawing_caption(full, picked, labelled, n_effects, sign=sign)
-        ax.set_xlabel("\n".join(textwrap.wrap(text, int(fig.get_figwidth() * 13))),
-                      fontsize=fontsize - 0.5, color="#444444", loc="left")  # fmt: skip
-    ax.set_title(title or f"{g.graph['model']} | {g.graph['metric']}", fontsize=fontsize + 1.5)
-    return fig
+
+
+def _legend(fig: Figure, scene: _Scene, sign: int) -> None:
+    """Below the picture: what the drawn edges' colours mean, then what the boxes are (as many
+    columns as needed)."""
+    g, fontsize = scene.g, scene.opts.fontsize
+    words = role_legend(g, sign=sign)
+    drawn = set(scene.roles[e] for e in g.edges)
+    present = [r for r in ("supports", "opposes", "neutral", "observed", "structure") if r in drawn]
+    lines = [
+        Line2D([], [], color=ROLE_COLORS[r], lw=2.5,
+               linestyle=(0, (4, 2.5)) if r == "observed" else "-", label=words[r])
+        for r in present
+    ]  # fmt: skip
+    kinds = [k for k in KIND_COLORS if any(g.nodes[n]["kind"] == k for n in g.nodes)]
+    boxes = [
+        Line2D([], [], marker="s", ls="", ms=8, mfc=KIND_COLORS[k], mec="#666666",
+               label={"mlp": "MLP", "attn": "attention", "target": "target (sink)"}.get(k, k))
+        for k in kinds
+    ]  # fmt: skip
+    rows = max(len(lines), min(len(boxes), 3))
+    box_cols = -(-len(boxes) // rows)
+    blank = [Line2D([], [], alpha=0, label=" ")]
+    handles = lines + blank * (rows - len(lines))
+    handles += boxes + blank * (rows * box_cols - len(boxes))
+    fig.legend(
+        handles=handles, loc="outside lower center", ncols=1 + box_cols, fontsize=fontsize,
+        frameon=False, handlelength=2.6, columnspacing=2.0,
+    )  # fmt: skip
 
 
 def save_figure(fig: Figure, path: str | Path, *, dpi: int = 150) -> Path:
