@@ -3,6 +3,7 @@ not hold" on a control built without it; the verdict logic; the CLI."""
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import math
 
@@ -11,7 +12,8 @@ import pytest
 import torch
 
 from circuits.claims import ClaimsConfig, claims
-from circuits.claims.secondary import secondary_claims
+from circuits.claims.secondary import SPECS as SECONDARY_SPECS
+from circuits.claims.secondary import read_secondary, secondary_claims
 from circuits.claims.table import (
     AUTO,
     FAILS,
@@ -73,6 +75,55 @@ def _token_keys(p, gain: float = 12.0):
     return p.model
 
 
+def _local_head(p, gain: float = 5.0, pair: int = 2):
+    """Control: the planted head attends only to the last ~3 positions (query and key read the
+    constant direction in a rotary pair turning 0.1 rad per position), so P0, the only position
+    with a single key, still stands out and the jump forms, but the head is not spread."""
+    a = p.model.original_model.model.layers[0].self_attn
+    d_head = p.model.cfg.d_model // p.model.cfg.n_heads
+    with torch.no_grad():
+        for w in (a.q_proj.weight[:d_head], a.k_proj.weight[:d_head]):
+            w.zero_()
+            w[pair, p.layout.const] = gain
+    return p.model
+
+
+def _offset_values(p, offset: float = 4.0):
+    """Control: the planted head's last value dimension also reads the constant direction
+    (`offset`) and writes it onto a free residual dimension the MLP does not read, so every
+    position's output is dominated by the same vector: the head still carries the jump (the MLP
+    squares its token part) but its P0 output is neither larger nor differently directed."""
+    a = p.model.original_model.model.layers[0].self_attn
+    last = p.model.cfg.d_model // p.model.cfg.n_heads - 1
+    with torch.no_grad():
+        a.v_proj.weight[last, p.layout.const] = offset
+        col = a.o_proj.weight[:, last]
+        scale = col[p.layout.scratch.start + last].item()
+        col.zero_()
+        col[MARKER] = scale
+    return p.model
+
+
+def _no_bos(p):
+    """Control: the model reads its texts without a BOS token, so P0 is each text's first
+    character and the planted head's P0 output is that character's vector."""
+    p.model.circuits_info = dataclasses.replace(p.model.circuits_info, prepend_bos=False)
+    return p.model
+
+
+def _token_direction(p, write: float = 0.06):
+    """Control (no BOS): MLP 1 writes sign(z) z^2 of each scratch coordinate back onto that
+    coordinate instead of |z|^2 onto the sink direction, so the P0 norm still jumps but the
+    formed state points along the first token's vector."""
+    m, lay = p.model.original_model.model.layers[1].mlp, p.layout
+    with torch.no_grad():
+        for j in range(lay.scratch.stop - lay.scratch.start):
+            for k, sign in ((2 * j, 1.0), (2 * j + 1, -1.0)):
+                m.down_proj.weight[:, k] = 0.0
+                m.down_proj.weight[lay.scratch.start + j, k] = sign * write
+    return _no_bos(p)
+
+
 @pytest.fixture(scope="module")
 def planted(tmp_path_factory):
     """The planted P0 circuit with a P0 norm jump (MLP 1 writes 10x the default)."""
@@ -108,28 +159,101 @@ def test_planted_circuit_holds_where_built_in(planted, planted_claims):
     assert rows.value.notna().all() and (rows.low <= rows.value + 1e-9).all()
 
 
-def test_constant_values_control_breaks_identification_and_the_cone(tmp_path):
-    v = _verdicts(_constant_values(planted_p0_model(folder=tmp_path, amplify=10)))
-    for claim in (
-        "identification.spread_heads_carry_jump",
-        "identification.p0_output_distinct",
-        "cone.p0_attention_output_larger",
-        "reading.circuit_writes_direction",
-    ):
-        assert v[claim] == FAILS, claim  # fmt: skip
+JUMP_PREMISED = (
+    "identification.spread_heads_carry_jump", "identification.p0_output_distinct",
+    "identification.same_across_texts", "identification.same_across_first_tokens",
+    "amplification.fixed_direction_texts", "amplification.fixed_direction_variants",
+    "reading.circuit_writes_direction",
+)  # fmt: skip
+"""The rows that describe the P0 norm jump's makers or the formed state: not applicable
+without a jump."""
 
 
-def test_no_amplifier_control_breaks_amplification(tmp_path):
+def test_constant_values_control_breaks_the_cone_and_the_jump(tmp_path):
+    result = claims(_constant_values(planted_p0_model(folder=tmp_path, amplify=10)),
+                    list(P0_TEXTS), CONFIG)  # fmt: skip
+    rows = result.frame().set_index("claim")
+    cone = rows.loc["cone.p0_attention_output_larger"]
+    assert cone.verdict == FAILS and cone.value < CONFIG.cone_ratio
+    amp = rows.loc["amplification.mlps_carry_jump"]
+    assert amp.verdict == FAILS and amp.threshold == "jump_factor"
+    assert amp.value < CONFIG.jump_factor  # nothing singles out P0, so nothing to amplify
+
+
+def test_no_jump_makes_the_premised_rows_not_applicable(tmp_path):
+    """Without a P0 norm jump the claim about the jump itself (MLPs amplify the P0 norm) does
+    not hold, with the growth as its number; the rows about the jump's makers or the formed
+    state are not applicable and say why."""
     result = claims(planted_p0_model(folder=tmp_path, amplify=0).model, list(P0_TEXTS), CONFIG)
     rows = result.frame().set_index("claim")
-    for claim in (
-        "amplification.mlps_carry_jump",
-        "amplification.fixed_direction_texts",
-        "identification.spread_heads_carry_jump",
-    ):
-        assert rows.loc[claim, "verdict"] == FAILS, claim  # fmt: skip
-        assert "no P0 norm jump" in rows.loc[claim, "detail"]
-    assert result.run["p0_norm_growth"] < CONFIG.jump_factor
+    amp = rows.loc["amplification.mlps_carry_jump"]
+    assert amp.verdict == FAILS and amp.threshold == "jump_factor"
+    assert amp.value == pytest.approx(result.run["p0_norm_growth"], rel=1e-3)
+    assert amp.value < CONFIG.jump_factor and "no P0 norm jump" in amp.detail
+    for claim in JUMP_PREMISED:
+        assert rows.loc[claim, "verdict"] == NOT_APPLICABLE, claim
+        assert rows.loc[claim, "detail"].startswith("no P0 norm jump"), claim
+        assert math.isnan(rows.loc[claim, "value"]), claim  # no number for an absent premise
+    # Claims that do not presuppose the jump are still decided on their numbers.
+    assert rows.loc["cone.p0_attention_output_larger", "verdict"] in (HOLDS, FAILS)
+    assert rows.loc["reading.keys_read_p0_direction", "verdict"] in (HOLDS, FAILS)
+    assert "**not applicable** (no P0 norm jump" in result.table.markdown()
+
+
+def test_no_carrier_head_fails_the_claim_and_leaves_the_rest_not_applicable(tmp_path):
+    # The semantic control's jump is made by MLP 1; its largest head share is ~0.26.
+    model = _semantic(planted_p0_model(folder=tmp_path, amplify=0))
+    result = claims(model, list(P0_TEXTS), CONFIG.with_options(carry_share=0.5))
+    rows = result.frame().set_index("claim")
+    spread = rows.loc["identification.spread_heads_carry_jump"]
+    assert spread.verdict == FAILS and spread.threshold == "carry_share"
+    assert 0 < spread.value < 0.5 and "no head carries" in spread.detail
+    for claim in JUMP_PREMISED[1:4]:
+        assert rows.loc[claim, "verdict"] == NOT_APPLICABLE, claim
+        assert "no head carries >= carry_share" in rows.loc[claim, "detail"], claim
+    assert rows.loc["amplification.mlps_carry_jump", "verdict"] == HOLDS
+
+
+def test_local_head_control_carries_the_jump_without_spreading(tmp_path):
+    result = claims(_local_head(planted_p0_model(folder=tmp_path, amplify=10)), list(P0_TEXTS),
+                    CONFIG)  # fmt: skip
+    rows = result.frame().set_index("claim")
+    assert result.run["p0_norm_jump"]
+    shares = result.table.tables["jump_shares"].set_index("component").share
+    assert shares["L0.H0"] > 0.9  # it still makes the jump ...
+    spread = rows.loc["identification.spread_heads_carry_jump"]
+    assert spread.verdict == FAILS and spread.value < 0.05  # ... but attends only locally
+    distinct = rows.loc["identification.p0_output_distinct"]
+    assert distinct.verdict == HOLDS and distinct.value < CONFIG.distinct_ratio
+    assert "distinct by direction" in distinct.detail  # the rule's second branch decides
+
+
+def test_offset_values_control_is_not_distinct(tmp_path):
+    model = _offset_values(planted_p0_model(folder=tmp_path, amplify=40))
+    rows = claims(model, list(P0_TEXTS), CONFIG).frame().set_index("claim")
+    carry = rows.loc["identification.spread_heads_carry_jump"]
+    assert carry.verdict == HOLDS and carry.detail.startswith("carriers (jump share): L0.H0")
+    distinct = rows.loc["identification.p0_output_distinct"]
+    assert distinct.verdict == FAILS and distinct.value < 1.1 and "not distinct" in distinct.detail
+    # The shared offset also makes its P0 output (nearly) the same whatever the first token:
+    # the rule reads the cosine, not why it is high.
+    assert rows.loc["identification.same_across_first_tokens", "verdict"] == HOLDS
+
+
+def test_without_bos_the_p0_output_and_state_follow_the_first_token(tmp_path):
+    plain = claims(_no_bos(planted_p0_model(folder=tmp_path / "a", amplify=10)),
+                   list(P0_TEXTS), CONFIG)  # fmt: skip
+    assert plain.run["p0"] == "no_bos"
+    v = plain.table.verdicts()
+    # The head copies each text's first character; the MLP squares it onto one direction.
+    assert v["identification.same_across_texts"] == FAILS
+    assert v["amplification.fixed_direction_texts"] == HOLDS
+    token = claims(_token_direction(planted_p0_model(folder=tmp_path / "b", amplify=10)),
+                   list(P0_TEXTS), CONFIG)  # fmt: skip
+    rows = token.frame().set_index("claim")
+    assert token.run["p0_norm_jump"] and rows.loc["amplification.mlps_carry_jump"].verdict == HOLDS
+    for claim in ("amplification.fixed_direction_texts", "amplification.fixed_direction_variants"):
+        assert rows.loc[claim, "verdict"] == FAILS and rows.loc[claim, "value"] < 0.5, claim
 
 
 def test_semantic_control_has_no_fixed_direction_across_first_tokens(tmp_path):
@@ -179,13 +303,17 @@ def test_claim_row_verdicts_and_interval():
         Claim("f", "c", "p", "w", "m", 1.0, 1.0, 1.0, "t", 1.0, "r", "maybe")
 
 
-def _secondary_tables(sink_cos: float, r2: float, sink_pr: float, dip: float) -> dict:
+def _secondary_tables(
+    sink_cos=0.98, r2=0.8, sink_pr=2.0, dip=0.5, control_cos=0.1, slope=1.0
+) -> dict:
+    """A secondary trace's tables (as `circuits secondary` writes them) where every claim is
+    built in; each argument breaks one."""
     forming = pd.DataFrame(
         {"group": ["sink"] * 4 + ["control"] * 4,
-         "mlp_cos": [sink_cos] * 4 + [0.1, 0.2, 0.0, 0.1]}
+         "mlp_cos": [sink_cos] * 4 + [control_cos + d for d in (0.0, 0.1, -0.1, 0.0)]}
     )  # fmt: skip
     fits = pd.DataFrame(
-        [{"y": y, "x": "log_mlp_norm", "slope": 1.0, "intercept": 0.0, "r2": r2, "n": 40,
+        [{"y": y, "x": "log_mlp_norm", "slope": slope, "intercept": 0.0, "r2": r2, "n": 40,
           "subset": "all"} for y in ("log_score", "lifetime")]
     )  # fmt: skip
     pca = pd.DataFrame(
@@ -198,14 +326,49 @@ def _secondary_tables(sink_cos: float, r2: float, sink_pr: float, dip: float) ->
     return {"forming": forming, "fits": fits, "pca": pca, "layers": layers}
 
 
-def test_secondary_verdicts_from_the_tracer_tables():
-    good = secondary_claims(_secondary_tables(0.98, 0.8, 2.0, 0.5), CONFIG).verdicts()
-    assert set(good.values()) == {HOLDS} and len(good) == 5
-    bad = secondary_claims(_secondary_tables(0.2, 0.1, 8.0, 0.0), CONFIG).verdicts()
-    assert set(bad.values()) == {FAILS}
-    empty = _secondary_tables(0.98, 0.8, 2.0, 0.5)
-    empty["forming"] = empty["forming"][empty["forming"].group == "control"]
-    assert set(secondary_claims(empty, CONFIG).verdicts().values()) == {NOT_APPLICABLE}
+def test_secondary_claims_hold_where_built_in():
+    good = secondary_claims(_secondary_tables(), CONFIG).verdicts()
+    assert good == {f"secondary.{n}": HOLDS for n in SECONDARY_SPECS}
+
+
+@pytest.mark.parametrize(
+    ("control", "broken"),
+    [
+        ({"sink_cos": 0.2}, ["mlp_aligns_with_sink"]),  # the forming MLP writes elsewhere
+        ({"sink_cos": 0.6, "control_cos": 0.7}, ["mlp_aligns_with_sink"]),  # not sink-specific
+        ({"r2": 0.1}, ["norm_predicts_score", "norm_predicts_lifetime"]),
+        ({"slope": -1.0}, ["norm_predicts_score", "norm_predicts_lifetime"]),  # wrong sign
+        ({"sink_pr": 8.0}, ["inputs_low_rank"]),  # 0.8 of the controls' rank: full rank
+        ({"dip": 0.0}, ["primary_valley"]),
+        ({"dip": -0.5}, ["primary_valley"]),  # P0 mass rises where secondaries live
+    ],
+)
+def test_secondary_control_breaks_exactly_its_claim(control, broken):
+    verdicts = secondary_claims(_secondary_tables(**control), CONFIG).verdicts()
+    expected = {f"secondary.{n}": FAILS if n in broken else HOLDS for n in SECONDARY_SPECS}
+    assert verdicts == expected
+
+
+def test_secondary_premise_absent_is_not_applicable(tmp_path):
+    # As `circuits secondary` writes a model without secondary sinks (Qwen2.5-0.5B): the
+    # per-token tables are empty files.
+    tables = _secondary_tables()
+    for name, frame in tables.items():
+        frame.to_csv(tmp_path / f"{name}.csv", index=False)
+    for name in ("forming", "pca"):
+        pd.DataFrame().to_csv(tmp_path / f"{name}.csv", index=False)
+    rows = secondary_claims(read_secondary(tmp_path), CONFIG).rows
+    assert [r.verdict for r in rows] == [NOT_APPLICABLE] * 5
+    assert all(r.detail == "the secondary trace found no secondary sink" for r in rows)
+    assert all(r.threshold in ClaimsConfig.__dataclass_fields__ for r in rows)
+    # One premise absent at a time: nothing to fit, no PCA, no layer without secondaries.
+    flat = _secondary_tables(r2=math.nan)
+    flat["pca"] = flat["pca"].iloc[:0]
+    flat["layers"]["n_active@0.95"] = [0, 1, 1, 1, 1, 1]
+    v = secondary_claims(flat, CONFIG).verdicts()
+    assert v == {"secondary.mlp_aligns_with_sink": HOLDS} | {
+        f"secondary.{n}": NOT_APPLICABLE for n in list(SECONDARY_SPECS)[1:]
+    }
 
 
 def test_planted_secondary_sink_is_formed_by_an_aligned_mlp(tmp_path):

@@ -62,7 +62,9 @@ def amplification_claims(
 ) -> list[Claim]:
     """MLPs carry the jump (their summed share, per text, >= mlp_share), and the formed P0
     state (after the last jump block, after the norm) has one direction across texts and
-    across first tokens (cosine >= consistent_cos). Each needs a P0 norm jump."""
+    across first tokens (cosine >= consistent_cos). Without a P0 norm jump the first does not
+    hold (its value: the largest growth across a block, below jump_factor) and the direction
+    rows, which describe the formed state, are not applicable."""
     f = inputs.formation
     over = f"{len(inputs.tokens)} texts x {inputs.tokens.shape[1]} tokens, P0 = {inputs.main}"
     missing = inputs.no_jump()
@@ -72,12 +74,23 @@ def amplification_claims(
     detail = "MLP shares of the jump: " + ", ".join(
         f"{r.component} {r.share:.2f}" for r in all_mlps.itertuples()
     )
-    rows = [
-        _row("amplification.mlps_carry_jump", "MLPs amplify the P0 state's L2 norm",
-             f"summed share of the P0 norm jump (blocks {f.jump_layers}) removed by ablating "
-             "each carrier MLP at P0", per_text, config, "mlp_share",
-             "sum over MLPs with share >= carry_share >= mlp_share", missing, detail, over),
-    ]  # fmt: skip
+    wording = "MLPs amplify the P0 state's L2 norm"
+    rule = "sum over MLPs with share >= carry_share >= mlp_share"
+    if missing:  # the claim itself: there is no amplification to make
+        growth = inputs.p0_norm[:, f.last_jump] / inputs.p0_norm[:, f.last_jump - 1]
+        rows = [claim_row(
+            config, growth.tolist(), "jump_factor", ok=False, family="amplification",
+            claim="amplification.mlps_carry_jump", paper=PAPER, wording=wording,
+            measurement=f"P0 norm growth across block {f.last_jump} (the largest)",
+            rule="a P0 norm jump (growth >= jump_factor), then " + rule, detail=missing,
+            over=over,
+        )]  # fmt: skip
+    else:
+        rows = [
+            _row("amplification.mlps_carry_jump", wording, f"summed share of the P0 norm "
+                 f"jump (blocks {f.jump_layers}) removed by ablating each carrier MLP at P0",
+                 per_text, config, "mlp_share", rule, None, detail, over),
+        ]  # fmt: skip
     state = directions[directions.layer == f.last_jump].iloc[0]
     stage = "post" if "cos_texts_post" in directions and not _nan(state, "post") else "pre"
     for what, col in (("texts", "cos_texts"), ("first tokens", "cos_variants")):
@@ -87,7 +100,8 @@ def amplification_claims(
             _row(f"amplification.fixed_direction_{col.split('_')[1]}",
                  f"the P0 state points one way for every {what.rstrip('s')}",
                  f"mean pairwise cosine of the P0 state across {what} after the last jump block",
-                 values, config, "consistent_cos", "cosine >= consistent_cos", missing, detail,
+                 [] if missing else values, config, "consistent_cos",
+                 "cosine >= consistent_cos", missing, detail,
                  over)
         )  # fmt: skip
     return rows
@@ -99,8 +113,9 @@ def _nan(state: pd.Series, stage: str) -> bool:
 
 
 def _row(claim, wording, measurement, values, config, threshold, rule, missing, detail, over):
+    """An amplification row; not applicable, with the reason `missing`, when that is set."""
     return claim_row(
-        config, values, threshold, ok=False if missing else AUTO, family="amplification",
+        config, values, threshold, ok=None if missing else AUTO, family="amplification",
         claim=claim, paper=PAPER, wording=wording, measurement=measurement, rule=rule,
         detail=missing or detail, over=over,
     )  # fmt: skip

@@ -38,8 +38,10 @@ def identification_claims(
     inputs: Inputs, heads: pd.DataFrame, shares: pd.DataFrame, config: ClaimsConfig
 ) -> list[Claim]:
     """Four rows over the heads that carry the jump (share >= carry_share): they are spread,
-    their P0 output is distinct, the same across texts, the same across first tokens. Every
-    row needs a P0 norm jump and at least one carrier; without them it does not hold."""
+    their P0 output is distinct, the same across texts, the same across first tokens. Without
+    a P0 norm jump all four are not applicable; with a jump but no carrier head the first does
+    not hold (its value: the largest head's share, below carry_share) and the other three,
+    which describe the carriers, are not applicable."""
     over = (
         f"{len(inputs.tokens)} texts x {inputs.tokens.shape[1]} tokens, blocks 0-"
         f"{inputs.formation.last_jump}, P0 = {inputs.main}"
@@ -48,8 +50,9 @@ def identification_claims(
     h = heads[heads.component.isin(carry.component)].reset_index(drop=True)
     shares_txt = ", ".join(f"{r.component} {r.share:.2f}" for r in carry.itertuples())
     missing = inputs.no_jump()
-    if missing is None and h.empty:
-        top = shares[shares.kind == "head"].sort_values("share").iloc[-1]
+    top = shares[shares.kind == "head"].sort_values("share").iloc[-1]
+    no_carrier = missing is None and h.empty
+    if no_carrier:
         missing = f"no head carries >= carry_share of the jump (largest {top.component} "
         missing += f"{top.share:.3g})"
     variants = [c.split(":")[1] for c in heads.columns if c.startswith("norm_ratio:")]
@@ -61,7 +64,7 @@ def identification_claims(
          "every head carrying >= carry_share of the jump has non-local share >= spread_share"),
         ("identification.p0_output_distinct",
          "their output at P0 differs from their output elsewhere", "norm ratio P0 / other "
-         "positions of the carrier head (worst variant)", None, "distinct_ratio",
+         "positions of the least distinct carrier and first-token variant", None, "distinct_ratio",
          "every carrier, every first-token variant: norm ratio >= distinct_ratio or cosine "
          "with the other positions <= distinct_cos"),
         ("identification.same_across_texts", "that output is the same for every text",
@@ -73,8 +76,12 @@ def identification_claims(
          "carrier)", "cos_variants", "consistent_cos", "every carrier: cosine >= consistent_cos"),
     ]  # fmt: skip
     for claim, wording, measurement, column, threshold, rule in specs:
+        if no_carrier and column == "nonlocal":  # the claim itself: no head makes the state
+            rows.append(_row(claim, wording, "jump share of the head that carries most of it",
+                             top.shares, config, "carry_share", rule, False, missing, over))  # fmt: skip
+            continue
         if missing:
-            rows.append(_row(claim, wording, measurement, [], config, threshold, rule, False,
+            rows.append(_row(claim, wording, measurement, [], config, threshold, rule, None,
                              missing, over))  # fmt: skip
             continue
         if column is None:
@@ -89,15 +96,19 @@ def identification_claims(
 
 
 def _distinct(h: pd.DataFrame, variants: list[str], config: ClaimsConfig):
-    """The (head, variant) with the smallest norm ratio, its values, and whether every carrier
-    is distinct in every variant (by norm or by direction)."""
-    worst, ok = None, True
+    """The least distinct (head, variant): the one with the smallest norm ratio among those
+    that are not distinct (neither by norm nor by direction), else the smallest norm ratio of
+    all; its name with both numbers, its per-text ratios, and whether every pair is distinct."""
+    pairs = []
     for r in h.itertuples():
         for v in variants:
             ratio = float(np.nanmean(h.loc[r.Index, f"norm_ratio:{v}"]))
             cos = float(np.nanmean(h.loc[r.Index, f"cos_other:{v}"]))
-            ok &= ratio >= config.distinct_ratio or cos <= config.distinct_cos
-            if worst is None or ratio < worst[0]:
-                worst = (ratio, f"{r.component} ({v}, cosine {cos:.2f})",
-                         h.loc[r.Index, f"norm_ratio:{v}"])  # fmt: skip
-    return worst[1], worst[2], ok
+            ok = ratio >= config.distinct_ratio or cos <= config.distinct_cos
+            pairs.append((ratio, cos, ok, r.component, v, h.loc[r.Index, f"norm_ratio:{v}"]))
+    failing = [p for p in pairs if not p[2]]
+    ratio, cos, ok, head, v, values = min(failing or pairs, key=lambda p: p[0])
+    how = ("distinct by norm" if ratio >= config.distinct_ratio else
+           "distinct by direction" if ok else "not distinct")  # fmt: skip
+    name = f"{head} ({v}): norm ratio {ratio:.2f}, cosine with the other positions {cos:.2f}, {how}"
+    return name, values, not failing

@@ -135,9 +135,9 @@ def reading_claims(
     inputs: Inputs, split: pd.DataFrame, written: pd.DataFrame, shares: pd.DataFrame, config
 ) -> list[Claim]:
     """The late sink heads' P0 advantage comes through the P0-state direction in P0's key
-    (median over heads of `dir_share` >= read_share; not applicable without sink heads), and
-    the components that carry the jump write that direction (their summed share of the state
-    along it >= write_share)."""
+    (median over heads of `dir_share` >= read_share; not applicable without late sink heads),
+    and the components that carry the jump write that direction (their summed share of the
+    state along it >= write_share; not applicable without a P0 norm jump)."""
     over = f"{len(inputs.tokens)} texts x {inputs.tokens.shape[1]} tokens, P0 = {inputs.main}"
     text = {"family": "reading", "paper": PAPER, "over": over}
     if split.empty:
@@ -162,14 +162,17 @@ def reading_claims(
     mine = written[written.component.isin(carry)]
     per_text = [sum(t) for t in zip(*mine.shares, strict=True)] if len(mine) else [0.0]
     top = written.sort_values("share", ascending=False).head(4)
+    detail = f"carriers: {sorted(carry) or 'none'}; largest writers: " + ", ".join(
+        f"{r.component} {r.share:.2f}" for r in top.itertuples()
+    )
+    missing = inputs.no_jump()
     rows.append(
-        claim_row(config, per_text, "write_share", claim="reading.circuit_writes_direction",
+        claim_row(config, [] if missing else per_text, "write_share",
+                  ok=None if missing else AUTO, claim="reading.circuit_writes_direction",
                   wording="the identification heads and amplifying MLPs write what the keys "
                   "read", measurement="share of the formed P0 state along its direction "
                   "written by the components that carry the jump",
-                  rule="summed share >= write_share",
-                  detail=f"carriers: {sorted(carry) or 'none'}; largest writers: "
-                  + ", ".join(f"{r.component} {r.share:.2f}" for r in top.itertuples()), **text)
+                  rule="summed share >= write_share", detail=missing or detail, **text)
     )  # fmt: skip
     return rows
 

@@ -29,12 +29,49 @@ def read_secondary(folder: str | Path) -> dict[str, pd.DataFrame]:
             f"{folder} lacks {', '.join(f'{n}.csv' for n in missing)}: pass a folder written "
             "by `circuits secondary`"
         )
-    return {n: pd.read_csv(folder / f"{n}.csv") for n in NEEDED}
+    return {n: _read(folder / f"{n}.csv") for n in NEEDED}
 
 
-def _text(claim: str, wording: str, measurement: str, rule: str, detail: str, over: str):
-    return {"family": "secondary", "claim": claim, "paper": PAPER, "wording": wording,
-            "measurement": measurement, "rule": rule, "detail": detail, "over": over}  # fmt: skip
+def _read(path: Path) -> pd.DataFrame:
+    """A CSV the tracer wrote; an empty table (no secondary sink: the tracer writes a bare
+    newline) reads as an empty frame instead of pandas' EmptyDataError."""
+    try:
+        return pd.read_csv(path)
+    except pd.errors.EmptyDataError:
+        return pd.DataFrame()
+
+
+SPECS = {
+    "mlp_aligns_with_sink": (
+        "one MLP at l_start maps the token onto the primary sink's direction", "cosine of the "
+        "l_start MLP's output with the primary sink's state (mean over sink tokens)",
+        "mean >= align_cos and above the controls'", "align_cos"),
+    "norm_predicts_score": (
+        "the forming MLP's output norm predicts the sink's score log-linearly",
+        "R^2 of log_score on log(MLP output norm)", "R^2 >= fit_r2 and slope > 0", "fit_r2"),
+    "norm_predicts_lifetime": (
+        "the forming MLP's output norm predicts the sink's lifetime log-linearly",
+        "R^2 of lifetime on log(MLP output norm)", "R^2 >= fit_r2 and slope > 0", "fit_r2"),
+    "inputs_low_rank": (
+        "the MLP inputs of future sinks are low-rank", "participation ratio (effective rank) "
+        "of the l_start MLP inputs, sink tokens / as many control tokens",
+        "ratio <= rank_ratio", "rank_ratio"),
+    "primary_valley": (
+        "the primary sink's score dips in the layers where secondary sinks appear",
+        "1 - P0 mass (mean over heads) in layers with active secondary sinks / in the other "
+        "layers >= 1", "dip >= dip_share", "dip_share"),
+}  # fmt: skip
+"""Per claim: the paper's wording, the measurement, the rule and the threshold's name."""
+
+
+def _row(config: ClaimsConfig, name: str, values, ok, detail: str, over: str) -> Claim:
+    """The row of claim `name`; `ok=None` (not applicable) with `detail` saying why."""
+    wording, measurement, rule, threshold = SPECS[name]
+    return claim_row(
+        config, values, threshold, ok=ok, family="secondary", claim=f"secondary.{name}",
+        paper=PAPER, wording=wording, measurement=measurement, rule=rule, detail=detail,
+        over=over,
+    )  # fmt: skip
 
 
 def _fit(fits: pd.DataFrame, y: str, config: ClaimsConfig, what: str) -> Claim:
@@ -42,51 +79,39 @@ def _fit(fits: pd.DataFrame, y: str, config: ClaimsConfig, what: str) -> Claim:
     r2 = float(row.r2.iloc[0]) if len(row) else math.nan
     slope = float(row.slope.iloc[0]) if len(row) else math.nan
     n = int(row.n.iloc[0]) if len(row) else 0
-    ok = None if not math.isfinite(r2) else bool(r2 >= config.fit_r2 and slope > 0)
-    return claim_row(config, [r2], "fit_r2", ok=ok, **_text(
-        f"secondary.norm_predicts_{what}", f"the forming MLP's output norm predicts the sink's "
-        f"{what} log-linearly", f"R^2 of {y} on log(MLP output norm)",
-        "R^2 >= fit_r2 and slope > 0", f"slope {slope:.3g}, n {n} sink tokens",
-        "every sink token of the trace"))  # fmt: skip
+    if not math.isfinite(r2):  # e.g. every sink lives equally long: nothing to predict
+        return _row(config, f"norm_predicts_{what}", [], None,
+                    f"no fit: {y} does not vary over the {n} sink tokens", "")  # fmt: skip
+    return _row(config, f"norm_predicts_{what}", [r2], r2 >= config.fit_r2 and slope > 0,
+                f"slope {slope:.3g}, n {n} sink tokens", "every sink token of the trace")  # fmt: skip
 
 
 def secondary_claims(tables: Mapping[str, pd.DataFrame], config: ClaimsConfig) -> ClaimsTable:
-    """Five rows; all not applicable when the trace found no secondary sink."""
+    """Five rows; each not applicable, with the reason, when its premise is absent (no
+    secondary sink at all, no variation to fit, too few tokens for a PCA, no layers to
+    compare)."""
     forming = tables["forming"]
     sinks = forming[forming.group == "sink"] if len(forming) else forming
     if sinks.empty:
-        names = ("mlp_aligns_with_sink", "norm_predicts_score", "norm_predicts_lifetime",
-                 "inputs_low_rank", "primary_valley")  # fmt: skip
-        rows = [
-            Claim("secondary", f"secondary.{n}", PAPER, n.replace("_", " "), "-", math.nan,
-                  math.nan, math.nan, "-", math.nan, "-", "not applicable",
-                  "the secondary trace found no secondary sink")
-            for n in names
-        ]  # fmt: skip
-        return ClaimsTable(rows)
+        why = "the secondary trace found no secondary sink"
+        return ClaimsTable([_row(config, n, [], None, why, "") for n in SPECS])
     control = forming[forming.group == "control"]
     over = f"{len(sinks)} sink tokens, {len(control)} control tokens at l_start"
+    above = sinks.mlp_cos.mean() > control.mlp_cos.mean()
     rows = [
-        claim_row(config, sinks.mlp_cos.tolist(), "align_cos",
-                  ok=AUTO if sinks.mlp_cos.mean() > control.mlp_cos.mean() else False, **_text(
-            "secondary.mlp_aligns_with_sink", "one MLP at l_start maps the token onto the "
-            "primary sink's direction", "cosine of the l_start MLP's output with the primary "
-            "sink's state (mean over sink tokens)", "mean >= align_cos and above the controls'",
-            f"controls' mean {control.mlp_cos.mean():.3f}", over))
+        _row(config, "mlp_aligns_with_sink", sinks.mlp_cos.tolist(), AUTO if above else False,
+             f"controls' mean {control.mlp_cos.mean():.3f}", over),
+        _fit(tables["fits"], "log_score", config, "score"),
+        _fit(tables["fits"], "lifetime", config, "lifetime"),
+        _low_rank(tables["pca"], config),
+        _valley(tables["layers"], config),
     ]  # fmt: skip
-    rows += [_fit(tables["fits"], "log_score", config, "score"),
-             _fit(tables["fits"], "lifetime", config, "lifetime")]  # fmt: skip
-    rows += [_low_rank(tables["pca"], config), _valley(tables["layers"], config)]
     return ClaimsTable(rows, {"secondary_" + k: v for k, v in tables.items() if k != "forming"})
 
 
 def _low_rank(pca: pd.DataFrame, config: ClaimsConfig) -> Claim:
-    text = ("secondary.inputs_low_rank", "the MLP inputs of future sinks are low-rank",
-            "participation ratio (effective rank) of the l_start MLP inputs, sink tokens / "
-            "as many control tokens", "ratio <= rank_ratio")  # fmt: skip
     if pca.empty:
-        return claim_row(config, [], "rank_ratio", ok=None,
-                         **_text(*text, "too few sink tokens for a PCA", ""))  # fmt: skip
+        return _row(config, "inputs_low_rank", [], None, "too few sink tokens for a PCA", "")
     layer = pca[pca.group == "sink"].sort_values("n").iloc[-1].layer
     at = pca[pca.layer == layer].set_index("group")
     ratio = float(at.participation_ratio["sink"] / at.participation_ratio["control"])
@@ -95,8 +120,8 @@ def _low_rank(pca: pd.DataFrame, config: ClaimsConfig) -> Claim:
         f"{at.participation_ratio['control']:.2f}; top component {at.top1['sink']:.2f} vs "
         f"{at.top1['control']:.2f} of the variance"
     )
-    return claim_row(config, [ratio], "rank_ratio", ok=ratio <= config.rank_ratio,
-                     **_text(*text, detail, f"n = {int(at.n['sink'])} per group"))  # fmt: skip
+    return _row(config, "inputs_low_rank", [ratio], ratio <= config.rank_ratio, detail,
+                f"n = {int(at.n['sink'])} per group")  # fmt: skip
 
 
 def _valley(layers: pd.DataFrame, config: ClaimsConfig) -> Claim:
@@ -104,16 +129,15 @@ def _valley(layers: pd.DataFrame, config: ClaimsConfig) -> Claim:
     rest = layers[layers.layer >= 1]
     active = rest[rest[col] > 0]
     quiet = rest[rest[col] == 0]
-    text = ("secondary.primary_valley", "the primary sink's score dips in the layers where "
-            "secondary sinks appear", "1 - P0 mass (mean over heads) in layers with active "
-            "secondary sinks / in the other layers >= 1", "dip >= dip_share")  # fmt: skip
     if active.empty or quiet.empty:
-        return claim_row(config, [], "dip_share", ok=None,
-                         **_text(*text, "no layers to compare", ""))  # fmt: skip
+        why = (
+            f"no layers to compare: {len(active)} with active secondary sinks, {len(quiet)} without"
+        )
+        return _row(config, "primary_valley", [], None, why, "")
     dip = 1 - active.p0_mass.mean() / quiet.p0_mass.mean()
     detail = (
         f"active layers {int(active.layer.min())}-{int(active.layer.max())} "
         f"({len(active)}): P0 mass {active.p0_mass.mean():.3f}; other layers "
         f"{quiet.p0_mass.mean():.3f} ({col})"
     )
-    return claim_row(config, [float(dip)], "dip_share", **_text(*text, detail, "per layer"))
+    return _row(config, "primary_valley", [float(dip)], AUTO, detail, "per layer")

@@ -107,7 +107,7 @@ class ClaimsTable:
         for r in self.rows:
             lines.append(
                 f"| `{r.claim}` | {r.wording} ({r.paper}) | {r.measurement} | {_number(r)} | "
-                f"{r.rule} ({r.threshold} = {r.threshold_value:g}) | **{r.verdict}** |"
+                f"{r.rule} ({r.threshold} = {r.threshold_value:g}) | {_verdict(r)} |"
             )
         return "\n".join(lines)
 
@@ -115,9 +115,14 @@ class ClaimsTable:
 def claim_line(r: Claim) -> str:
     """One claim in a sentence: name, verdict, number, threshold, the paper's wording."""
     return (
-        f"`{r.claim}` **{r.verdict}**: {_number(r)} ({r.rule}, {r.threshold} = "
+        f"`{r.claim}` {_verdict(r)}: {_number(r)} ({r.rule}, {r.threshold} = "
         f"{r.threshold_value:g}); {r.paper}: {r.wording}"
     )
+
+
+def _verdict(r: Claim) -> str:
+    """The verdict in bold; a row that is not applicable says why (its premise is absent)."""
+    return f"**{r.verdict}** ({r.detail})" if r.verdict == NOT_APPLICABLE else f"**{r.verdict}**"
 
 
 def _number(r: Claim) -> str:
