@@ -210,11 +210,7 @@ def trace_secondary(
         n_controls=config.n_controls, seed=config.seed, progress=progress,
     )  # fmt: skip
     fit = steps.run("norm_fit", norm_fit, forming)
-    swaps = steps.run(
-        "swaps", token_swaps, model, corpus, census, n_events=config.n_swap_events,
-        n_queries=config.n_queries, score_layers=config.score_layers, scales=config.scales,
-        progress=progress,
-    )  # fmt: skip
+    swaps = steps.run("swaps", token_swaps, model, corpus, census, config, progress=progress)
     geometry = steps.run(
         "geometry", mlp_geometry, forming, n_components=config.pca_components,
         min_points=config.min_pca_points, seed=config.seed,

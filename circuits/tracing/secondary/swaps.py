@@ -7,6 +7,7 @@ from __future__ import annotations
 import math
 from collections.abc import Sequence
 from dataclasses import dataclass, field
+from typing import Any, NamedTuple
 
 import pandas as pd
 import torch
@@ -147,143 +148,197 @@ class TokenSwaps:
         }
 
 
+class _Event(NamedTuple):
+    """One chosen event as the swap runs see it: the text cut after `n_queries` later tokens,
+    the control tokens it may borrow from, and the blocks whose attention is its score."""
+
+    k: int
+    row: Any  # the census's row for the event
+    tokens: Tensor
+    sink: int
+    pos: int
+    start: int
+    pool: list[int]
+    match: int | None
+    window: list[int]
+
+
 def token_swaps(
     model: TransformerBridge,
     corpus: Corpus,
     census: SecondaryCensus,
+    config: SecondaryConfig | None = None,
     *,
-    n_events: int = SecondaryConfig.n_swap_events,
-    n_queries: int = SecondaryConfig.n_queries,
-    score_layers: int = SecondaryConfig.score_layers,
-    scales: Sequence[float] = SecondaryConfig.scales,
+    n_events: int | None = None,
     batch_size: int = 32,
     progress: bool = True,
 ) -> TokenSwaps:
     """Experiment 4: causal swaps at layers 0..l_start for the first `n_events` selected
-    events (see `TokenSwaps`), plus rescaling the forming MLP's output by `scales`. Runs use the
-    patching engine (truncated forwards from the earliest patched block)."""
-    if n_queries < 1 or score_layers < 1:
-        raise ValueError("n_queries and score_layers must be >= 1")
-    special = special_tokens(model)
-    n_layers = model.cfg.n_layers
+    events (default `config.n_swap_events`; see `TokenSwaps`), plus rescaling the forming MLP's
+    output by `config.scales`. Runs use the patching engine (truncated forwards from the
+    earliest patched block)."""
+    config = config or SecondaryConfig()
+    n_events = config.n_swap_events if n_events is None else n_events
     chosen = census.selected().head(n_events)
     swap_rows, scale_rows, event_rows, skipped = [], [], [], []
     for k, e in enumerate(
         tqdm(list(chosen.itertuples()), desc="swaps", unit="event", disable=not progress)
     ):
-        t = census.report.texts[e.text]
-        sink, pos, start = census.sink(e.text), int(e.position), int(e.l_start)
-        length = min(len(corpus.rows[e.text]), pos + 1 + n_queries)
-        tokens = torch.tensor([corpus.rows[e.text][:length]])
-        pool = [p for p in census.controls(e.text, upto=length) if p != pos]
-        if not pool:
-            skipped.append({"text": int(e.text), "position": pos, "reason": "no control token"})
+        ev = _event(model, corpus, census, k, e, config)
+        if ev is None:
+            skipped.append({"text": int(e.text), "position": int(e.position),
+                            "reason": "no control token"})  # fmt: skip
             continue
-        types = [token_type(tok, special) for tok in t.tokens]
-        # A matched token needs later queries, or it has no score.
-        match = _matched(t.tokens, types, pos, [p for p in pool if p < length - 1])
-        window = list(
-            range(start + 1, min(start + min(int(e.lifetime), score_layers), n_layers - 1) + 1)
-        )
-        sources = {"average": Value.token_swap(pool)}
-        if match is not None:
-            sources["matched"] = Value.token_swap(match)
-        runs = {"into": [], "from": []}
-        for site in SWAP_SITES:
-            for layer in range(start + 1):
-                for src, value in sources.items():
-                    runs["into"].append(
-                        ((src, site, layer), Intervention(Site(site, layer, pos=pos), value))
-                    )
-                if match is not None:
-                    runs["from"].append(
-                        (
-                            ("sink", site, layer),
-                            Intervention(Site(site, layer, pos=match), Value.token_swap(pos)),
-                        )
-                    )
-        base = {}
-        for direction, at in (("into", pos), ("from", match)):
-            if not runs[direction]:
-                continue
-            labels, ivs = zip(*runs[direction], strict=True)
-            cos = run_interventions(
-                model,
-                tokens,
-                ivs,
-                cosine_to(start, at, sink),
-                batch_size=batch_size,
-                progress=False,
-            )
-            score = _score_runs(model, tokens, ivs, window, at, batch_size)
-            base[direction] = (cos.baseline, score.baseline if score else math.nan)
-            for i, (src, site, layer) in enumerate(labels):
-                swap_rows.append(
-                    {
-                        "event": k,
-                        "direction": direction,
-                        "source": src,
-                        "site": site,
-                        "layer": layer,
-                        "at": at,
-                        "cos": float(cos.mean[i]),
-                        "formed": bool(census.passes(cos.mean[i])),
-                        "score": float(score.mean[i]) if score else math.nan,
-                        "base_cos": cos.baseline,
-                        "base_formed": bool(census.passes(cos.baseline)),
-                        "base_score": base[direction][1],
-                    }
-                )
-        forming = Site("mlp_out", start, pos=pos)
-        ivs = [Intervention(forming, Value.scale(f)) for f in scales]
-        cos = run_interventions(
-            model, tokens, ivs, cosine_to(start, pos, sink), batch_size=batch_size, progress=False
-        )
-        score = _score_runs(model, tokens, ivs, window, pos, batch_size)
-        life = run_interventions(
-            model,
-            tokens,
-            ivs,
-            run_length(start, pos, sink, n_layers, census.tau, census.rule.absolute_cos),
-            batch_size=batch_size,
-            progress=False,
-        )
-        for i, f in enumerate(scales):
-            scale_rows.append(
-                {
-                    "event": k,
-                    "factor": float(f),
-                    "cos": float(cos.mean[i]),
-                    "formed": bool(census.passes(cos.mean[i])),
-                    "score": float(score.mean[i]) if score else math.nan,
-                    "lifetime": int(life.mean[i]),
-                }
-            )
-        event_rows.append(
-            {
-                "event": k,
-                "text": int(e.text),
-                "position": pos,
-                "token": e.token,
-                "part": e.part,
-                "l_start": start,
-                "lifetime": int(e.lifetime),
-                "run_tokens": length,
-                "n_controls": len(pool),
-                "matched": -1 if match is None else match,
-                "matched_token": None if match is None else t.tokens[match],
-                # Same token string: a resid_pre swap at layer 0 writes the same embedding.
-                "matched_same_token": match is not None and t.tokens[match] == t.tokens[pos],
-                "score_layers": ",".join(map(str, window)),
-                "base_cos": base["into"][0],
-                "base_score": base["into"][1],
-                "base_lifetime_truncated": int(life.baseline),
-            }
-        )
+        swaps, base = _swap_rows(model, census, ev, batch_size)
+        scales, life = _scale_rows(model, census, ev, config.scales, batch_size)
+        swap_rows += swaps
+        scale_rows += scales
+        event_rows.append(_event_row(census, ev, base, life))
     return TokenSwaps(
         pd.DataFrame(swap_rows), pd.DataFrame(scale_rows), pd.DataFrame(event_rows), census.tau,
         skipped,
     )  # fmt: skip
+
+
+def _event(
+    model: TransformerBridge,
+    corpus: Corpus,
+    census: SecondaryCensus,
+    k: int,
+    e: Any,
+    config: SecondaryConfig,
+) -> _Event | None:
+    """Event number `k` (`e`: its census row) ready for swapping; None when its run holds no
+    control token to take an average from."""
+    t = census.report.texts[e.text]
+    pos, start = int(e.position), int(e.l_start)
+    length = min(len(corpus.rows[e.text]), pos + 1 + config.n_queries)
+    pool = [p for p in census.controls(e.text, upto=length) if p != pos]
+    if not pool:
+        return None
+    special = special_tokens(model)
+    types = [token_type(tok, special) for tok in t.tokens]
+    # A matched token needs later queries, or it has no score.
+    match = _matched(t.tokens, types, pos, [p for p in pool if p < length - 1])
+    last = min(start + min(int(e.lifetime), config.score_layers), model.cfg.n_layers - 1)
+    tokens = torch.tensor([corpus.rows[e.text][:length]])
+    return _Event(k, e, tokens, census.sink(e.text), pos, start, pool, match,
+                  list(range(start + 1, last + 1)))  # fmt: skip
+
+
+def _swap_runs(ev: _Event) -> dict[str, list]:
+    """Per direction, (label, intervention) pairs at every swap site and layer up to l_start:
+    'into' the sink token from the average (and the matched) control, 'from' the sink token
+    into the matched control."""
+    sources = {"average": Value.token_swap(ev.pool)}
+    if ev.match is not None:
+        sources["matched"] = Value.token_swap(ev.match)
+    runs = {"into": [], "from": []}
+    for site in SWAP_SITES:
+        for layer in range(ev.start + 1):
+            for src, value in sources.items():
+                runs["into"].append(
+                    ((src, site, layer), Intervention(Site(site, layer, pos=ev.pos), value))
+                )
+            if ev.match is not None:
+                swap = Intervention(Site(site, layer, pos=ev.match), Value.token_swap(ev.pos))
+                runs["from"].append((("sink", site, layer), swap))
+    return runs
+
+
+def _swap_rows(
+    model: TransformerBridge, census: SecondaryCensus, ev: _Event, batch_size: int
+) -> tuple[list[dict], dict[str, tuple[float, float]]]:
+    """The swap rows of one event and, per direction, the unpatched (cos, score) at the
+    position it reads."""
+    rows, base = [], {}
+    runs = _swap_runs(ev)
+    for direction, at in (("into", ev.pos), ("from", ev.match)):
+        if not runs[direction]:
+            continue
+        labels, ivs = zip(*runs[direction], strict=True)
+        cos = run_interventions(model, ev.tokens, ivs, cosine_to(ev.start, at, ev.sink),
+                                batch_size=batch_size, progress=False)  # fmt: skip
+        score = _score_runs(model, ev.tokens, ivs, ev.window, at, batch_size)
+        base[direction] = (cos.baseline, score.baseline if score else math.nan)
+        for i, (src, site, layer) in enumerate(labels):
+            rows.append(
+                {
+                    "event": ev.k,
+                    "direction": direction,
+                    "source": src,
+                    "site": site,
+                    "layer": layer,
+                    "at": at,
+                    "cos": float(cos.mean[i]),
+                    "formed": bool(census.passes(cos.mean[i])),
+                    "score": float(score.mean[i]) if score else math.nan,
+                    "base_cos": cos.baseline,
+                    "base_formed": bool(census.passes(cos.baseline)),
+                    "base_score": base[direction][1],
+                }
+            )
+    return rows, base
+
+
+def _scale_rows(
+    model: TransformerBridge,
+    census: SecondaryCensus,
+    ev: _Event,
+    scales: Sequence[float],
+    batch_size: int,
+) -> tuple[list[dict], float]:
+    """One row per factor the forming MLP's output at the sink token is multiplied by, and the
+    unpatched lifetime (counted to the last layer of the truncated text)."""
+    ivs = [Intervention(Site("mlp_out", ev.start, pos=ev.pos), Value.scale(f)) for f in scales]
+
+    def run(metric: Metric):
+        return run_interventions(model, ev.tokens, ivs, metric, batch_size=batch_size,
+                                 progress=False)  # fmt: skip
+
+    cos = run(cosine_to(ev.start, ev.pos, ev.sink))
+    score = _score_runs(model, ev.tokens, ivs, ev.window, ev.pos, batch_size)
+    absolute = census.rule.absolute_cos
+    life = run(run_length(ev.start, ev.pos, ev.sink, model.cfg.n_layers, census.tau, absolute))
+    rows = [
+        {
+            "event": ev.k,
+            "factor": float(f),
+            "cos": float(cos.mean[i]),
+            "formed": bool(census.passes(cos.mean[i])),
+            "score": float(score.mean[i]) if score else math.nan,
+            "lifetime": int(life.mean[i]),
+        }
+        for i, f in enumerate(scales)
+    ]
+    return rows, life.baseline
+
+
+def _event_row(
+    census: SecondaryCensus, ev: _Event, base: dict[str, tuple[float, float]], life: float
+) -> dict:
+    """The event's row of `TokenSwaps.events`: where it is, its match, its baselines."""
+    e, tokens = ev.row, census.report.texts[ev.row.text].tokens
+    match = ev.match
+    return {
+        "event": ev.k,
+        "text": int(e.text),
+        "position": ev.pos,
+        "token": e.token,
+        "part": e.part,
+        "l_start": ev.start,
+        "lifetime": int(e.lifetime),
+        "run_tokens": ev.tokens.shape[1],
+        "n_controls": len(ev.pool),
+        "matched": -1 if match is None else match,
+        "matched_token": None if match is None else tokens[match],
+        # Same token string: a resid_pre swap at layer 0 writes the same embedding.
+        "matched_same_token": match is not None and tokens[match] == tokens[ev.pos],
+        "score_layers": ",".join(map(str, ev.window)),
+        "base_cos": base["into"][0],
+        "base_score": base["into"][1],
+        "base_lifetime_truncated": int(life),
+    }
 
 
 def _score_runs(model, tokens: Tensor, ivs, window: list[int], at: int, batch_size: int):
