@@ -230,46 +230,24 @@ def run_experiment(
     """
     task = task or TriggerTask()
     train_config = train_config or TrainConfig()
-    if not attentions or not sizes or not seeds:
-        raise ValueError("give at least one attention kind, one (layers, heads) size and one seed")
-    for kind in attentions:
-        if kind not in ATTENTION_KINDS:
-            raise ValueError(f"unknown attention kind {kind!r}: use one of {ATTENTION_KINDS}")
-    for seed in seeds:
-        check_int("seed", seed, minimum=0)
-    for name, values in (("attentions", attentions), ("sizes", sizes), ("seeds", seeds)):
-        check_distinct(name, list(values))
+    _check_grid(attentions, sizes, seeds)
     check_bounds(sink_bound, zero_bound, error_bound)
     runs_dir = None if runs_dir is None else Path(runs_dir)
     _check_runs_dir(runs_dir, resume)
+    model_kwargs = {"d_model": d_model, "d_mlp": d_mlp, "init_scale": init_scale}
+    bounds = {"sink_bound": sink_bound, "zero_bound": zero_bound, "error_bound": error_bound}
     configs = [
-        TriggerModelConfig.for_task(
-            task,
-            n_layers=L,
-            n_heads=H,
-            d_model=d_model,
-            d_mlp=d_mlp,
-            attention=kind,
-            init_scale=init_scale,
-        )
+        TriggerModelConfig.for_task(task, n_layers=L, n_heads=H, attention=kind, **model_kwargs)
         for kind in attentions
         for L, H in sizes
     ]  # built first so a bad size fails before any training
     plan = [
         (cfg, dataclasses.replace(train_config, seed=seed)) for cfg in configs for seed in seeds
     ]
-    saved = {}
-    if runs_dir is not None:
-        runs_dir.mkdir(parents=True, exist_ok=True)
-        for stray in runs_dir.glob(".*.tmp"):  # a save cut short by a kill
-            stray.unlink()
-        if resume:  # every saved run is read (and its settings checked) before any training
-            for cfg, tc in plan:
-                path = runs_dir / f"{_run_name(cfg, tc.seed)}.pt"
-                saved[path] = _finished(path, task, cfg, tc)
+    saved = _saved_runs(runs_dir, task, plan, resume)
     runs = []
     for cfg, tc in plan:
-        path = None if runs_dir is None else runs_dir / f"{_run_name(cfg, tc.seed)}.pt"
+        path = None if runs_dir is None else _run_path(runs_dir, cfg, tc)
         result = saved.get(path)
         if result is None:
             result = train_model(task, cfg, tc, progress=progress)
@@ -279,12 +257,48 @@ def run_experiment(
         checks = check_theorems(m, sink_bound, zero_bound, error_bound)
         runs.append(TriggerRun(seed=tc.seed, measurement=m, checks=checks, train=result))
     return TriggerExperiment(
-        task=task,
-        train_config=train_config,
-        model_kwargs={"d_model": d_model, "d_mlp": d_mlp, "init_scale": init_scale},
-        bounds={"sink_bound": sink_bound, "zero_bound": zero_bound, "error_bound": error_bound},
-        runs=runs,
+        task=task, train_config=train_config, model_kwargs=model_kwargs, bounds=bounds, runs=runs
     )
+
+
+def _check_grid(
+    attentions: Sequence[str], sizes: Sequence[tuple[int, int]], seeds: Sequence[int]
+) -> None:
+    """At least one of each, known attention kinds, seeds >= 0, none repeated."""
+    if not attentions or not sizes or not seeds:
+        raise ValueError("give at least one attention kind, one (layers, heads) size and one seed")
+    for kind in attentions:
+        if kind not in ATTENTION_KINDS:
+            raise ValueError(f"unknown attention kind {kind!r}: use one of {ATTENTION_KINDS}")
+    for seed in seeds:
+        check_int("seed", seed, minimum=0)
+    for name, values in (("attentions", attentions), ("sizes", sizes), ("seeds", seeds)):
+        check_distinct(name, list(values))
+
+
+def _run_path(runs_dir: Path, cfg: TriggerModelConfig, tc: TrainConfig) -> Path:
+    return runs_dir / f"{_run_name(cfg, tc.seed)}.pt"
+
+
+def _saved_runs(
+    runs_dir: Path | None,
+    task: TriggerTask,
+    plan: list[tuple[TriggerModelConfig, TrainConfig]],
+    resume: bool,
+) -> dict[Path, TrainResult | None]:
+    """Make `runs_dir` ready (a save cut short by a kill removed) and, with `resume`, read
+    every run of `plan` saved there (its settings checked) before any training."""
+    saved = {}
+    if runs_dir is None:
+        return saved
+    runs_dir.mkdir(parents=True, exist_ok=True)
+    for stray in runs_dir.glob(".*.tmp"):
+        stray.unlink()
+    if resume:
+        for cfg, tc in plan:
+            path = _run_path(runs_dir, cfg, tc)
+            saved[path] = _finished(path, task, cfg, tc)
+    return saved
 
 
 def save_experiment(
