@@ -75,6 +75,35 @@ def from_scores(
     `target` is a target node id ("target:p0_mass[L12-29]") or just its name.
     `model`, `data`, `seed` and extra attributes go to the graph (see `new_graph`).
     """
+    _check_table(scores, position_rule)
+    table = _with_nodes(scores)
+    metric = str(scores.attrs["metric"])
+    tid = target if target.startswith("target:") else node_id("target", name=target)
+    # Other scalar facts of the scoring run (the engine's baseline, method) travel along.
+    extra = {
+        k: v.item() if hasattr(v, "item") else v
+        for k, v in scores.attrs.items()
+        if k not in ("metric", "intervention") and isinstance(v, str | int | float | np.generic)
+    }
+    g = new_graph(model, data=data, metric=metric, seed=seed, position_rule=position_rule,
+                  **{**extra, **graph_attrs})  # fmt: skip
+    add_component(g, tid, label=target_label)
+    for nid in sorted(table["node"].unique(), key=sort_key):
+        rows = table[table["node"] == nid]
+        if (rows["pos"] == -1).any() and len(rows) > 1:
+            raise ValueError(
+                f"{nid} has both an all-positions row (pos -1) and per-position rows; "
+                "build one graph from each kind of measurement"
+            )
+        effect = _aggregate(rows["effect"].astype(float), position_rule)
+        add_component(g, nid, score=effect)
+        add_effect(g, nid, tid, effect, metric=metric, n_positions=len(rows),
+                   intervention=str(scores.attrs["intervention"]))  # fmt: skip
+    return g
+
+
+def _check_table(scores: pd.DataFrame, position_rule: str) -> None:
+    """The columns and attrs `from_scores` reads, integer indices, finite effects."""
     missing = [c for c in SCORE_COLUMNS if c not in scores.columns]
     if missing:
         raise ValueError(
@@ -98,6 +127,10 @@ def from_scores(
     if bad:
         raise ValueError(f"{len(bad)} effects are not finite (e.g. {bad[0]}); fix the scoring")
 
+
+def _with_nodes(scores: pd.DataFrame) -> pd.DataFrame:
+    """`scores` with each row's node id (`site_node`); refuses a node scored twice at a
+    position."""
     table = scores.assign(
         node=[
             site_node(s, int(layer), int(h), int(n))
@@ -113,40 +146,4 @@ def from_scores(
             f"{int(dup.sum())} duplicate rows, e.g. {row['node']} at pos {row['pos']}; "
             "average over the batch before building the graph"
         )
-
-    metric = str(scores.attrs["metric"])
-    tid = target if target.startswith("target:") else node_id("target", name=target)
-    # Other scalar facts of the scoring run (the engine's baseline, method) travel along.
-    extra = {
-        k: v.item() if hasattr(v, "item") else v
-        for k, v in scores.attrs.items()
-        if k not in ("metric", "intervention") and isinstance(v, str | int | float | np.generic)
-    }
-    g = new_graph(
-        model,
-        data=data,
-        metric=metric,
-        seed=seed,
-        position_rule=position_rule,
-        **{**extra, **graph_attrs},
-    )
-    add_component(g, tid, label=target_label)
-    for nid in sorted(table["node"].unique(), key=sort_key):
-        rows = table[table["node"] == nid]
-        if (rows["pos"] == -1).any() and len(rows) > 1:
-            raise ValueError(
-                f"{nid} has both an all-positions row (pos -1) and per-position rows; "
-                "build one graph from each kind of measurement"
-            )
-        effect = _aggregate(rows["effect"].astype(float), position_rule)
-        add_component(g, nid, score=effect)
-        add_effect(
-            g,
-            nid,
-            tid,
-            effect,
-            metric=metric,
-            intervention=str(scores.attrs["intervention"]),
-            n_positions=len(rows),
-        )
-    return g
+    return table
