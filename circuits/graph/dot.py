@@ -134,94 +134,115 @@ def parse_dot(text: str) -> tuple[dict, dict, list]:
     """Graph attributes, nodes {id: attrs} and edges [(u, v, attrs)] of a DOT digraph. Nodes and
     edges inside subgraphs belong to the graph; subgraphs' own attributes (rank=...) are
     dropped."""
-    toks = _dot_tokens(text)
-    i = 0
+    return _DotParser(_dot_tokens(text)).digraph()
 
-    def take(kind: str, value: str | None = None) -> str:
-        nonlocal i
+
+class _DotParser:
+    """A recursive-descent reader of DOT's tokens (`_dot_tokens`) into graph attributes, nodes
+    and edges."""
+
+    def __init__(self, toks: list[tuple[str, str]]):
+        self.toks, self.i = toks, 0
+        self.graph: dict[str, str] = {}
+        self.nodes: dict[str, dict] = {}
+        self.edges: list = []
+
+    def take(self, kind: str, value: str | None = None) -> str:
+        toks, i = self.toks, self.i
         if i >= len(toks) or toks[i][0] != kind or value is not None and toks[i][1] != value:
             found = toks[i][1] if i < len(toks) else "end of file"
             raise ValueError(f"expected {value or kind!r} in DOT, found {found!r}")
-        i += 1
-        return toks[i - 1][1]
+        self.i += 1
+        return toks[i][1]
 
-    def peek(value: str) -> bool:
-        return i < len(toks) and toks[i] == ("op", value)
+    def peek(self, value: str) -> bool:
+        return self.i < len(self.toks) and self.toks[self.i] == ("op", value)
 
-    def keyword(word: str) -> bool:
-        return i < len(toks) and toks[i][0] == "id" and toks[i][1].lower() == word
+    def keyword(self, word: str) -> bool:
+        return (
+            self.i < len(self.toks)
+            and self.toks[self.i][0] == "id"
+            and self.toks[self.i][1].lower() == word
+        )
 
-    def attr_list() -> dict:
-        nonlocal i
+    def digraph(self) -> tuple[dict, dict, list]:
+        """`[strict] digraph [id] { ... }` and nothing after it."""
+        if self.keyword("strict"):
+            self.i += 1
+        if not self.keyword("digraph"):
+            raise ValueError("it is not a DOT digraph")
+        self.i += 1
+        if self.i < len(self.toks) and self.toks[self.i][0] == "id":
+            self.i += 1
+        self.block(self.graph)
+        if self.i < len(self.toks):
+            raise ValueError(f"unexpected {self.toks[self.i][1]!r} after the end of the DOT graph")
+        return self.graph, self.nodes, self.edges
+
+    def attr_list(self) -> dict:
+        """`[k=v, ...]`, any number of them, as one dict."""
         out: dict[str, str] = {}
-        while peek("["):
-            take("op", "[")
-            while not peek("]"):
-                key = take("id")
-                take("op", "=")
-                out[key] = take("id")
-                if peek(",") or peek(";"):
-                    i += 1
-            take("op", "]")
+        while self.peek("["):
+            self.take("op", "[")
+            while not self.peek("]"):
+                key = self.take("id")
+                self.take("op", "=")
+                out[key] = self.take("id")
+                if self.peek(",") or self.peek(";"):
+                    self.i += 1
+            self.take("op", "]")
         return out
 
-    graph: dict[str, str] = {}
-    nodes: dict[str, dict] = {}
-    edges: list = []
-
-    def block(attrs: dict) -> None:
+    def block(self, attrs: dict) -> None:
         """`{ statements }`; graph attributes set inside go to `attrs`."""
-        take("op", "{")
-        while not peek("}"):
-            statement(attrs)
-            if peek(";"):
-                take("op", ";")
-        take("op", "}")
+        self.take("op", "{")
+        while not self.peek("}"):
+            self.statement(attrs)
+            if self.peek(";"):
+                self.take("op", ";")
+        self.take("op", "}")
 
-    def statement(attrs: dict) -> None:
-        if peek("{") or keyword("subgraph"):
-            if keyword("subgraph"):
-                take("id")
-                if not peek("{"):
-                    take("id")
-            block({})
-            if peek("->"):
-                raise ValueError("edges from subgraphs are not supported; list the edges")
+    def statement(self, attrs: dict) -> None:
+        """A subgraph, `graph|node|edge [...]`, `k=v`, or a node or edge chain."""
+        if self.peek("{") or self.keyword("subgraph"):
+            self.subgraph()
             return
-        head = take("id")
-        if head.lower() in ("graph", "node", "edge") and peek("["):
-            found = attr_list()
+        head = self.take("id")
+        if head.lower() in ("graph", "node", "edge") and self.peek("["):
+            found = self.attr_list()
             if head.lower() == "graph":
                 attrs.update(found)
-        elif peek("="):
-            take("op", "=")
-            attrs[head] = take("id")
+        elif self.peek("="):
+            self.take("op", "=")
+            attrs[head] = self.take("id")
         else:
-            chain = [head]
-            while peek("->"):
-                take("op", "->")
-                if peek("{") or keyword("subgraph"):
-                    raise ValueError("edges into subgraphs are not supported; list the edges")
-                chain.append(take("id"))
-            found = attr_list()
-            if len(chain) == 1:
-                nodes.setdefault(head, {}).update(found)
-            for u, v in zip(chain, chain[1:], strict=False):
-                nodes.setdefault(u, {})
-                nodes.setdefault(v, {})
-                edges.append((u, v, found))
+            self.chain(head)
 
-    if keyword("strict"):
-        i += 1
-    if not keyword("digraph"):
-        raise ValueError("it is not a DOT digraph")
-    i += 1
-    if i < len(toks) and toks[i][0] == "id":
-        i += 1
-    block(graph)
-    if i < len(toks):
-        raise ValueError(f"unexpected {toks[i][1]!r} after the end of the DOT graph")
-    return graph, nodes, edges
+    def subgraph(self) -> None:
+        """`[subgraph [id]] { ... }`: its nodes and edges count, its attributes do not."""
+        if self.keyword("subgraph"):
+            self.take("id")
+            if not self.peek("{"):
+                self.take("id")
+        self.block({})
+        if self.peek("->"):
+            raise ValueError("edges from subgraphs are not supported; list the edges")
+
+    def chain(self, head: str) -> None:
+        """`head [-> id ...] [attrs]`: a node, or edges each carrying the attributes."""
+        chain = [head]
+        while self.peek("->"):
+            self.take("op", "->")
+            if self.peek("{") or self.keyword("subgraph"):
+                raise ValueError("edges into subgraphs are not supported; list the edges")
+            chain.append(self.take("id"))
+        found = self.attr_list()
+        if len(chain) == 1:
+            self.nodes.setdefault(head, {}).update(found)
+        for u, v in zip(chain, chain[1:], strict=False):
+            self.nodes.setdefault(u, {})
+            self.nodes.setdefault(v, {})
+            self.edges.append((u, v, found))
 
 
 def read_dot(path: Path) -> nx.DiGraph:
