@@ -361,6 +361,18 @@ def test_secondary_premise_absent_is_not_applicable(tmp_path):
     assert [r.verdict for r in rows] == [NOT_APPLICABLE] * 5
     assert all(r.detail == "the secondary trace found no secondary sink" for r in rows)
     assert all(r.threshold in ClaimsConfig.__dataclass_fields__ for r in rows)
+    # Traces written before the fits had subsets (Gemma 3 270M's) read as fits on all tokens;
+    # a table lacking a column the claims read is refused before any model loads.
+    tables["fits"].drop(columns="subset").to_csv(tmp_path / "fits.csv", index=False)
+    tables["forming"].to_csv(tmp_path / "forming.csv", index=False)
+    assert set(read_secondary(tmp_path)["fits"].subset) == {"all"}
+    tables["layers"].drop(columns="p0_mass").to_csv(tmp_path / "layers.csv", index=False)
+    with pytest.raises(ValueError, match="layers.csv lacks the column"):
+        read_secondary(tmp_path)
+    few = _secondary_tables()
+    few["pca"]["n"] = CONFIG.min_pca_tokens - 1
+    row = secondary_claims(few, CONFIG).frame().set_index("claim").loc["secondary.inputs_low_rank"]
+    assert row.verdict == NOT_APPLICABLE and "< min_pca_tokens" in row.detail
     # One premise absent at a time: nothing to fit, no PCA, no layer without secondaries.
     flat = _secondary_tables(r2=math.nan)
     flat["pca"] = flat["pca"].iloc[:0]

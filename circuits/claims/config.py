@@ -92,6 +92,11 @@ class ClaimsConfig(Config):
         0.5, "secondary sinks: the forming MLP's inputs are low-rank when their participation "
         "ratio is at most this share of the control tokens' (same n)", low=0, low_open=True,
     )  # fmt: skip
+    min_pca_tokens: int = option(
+        10, "secondary sinks: the rank claim needs at least this many sink (and as many "
+        "control) tokens at one l_start layer; with fewer, a participation ratio says little "
+        "(n points have rank < n), so the claim is not applicable", low=2,
+    )  # fmt: skip
     dip_share: float = option(
         0.1, "secondary sinks: the primary sink dips when its P0 mass in the layers where "
         "secondary sinks are active is at least this share below the other layers' (>= 1)",

@@ -18,6 +18,13 @@ from circuits.claims.table import AUTO, Claim, ClaimsTable, claim_row
 PAPER = "Wong et al. 2025"
 NEEDED = ("forming", "fits", "pca", "layers")
 """The secondary trace's tables the claims read."""
+COLUMNS = {
+    "forming": ("group", "mlp_cos"),
+    "fits": ("y", "slope", "r2", "n", "subset"),
+    "pca": ("layer", "group", "n", "top1", "participation_ratio"),
+    "layers": ("layer", "p0_mass"),
+}
+"""The columns of each table the claims read (a non-empty table lacking one is refused)."""
 
 
 def read_secondary(folder: str | Path) -> dict[str, pd.DataFrame]:
@@ -29,7 +36,18 @@ def read_secondary(folder: str | Path) -> dict[str, pd.DataFrame]:
             f"{folder} lacks {', '.join(f'{n}.csv' for n in missing)}: pass a folder written "
             "by `circuits secondary`"
         )
-    return {n: _read(folder / f"{n}.csv") for n in NEEDED}
+    tables = {n: _read(folder / f"{n}.csv") for n in NEEDED}
+    fits = tables["fits"]
+    if len(fits) and "subset" not in fits:  # traces before the subsets: every fit is on all
+        tables["fits"] = fits.assign(subset="all")
+    for name, frame in tables.items():
+        lacking = [c for c in COLUMNS[name] if len(frame) and c not in frame]
+        if lacking:
+            raise ValueError(
+                f"{folder / name}.csv lacks the column(s) {', '.join(lacking)}: re-run "
+                "`circuits secondary` for this model"
+            )
+    return tables
 
 
 def _read(path: Path) -> pd.DataFrame:
@@ -120,6 +138,10 @@ def _low_rank(pca: pd.DataFrame, config: ClaimsConfig) -> Claim:
         f"{at.participation_ratio['control']:.2f}; top component {at.top1['sink']:.2f} vs "
         f"{at.top1['control']:.2f} of the variance"
     )
+    n = int(at.n["sink"])
+    if n < config.min_pca_tokens:
+        why = f"only {n} tokens per group (< min_pca_tokens); measured anyway: ratio {ratio:.3g}, "
+        return _row(config, "inputs_low_rank", [], None, why + detail, "")
     return _row(config, "inputs_low_rank", [ratio], ratio <= config.rank_ratio, detail,
                 f"n = {int(at.n['sink'])} per group")  # fmt: skip
 
