@@ -24,7 +24,7 @@ from pathlib import Path
 import networkx as nx
 
 from circuits.graph.circuit import KIND_COLORS, validate
-from circuits.report.circuit_layout import _point_on, circuit_layout, node_text
+from circuits.report.circuit_layout import CircuitLayout, _point_on, circuit_layout, node_text
 from circuits.report.circuit_selection import circuit_edges
 from circuits.report.circuit_style import (
     ROLE_COLORS,
@@ -98,11 +98,24 @@ def graph_elements(
     sel = circuit_edges(g, min_abs_effect=min_abs_effect, min_share=min_share, roles=roles)
     # Every node gets a place (hidden edges can be shown), the circuit's edges shape the layout.
     lay = circuit_layout(g, sel.edges, list(g.nodes), method=layout)
-    kept = set(sel.edges)
-    in_nodes = set(sel.nodes)
-    effects = [e for e in g.edges if roles[e] != "observed"]
-    top = max((g.edges[e]["abs_effect"] for e in effects), default=0.0) or 1.0
-    labelled = set(sorted(effects, key=lambda e: -g.edges[e]["abs_effect"])[:max_edge_labels])
+    elements = _node_elements(g, lay, set(sel.nodes))
+    elements += _edge_elements(g, lay, roles, set(sel.edges), max_edge_labels)
+    legend = role_legend(g, sign=sign)
+    present = [r for r in ROLE_COLORS if r in roles.values()]
+    return {
+        "elements": elements,
+        "legend": [{"role": r, "color": ROLE_COLORS[r], "text": legend[r]} for r in present],
+        "meaning": effect_meaning(g),
+        "rule": sel.rule,
+        "n_edges": g.number_of_edges(),
+        "n_circuit_edges": len(sel.edges),
+        "all_text": edge_count_text(g),
+        "shown_text": edge_count_text(g, sel.edges),
+    }
+
+
+def _node_elements(g: nx.DiGraph, lay: CircuitLayout, in_nodes: set[str]) -> list[dict]:
+    """One cytoscape node per node: its box (px) where the layout puts it (screen y down)."""
     elements = []
     for n, d in g.nodes(data=True):
         x, y = lay.pos[n]
@@ -120,11 +133,21 @@ def graph_elements(
                     "attrs": {k: _plain(v) for k, v in d.items()},
                 },
                 "position": {"x": round(x * PX_PER_INCH, 1), "y": round(-y * PX_PER_INCH, 1)},
-                "classes": " ".join(
-                    c for c in (d["kind"], "" if n in in_nodes else "outside") if c
-                ),
+                "classes": d["kind"] if n in in_nodes else f"{d['kind']} outside",
             }
         )
+    return elements
+
+
+def _edge_elements(
+    g: nx.DiGraph, lay: CircuitLayout, roles: dict, kept: set, max_edge_labels: int
+) -> list[dict]:
+    """One cytoscape edge per edge: role colour, width by |effect|, a label on observed values
+    and the `max_edge_labels` strongest effects, dot's route when it has one."""
+    effects = [e for e in g.edges if roles[e] != "observed"]
+    top = max((g.edges[e]["abs_effect"] for e in effects), default=0.0) or 1.0
+    labelled = set(sorted(effects, key=lambda e: -g.edges[e]["abs_effect"])[:max_edge_labels])
+    elements = []
     for i, (u, v, d) in enumerate(g.edges(data=True)):
         role = roles[u, v]
         route = _route(lay, u, v)
@@ -153,18 +176,7 @@ def graph_elements(
                 ),
             }
         )
-    legend = role_legend(g, sign=sign)
-    present = [r for r in ROLE_COLORS if r in roles.values()]
-    return {
-        "elements": elements,
-        "legend": [{"role": r, "color": ROLE_COLORS[r], "text": legend[r]} for r in present],
-        "meaning": effect_meaning(g),
-        "rule": sel.rule,
-        "n_edges": g.number_of_edges(),
-        "n_circuit_edges": len(sel.edges),
-        "all_text": edge_count_text(g),
-        "shown_text": edge_count_text(g, sel.edges),
-    }
+    return elements
 
 
 def _route(lay, u: str, v: str) -> dict:
