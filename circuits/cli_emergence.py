@@ -23,24 +23,38 @@ def _cmd_train_lm(args: argparse.Namespace) -> int:
     lm, config = config_from(args, LMConfig), config_from(args, TrainConfig)
     # A run folder is written into (resumable), never replaced as a whole.
     run = check_writable_folder(args.out)
-    from circuits.training import load_corpus, train_lm
+    from circuits.training import named_corpus, train_lm
 
-    corpus = load_corpus(max_files=args.max_files)
+    corpus = named_corpus(args.corpus, max_files=args.max_files)
     print(f"corpus: {corpus.manifest()}")
     train_lm(run, lm, config, corpus)
     print(f"checkpoints: {run / 'checkpoints'}; log: {run / 'log.csv'}")
     return 0
 
 
+def _corpus_option(p: argparse.ArgumentParser, what: str) -> None:
+    from circuits.training.corpus import CORPORA
+
+    p.add_argument(
+        "--corpus",
+        choices=CORPORA,
+        default="stdlib",
+        help=f"{what}: the Python standard library's source, or synthetic letters with "
+        "back-copy triggers on which a sink forms in a few hundred steps "
+        "(circuits.training.backcopy) (default: %(default)s)",
+    )
+
+
 def add_train_lm(sub) -> None:
     p = sub.add_parser(
         "train-lm",
-        help="train a small byte-level Llama on the Python standard library's source, with "
-        "log-spaced checkpoints (resumable: run the same command again)",
+        help="train a small byte-level Llama on the Python standard library's source (or a "
+        "synthetic corpus), with log-spaced checkpoints (resumable: run the same command again)",
     )
     p.add_argument(
         "--out", required=True, help="run folder: run.json, state.pt, log.csv, checkpoints/"
     )
+    _corpus_option(p, "training corpus")
     p.add_argument(
         "--max-files", type=positive_int, help="read only the first N corpus files (tests)"
     )
@@ -61,7 +75,8 @@ def _cmd_emergence(args: argparse.Namespace) -> int:
     from circuits.emergence import emergence
 
     texts = read_texts(args.texts) if args.texts else None
-    result = emergence(args.checkpoints, texts, config, device=args.device, cache=args.cache)
+    result = emergence(args.checkpoints, texts, config, corpus=args.corpus, device=args.device,
+                       cache=args.cache)  # fmt: skip
     result.save(out)
     print(result.text())
     print(f"wrote {out}")
@@ -86,8 +101,9 @@ def add_emergence(sub) -> None:
         "--texts",
         metavar="PATH",
         help="text file, one text a line or JSONL with 'text' (default: windows of the "
-        "training corpus's held-out files)",
+        "held-out part of --corpus)",
     )
+    _corpus_option(p, "the training corpus whose held-out part gives the default texts")
     p.add_argument(
         "--cache",
         metavar="DIR",

@@ -4,6 +4,7 @@ of a tiny model trained here (seconds), with its rows, cache, files and CLI."""
 from __future__ import annotations
 
 import json
+import math
 
 import pytest
 import torch
@@ -11,6 +12,7 @@ import torch
 from circuits.emergence import EmergenceConfig, emergence, expand_specs, load_result, phase
 from circuits.emergence import series as series_mod
 from circuits.emergence.measure import ELSEWHERE, MIDDLE, NO_SINK, NOT_MASSIVE, SETTLED
+from circuits.training.backcopy import BackcopyConfig, backcopy_corpus
 from circuits.training.corpus import load_corpus
 from circuits.training.lm import LMConfig
 from circuits.training.train import TrainConfig, train_lm
@@ -37,6 +39,24 @@ def result(run):
     return emergence([run], config=SMALL, progress=False)
 
 
+BACKCOPY_LM = LMConfig(n_layers=1, d_model=32, n_heads=1, d_mlp=64, n_ctx=32)
+BACKCOPY_STEPS = 800
+
+
+@pytest.fixture(scope="module")
+def backcopy(tmp_path_factory):
+    """The series over a one-layer, one-head Llama trained for BACKCOPY_STEPS steps on the
+    back-copy corpus (checkpoints at 0, 25, 50, 100, 200, 400, 800)."""
+    folder = tmp_path_factory.mktemp("emergence") / "backcopy-run"
+    config = TrainConfig(
+        steps=BACKCOPY_STEPS, batch_size=8, lr=5e-3, warmup=20, n_checkpoints=6,
+        first_checkpoint=25, eval_windows=32, log_every=10_000,
+    )  # fmt: skip
+    run = train_lm(folder, BACKCOPY_LM, config, backcopy_corpus(), progress=False)
+    cfg = SMALL.with_options(n_texts=8, edges_every=0)
+    return emergence([run], config=cfg, corpus="backcopy", progress=False)
+
+
 def uniform_p0_mass(n_tokens: int) -> float:
     """P0 mass of uniform causal attention: query i puts 1 / (i + 1) on P0, mean over i >= 1."""
     return sum(1 / (i + 1) for i in range(1, n_tokens)) / (n_tokens - 1)
@@ -61,6 +81,35 @@ def test_initial_checkpoint_attends_uniformly(result):
     assert row["p0_mass"] == pytest.approx(uniform_p0_mass(SMALL.n_tokens), rel=0.1)
     assert row["sink_rate"] == 0.0
     assert row["phase"] == NO_SINK
+
+
+def test_a_sink_forms_on_the_backcopy_corpus(backcopy):
+    """The corpus (`circuits.training.backcopy`): 16 letters drawn independently, except that
+    the letter after a trigger letter (a or b) repeats the letter before the trigger. The head
+    must read the previous position at triggers; at every other position each earlier letter
+    is noise for the next byte, and softmax weights sum to one, so the head can only make its
+    output harmless by attending to <bos> (the same in every window). The sink should therefore
+    form as the copy is learned: attention to P0 starts at what uniform attention gives and
+    ends above Gu et al.'s eps = 0.3 (the phase rule's `formed_mass`, not lowered)."""
+    cfg = backcopy.config
+    assert cfg.eps == cfg.formed_mass == 0.3
+    table = backcopy.table()
+    start, end = table.iloc[0], table.iloc[-1]
+    assert start.p0_mass == pytest.approx(uniform_p0_mass(cfg.n_tokens), rel=0.1)
+    assert start.phase == NO_SINK and start.sink_rate == 0.0
+    assert end.p0_mass >= cfg.formed_mass and end.p0_mass_max_head >= cfg.eps
+    assert end.sink_position == 0 and end.sink_rate == 1.0  # the one head is a sink head
+    summary = backcopy.summaries()["backcopy-run"]
+    formed = summary["sink_forms_at_step"]
+    assert formed is not None and 0 < formed < BACKCOPY_STEPS
+    # One transition, no sink -> a P0 sink (one layer: no massive state to settle).
+    assert [p["phase"] for p in summary["phases"]] == [NO_SINK, NOT_MASSIVE]
+    # The copy is learned: the held-out loss has gained at least half of what a perfect copy
+    # saves over guessing (the share of positions after a trigger x ln(letters) nats a byte).
+    corpus = BackcopyConfig()
+    floor = math.log(corpus.n_letters)
+    copy_gain = corpus.n_triggers / corpus.n_letters * floor
+    assert end.heldout_loss <= floor - copy_gain / 2
 
 
 def test_phase_rule_in_order():
@@ -130,6 +179,10 @@ def test_cli_writes_the_series_and_refuses_bad_specs(run, tmp_path, capsys):
     args = ["--n-texts", "4", "--n-tokens", "32", "--edges-every", "0", "--threads", "1"]
     assert main(["emergence", str(run), "--out", str(tmp_path / "o"), *args]) == 0
     assert (tmp_path / "o" / "table.csv").is_file()
+    assert main(["emergence", str(run), "--out", str(tmp_path / "b"), "--corpus", "backcopy",
+                 *args]) == 0  # fmt: skip
+    texts = json.loads((tmp_path / "b" / "summary.json").read_text())["texts"]
+    assert texts == "held-out backcopy windows"
     assert main(["emergence", str(tmp_path / "nope"), "--out", str(tmp_path / "p")]) == 2
     assert "not a folder, a file" in capsys.readouterr().err
     assert not (tmp_path / "p").exists()

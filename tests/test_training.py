@@ -120,3 +120,24 @@ def test_cli_trains_and_refuses_bad_shapes(tmp_path, capsys):
     bad = ["--n-layers", "1", "--d-model", "30", "--n-heads", "4"]
     assert main(["train-lm", "--out", str(tmp_path / "bad"), *bad, *rest]) == 2
     assert "multiple of n_heads" in capsys.readouterr().err
+
+
+def test_backcopy_corpus_repeats_the_letter_before_each_trigger():
+    from circuits.training.backcopy import BackcopyConfig, backcopy_corpus
+
+    config = BackcopyConfig(train_bytes=5_000, heldout_bytes=1_000)
+    corpus = backcopy_corpus(config)
+    assert (corpus.train.size, corpus.heldout.size) == (5_000, 1_000)
+    data = np.concatenate([corpus.train, corpus.heldout])
+    assert set(data.tobytes()) <= set(b"abcdefghijklmnop")
+    after = np.flatnonzero(np.isin(data[1:-1], list(b"ab"))) + 2  # positions after a trigger
+    assert (data[after] == data[after - 2]).all()
+    # Elsewhere the letters are uniform and independent: each of the 16 about 1/16 of them.
+    plain = np.delete(data, after)
+    shares = np.bincount(plain - ord("a"), minlength=16) / plain.size
+    assert np.abs(shares - 1 / 16).max() < 0.02
+    assert backcopy_corpus(config).sha256 == corpus.sha256
+    assert backcopy_corpus(config.with_options(seed=1)).sha256 != corpus.sha256
+    assert corpus.manifest()["source"].startswith("synthetic back-copy letters")
+    with pytest.raises(ValueError, match="must be below n_letters"):
+        BackcopyConfig(n_letters=4, n_triggers=4)

@@ -16,6 +16,7 @@ _EXPORTS = {
     "EmergenceResult": "series",
     "emergence": "series",
     "load_result": "series",
+    "heldout_texts": "series",
     "stdlib_texts": "series",
 }
 __all__ = sorted(_EXPORTS)

@@ -27,10 +27,16 @@ token, or BPE) gives at least `n_tokens` tokens; `token_rows` cuts them."""
 
 
 def stdlib_texts(n: int, n_tokens: int) -> list[str]:
-    """`n` windows of the training corpus's held-out files (never trained on), evenly spaced."""
-    from circuits.training.corpus import load_corpus
+    """`n` windows of the standard-library corpus's held-out files (never trained on)."""
+    return heldout_texts("stdlib", n, n_tokens)
 
-    data = load_corpus().heldout
+
+def heldout_texts(corpus: str, n: int, n_tokens: int) -> list[str]:
+    """`n` evenly spaced windows of the held-out part (never trained on) of the training corpus
+    called `corpus` (`circuits.training.corpus.CORPORA`)."""
+    from circuits.training.corpus import named_corpus
+
+    data = named_corpus(corpus).heldout
     width = n_tokens * TEXT_CHARS_PER_TOKEN
     starts = torch.linspace(0, len(data) - width - 1, n).long().tolist()
     return [bytes(data[s : s + width]).decode("utf-8", errors="ignore") for s in starts]
@@ -170,13 +176,15 @@ def emergence(
     texts: Sequence[str] | None = None,
     config: EmergenceConfig = EmergenceConfig(),  # noqa: B008 (frozen)
     *,
+    corpus: str = "stdlib",
     device: str = "cpu",
     cache: str | Path | None = None,
     progress: bool = True,
 ) -> EmergenceResult:
     """Measure every checkpoint (specs as `circuits.emergence.specs` describes; training runs
     expand into their checkpoints) on `texts` (default: windows of the held-out part of the
-    training corpus, `stdlib_texts`). Every spec is checked before the first model loads.
+    training corpus called `corpus`, `heldout_texts`). Every spec is checked before the first
+    model loads.
 
     With `cache` (a folder), each checkpoint's row is saved there as it is measured, keyed by
     the checkpoint (its weights' hash for a folder), the config and the texts; a later call
@@ -184,9 +192,10 @@ def emergence(
     extended by new checkpoints, only measures what is new."""
     specs = expand_specs(checkpoints)
     check_hub(specs)
-    source = "given texts" if texts is not None else "held-out standard-library windows"
+    name = {"stdlib": "standard-library"}.get(corpus, corpus)
+    source = "given texts" if texts is not None else f"held-out {name} windows"
     need = max(config.n_texts, config.n_fit + config.n_heldout)
-    texts = list(texts) if texts is not None else stdlib_texts(need, config.n_tokens)
+    texts = list(texts) if texts is not None else heldout_texts(corpus, need, config.n_tokens)
     if len(texts) < need:
         raise ValueError(
             f"{len(texts)} texts given, {need} needed (n_texts={config.n_texts}, n_fit + "

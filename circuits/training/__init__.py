@@ -8,6 +8,9 @@ from circuits._lazy import lazy_exports
 _EXPORTS = {
     "Corpus": "corpus",
     "load_corpus": "corpus",
+    "named_corpus": "corpus",
+    "BackcopyConfig": "backcopy",
+    "backcopy_corpus": "backcopy",
     "LMConfig": "config",
     "build_model": "lm",
     "TrainConfig": "config",

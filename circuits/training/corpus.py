@@ -38,18 +38,21 @@ class Corpus:
     """Of the training bytes then the held-out bytes: two machines with the same Python give
     the same corpus exactly when this agrees."""
     python: str
+    source: str = "Python standard library source (*.py), tests excluded"
+    licence: str = "Python Software Foundation License Version 2"
+    heldout_rule: str = f"sha256(relative path)[0] % {HELDOUT_EVERY} == 0"
 
     def manifest(self) -> dict:
         return {
-            "source": "Python standard library source (*.py), tests excluded",
-            "licence": "Python Software Foundation License Version 2",
+            "source": self.source,
+            "licence": self.licence,
             "root": self.root,
             "python": self.python,
             "n_train_files": self.n_train_files,
             "n_heldout_files": self.n_heldout_files,
             "train_bytes": int(self.train.size),
             "heldout_bytes": int(self.heldout.size),
-            "heldout_rule": f"sha256(relative path)[0] % {HELDOUT_EVERY} == 0",
+            "heldout_rule": self.heldout_rule,
             "sha256": self.sha256,
         }
 
@@ -76,6 +79,22 @@ def source_files(root: Path, max_files: int | None = None) -> list[Path]:
 
 def is_heldout(relative: str) -> bool:
     return hashlib.sha256(relative.encode()).digest()[0] % HELDOUT_EVERY == 0
+
+
+CORPORA = ("stdlib", "backcopy")
+"""The corpora `named_corpus` gives: the standard library's source, the synthetic back-copy
+letters (`circuits.training.backcopy`, default settings)."""
+
+
+def named_corpus(name: str, max_files: int | None = None) -> Corpus:
+    """The corpus called `name` (one of `CORPORA`; `max_files` only for "stdlib")."""
+    if name == "backcopy":
+        from circuits.training.backcopy import backcopy_corpus
+
+        return backcopy_corpus()
+    if name != "stdlib":
+        raise ValueError(f"corpus {name!r} is not one of {', '.join(CORPORA)}: pick one of them")
+    return load_corpus(max_files=max_files)
 
 
 def load_corpus(root: str | Path | None = None, max_files: int | None = None) -> Corpus:
