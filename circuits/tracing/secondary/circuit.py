@@ -6,6 +6,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 import networkx as nx
+import pandas as pd
 import torch
 from jaxtyping import Float, Int
 from torch import Tensor
@@ -17,7 +18,10 @@ from circuits.sites import hook_names
 from circuits.tracing.secondary.census import SecondaryCensus
 from circuits.tracing.secondary.config import SecondaryConfig
 from circuits.tracing.secondary.corpus import Corpus
-from circuits.tracing.secondary.swaps import TokenSwaps
+from circuits.tracing.secondary.swaps import TokenSwaps, event_run
+
+# The intervention of every swap effect here: the sink token gets an average token's output.
+_SWAP = "token_swap(average non-sink token) at the sink token"
 
 
 def head_attention_to(
@@ -60,7 +64,6 @@ def secondary_circuit(
     level = swaps.events.groupby(["l_start", "lifetime"]).size().idxmax()
     l_star, life = (int(v) for v in level)
     events = swaps.events[(swaps.events.l_start == l_star) & (swaps.events.lifetime == life)]
-    n_layers = model.cfg.n_layers
     g = new_graph(
         model,
         data=f"{len(census.report.texts)} texts; level l_start={l_star}, lifetime={life}; "
@@ -72,51 +75,86 @@ def secondary_circuit(
         lifetime=life,
     )
     mlp = add_component(g, node_id("mlp", l_star), label=f"L{l_star}.MLP (forming)")
-    cos_target = node_id("target", name="secondary_sink")
+    _formation_edges(g, mlp, swaps, events, l_star, min_effect)
+    layers = list(range(l_star + 1, min(l_star + life, model.cfg.n_layers - 1) + 1))
+    if layers:
+        runs = [
+            (*event_run(corpus, census, e.text, e.position, n_queries), e.position)
+            for e in events.itertuples()
+        ]
+        base, patched = _swapped_attention(model, runs, l_star, layers)
+        _head_edges(g, mlp, base, patched, layers, top_heads)
+    return g
+
+
+def _formation_edges(
+    g: nx.DiGraph,
+    mlp: str,
+    swaps: TokenSwaps,
+    events: pd.DataFrame,
+    l_star: int,
+    min_effect: float,
+) -> None:
+    """Into the sink's formation: the forming MLP -> `target:secondary_sink` (its own swap),
+    and each earlier attention / MLP output whose swap moves the cosine by >= `min_effect` ->
+    the forming MLP. Effects: mean change of the cosine at l_start over `events`."""
     sw = swaps.swaps[
         (swaps.swaps.direction == "into")
         & (swaps.swaps.source == "average")
         & swaps.swaps.event.isin(events.event)
     ]
     effect = (sw.cos - sw.base_cos).groupby([sw.site, sw.layer]).mean()
-    intervention = "token_swap(average non-sink token) at the sink token"
-    cos_metric = f"cos(h_t, h_sink) at L{l_star}"
+    how = {"intervention": _SWAP, "metric": f"cos(h_t, h_sink) at L{l_star}"}
     own = effect.get(("mlp_out", l_star))
     if own is not None:
-        add_effect(g, mlp, cos_target, own, intervention=intervention, metric=cos_metric)
+        add_effect(g, mlp, node_id("target", name="secondary_sink"), own, **how)
     for (site, layer), value in effect.items():
         if site == "resid_pre" or layer >= l_star or abs(value) < min_effect:
             continue
         kind = "attn" if site == "attn_out" else "mlp"
+        add_effect(g, node_id(kind, int(layer)), mlp, value, **how)
+
+
+def _swapped_attention(
+    model: TransformerBridge,
+    runs: list[tuple[Tensor, list[int], int]],
+    l_star: int,
+    layers: list[int],
+) -> tuple[Float[Tensor, "layer head"], Float[Tensor, "layer head"]]:
+    """Mean attention each head of `layers` pays the sink token over `runs` ((tokens, control
+    positions, sink position) per event): unpatched, and with the forming MLP's output at the
+    token swapped with the average of the controls'."""
+    base, patched = [], []
+    for tokens, pool, pos in runs:
+        base.append(head_attention_to(model, tokens, pos, layers))
+        swap = Intervention(Site("mlp_out", l_star, pos=pos), Value.token_swap(pool))
+        patched.append(head_attention_to(model, tokens, pos, layers, [swap]))
+    return torch.stack(base).mean(0), torch.stack(patched).mean(0)
+
+
+def _head_edges(
+    g: nx.DiGraph,
+    mlp: str,
+    base_m: Float[Tensor, "layer head"],
+    patched_m: Float[Tensor, "layer head"],
+    layers: list[int],
+    top_heads: int,
+) -> None:
+    """The forming MLP -> each of the `top_heads` heads paying the token most attention
+    (`base_m`; the edge's effect: `patched_m` - `base_m`) -> `target:sink_score`."""
+    flat = base_m.flatten().argsort(descending=True)[:top_heads].tolist()
+    score_target = node_id("target", name="sink_score")
+    n_heads = base_m.shape[1]
+    for i in flat:
+        li, h = divmod(i, n_heads)
+        head = node_id("head", layers[li], h)
         add_effect(
-            g, node_id(kind, int(layer)), mlp, value, intervention=intervention, metric=cos_metric
-        )
-    layers = list(range(l_star + 1, min(l_star + life, n_layers - 1) + 1))
-    if layers:
-        base, patched = [], []
-        for e in events.itertuples():
-            length = min(len(corpus.rows[e.text]), e.position + 1 + n_queries)
-            tokens = torch.tensor([corpus.rows[e.text][:length]])
-            pool = [p for p in census.controls(e.text, upto=length) if p != e.position]
-            base.append(head_attention_to(model, tokens, e.position, layers))
-            # The forming MLP's output at the token, swapped with the average non-sink token's.
-            swap = Intervention(Site("mlp_out", l_star, pos=e.position), Value.token_swap(pool))
-            patched.append(head_attention_to(model, tokens, e.position, layers, [swap]))
-        base_m, patched_m = torch.stack(base).mean(0), torch.stack(patched).mean(0)
-        flat = base_m.flatten().argsort(descending=True)[:top_heads].tolist()
-        score_target = node_id("target", name="sink_score")
-        n_heads = base_m.shape[1]
-        for i in flat:
-            li, h = divmod(i, n_heads)
-            head = node_id("head", layers[li], h)
-            add_effect(
-                g, mlp, head, float(patched_m[li, h] - base_m[li, h]),
-                intervention=intervention + " (forming MLP output)",
-                metric=f"attention of {head} to the sink token",
-            )  # fmt: skip
-            add_effect(
-                g, head, score_target, float(base_m[li, h]),
-                intervention="none: attention paid to the sink token (unpatched)",
-                metric="attention to the sink token",
-            )  # fmt: skip
-    return g
+            g, mlp, head, float(patched_m[li, h] - base_m[li, h]),
+            intervention=_SWAP + " (forming MLP output)",
+            metric=f"attention of {head} to the sink token",
+        )  # fmt: skip
+        add_effect(
+            g, head, score_target, float(base_m[li, h]),
+            intervention="none: attention paid to the sink token (unpatched)",
+            metric="attention to the sink token",
+        )  # fmt: skip

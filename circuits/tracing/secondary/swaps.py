@@ -11,6 +11,7 @@ from typing import Any, NamedTuple
 
 import pandas as pd
 import torch
+from jaxtyping import Int
 from torch import Tensor
 from tqdm.auto import tqdm
 from transformer_lens.model_bridge import TransformerBridge
@@ -212,18 +213,26 @@ def _event(
     control token to take an average from."""
     t = census.report.texts[e.text]
     pos, start = int(e.position), int(e.l_start)
-    length = min(len(corpus.rows[e.text]), pos + 1 + config.n_queries)
-    pool = [p for p in census.controls(e.text, upto=length) if p != pos]
+    tokens, pool = event_run(corpus, census, e.text, pos, config.n_queries)
     if not pool:
         return None
     special = special_tokens(model)
     types = [token_type(tok, special) for tok in t.tokens]
     # A matched token needs later queries, or it has no score.
-    match = _matched(t.tokens, types, pos, [p for p in pool if p < length - 1])
+    match = _matched(t.tokens, types, pos, [p for p in pool if p < tokens.shape[1] - 1])
     last = min(start + min(int(e.lifetime), config.score_layers), model.cfg.n_layers - 1)
-    tokens = torch.tensor([corpus.rows[e.text][:length]])
     return _Event(k, e, tokens, census.sink(e.text), pos, start, pool, match,
                   list(range(start + 1, last + 1)))  # fmt: skip
+
+
+def event_run(
+    corpus: Corpus, census: SecondaryCensus, text: int, pos: int, n_queries: int
+) -> tuple[Int[Tensor, "1 pos"], list[int]]:
+    """Text `text` cut `n_queries` tokens after the sink token at `pos`, and its control
+    (never sink-like) positions before the cut: the tokens a swap takes the average of."""
+    length = min(len(corpus.rows[text]), pos + 1 + n_queries)
+    tokens = torch.tensor([corpus.rows[text][:length]])
+    return tokens, [p for p in census.controls(text, upto=length) if p != pos]
 
 
 def _swap_runs(ev: _Event) -> dict[str, list]:
