@@ -51,41 +51,7 @@ def circuit_edges(
     Observed values are kept under rules 2-3. Nodes: those marked `in_graph` when nodes carry
     it, else those touching a kept edge, plus every target."""
     roles = edge_roles(g) if roles is None else roles
-    recorded = thresholds(g)
-    edges = list(g.edges)
-    if any("in_graph" in d for *_, d in g.edges(data=True)):
-        edges = [(u, v) for u, v, d in g.edges(data=True) if d.get("in_graph") is True]
-        rule = "those marked in_graph"
-        if min_abs_effect is not None:
-            edges = [e for e in edges if g.edges[e]["abs_effect"] >= min_abs_effect]
-            rule += f" with |effect| >= {min_abs_effect:g}"
-    elif min_abs_effect is not None or isinstance(recorded.get("min_abs_effect"), int | float):
-        cut = float(min_abs_effect if min_abs_effect is not None else recorded["min_abs_effect"])
-        if cut < 0:
-            raise ValueError(f"min_abs_effect must be >= 0, got {cut}")
-        edges = [e for e in edges if roles[e] == "observed" or g.edges[e]["abs_effect"] >= cut]
-        rule = f"those with |effect| >= {number(cut, '.3g')}"
-    elif min_share is not None or isinstance(recorded.get("keep_share"), int | float):
-        share = float(min_share if min_share is not None else recorded["keep_share"])
-        if not 0 <= share <= 1:
-            raise ValueError(f"min_share must be in [0, 1], got {share}")
-        strongest: dict[tuple[str, str], float] = {}
-        for (u, v), role in roles.items():
-            key = (v, role)
-            strongest[key] = max(strongest.get(key, 0.0), g.edges[u, v]["abs_effect"])
-        edges = [
-            (u, v)
-            for u, v in edges
-            if roles[u, v] == "observed"
-            or g.edges[u, v]["abs_effect"] >= share * strongest[v, roles[u, v]]
-        ]
-        source = "" if min_share is not None else ", the circuit's keep_share"
-        rule = (
-            f"those with |effect| >= {share:.0%} of the strongest of their kind (supports / "
-            f"opposes) into the same node{source}"
-        )
-    else:
-        rule = "all edges"
+    edges, rule = _rule_edges(g, roles, min_abs_effect, min_share)
     valued = [e for e in edges if roles[e] not in ("observed", "structure")]
     if max_edges is not None and len(valued) > max_edges:
         weak = set(sorted(valued, key=lambda e: -g.edges[e]["abs_effect"])[max_edges:])
@@ -103,6 +69,52 @@ def circuit_edges(
         if not edges:
             nodes = list(g.nodes)
     return Selection(edges, nodes, rule, g.number_of_edges() - len(edges), len(joining))
+
+
+def _rule_edges(
+    g: nx.DiGraph, roles: dict, min_abs_effect: float | None, min_share: float | None
+) -> tuple[list[tuple[str, str]], str]:
+    """The edges the first rule of `circuit_edges` that applies keeps, and the rule in words."""
+    recorded = thresholds(g)
+    edges = list(g.edges)
+    if any("in_graph" in d for *_, d in g.edges(data=True)):
+        edges = [(u, v) for u, v, d in g.edges(data=True) if d.get("in_graph") is True]
+        rule = "those marked in_graph"
+        if min_abs_effect is not None:
+            edges = [e for e in edges if g.edges[e]["abs_effect"] >= min_abs_effect]
+            rule += f" with |effect| >= {min_abs_effect:g}"
+        return edges, rule
+    if min_abs_effect is not None or isinstance(recorded.get("min_abs_effect"), int | float):
+        cut = float(min_abs_effect if min_abs_effect is not None else recorded["min_abs_effect"])
+        if cut < 0:
+            raise ValueError(f"min_abs_effect must be >= 0, got {cut}")
+        edges = [e for e in edges if roles[e] == "observed" or g.edges[e]["abs_effect"] >= cut]
+        return edges, f"those with |effect| >= {number(cut, '.3g')}"
+    if min_share is not None or isinstance(recorded.get("keep_share"), int | float):
+        share = float(min_share if min_share is not None else recorded["keep_share"])
+        source = "" if min_share is not None else ", the circuit's keep_share"
+        return _share_edges(g, roles, share), (
+            f"those with |effect| >= {share:.0%} of the strongest of their kind (supports / "
+            f"opposes) into the same node{source}"
+        )
+    return edges, "all edges"
+
+
+def _share_edges(g: nx.DiGraph, roles: dict, share: float) -> list[tuple[str, str]]:
+    """Observed values, and the edges with |effect| >= `share` x the strongest of their role
+    into the same node."""
+    if not 0 <= share <= 1:
+        raise ValueError(f"min_share must be in [0, 1], got {share}")
+    strongest: dict[tuple[str, str], float] = {}
+    for (u, v), role in roles.items():
+        key = (v, role)
+        strongest[key] = max(strongest.get(key, 0.0), g.edges[u, v]["abs_effect"])
+    return [
+        (u, v)
+        for u, v in g.edges
+        if roles[u, v] == "observed"
+        or g.edges[u, v]["abs_effect"] >= share * strongest[v, roles[u, v]]
+    ]
 
 
 def fold_read_heads(g: nx.DiGraph) -> nx.DiGraph:
