@@ -254,8 +254,7 @@ def generate_long_traces(
         raise ValueError(f"max_new_tokens must be >= 1, got {max_new_tokens}")
     if not problems:
         raise ValueError("no problems given; load some with circuits.corpus.load_problems()")
-    ids = [p.id for p in problems]
-    if len(set(ids)) != len(ids):
+    if len({p.id for p in problems}) != len(problems):
         raise ValueError("problem ids repeat; each problem needs its own id to resume by")
     out = Path(out)
     if not out.parent.is_dir():
@@ -263,6 +262,26 @@ def generate_long_traces(
     chat = bool(chat_template and getattr(model.tokenizer, "chat_template", None))
     settings = _settings(model, max_new_tokens, seed, chat, stop_at_eos)
     done = _resume(out, settings)
+    todo = _new_prompts(model, problems, done, out, settings)
+    hf = plain_hf_model(model)
+    bar = tqdm(total=len(todo) * max_new_tokens, desc="generate", unit="tok", disable=not progress)
+    for p in (p for p in problems if p.id in todo):
+        bar.set_postfix(problem=p.id, done=f"{len(done)}/{len(problems)}")
+        done[p.id] = _greedy_trace(model, hf, p, todo[p.id], settings, bar)
+        write_traces([done[i] for i in sorted(done)], out)
+    bar.close()
+    return [done[p.id] for p in problems]
+
+
+def _new_prompts(
+    model: TransformerBridge,
+    problems: Sequence[Problem],
+    done: dict[int, Trace],
+    out: Path,
+    settings: dict,
+) -> dict[int, list[int]]:
+    """The prompt ids of the problems not `done` yet, each checked to fit the context with
+    its new tokens; refuses a done problem whose text differs from the one given."""
     changed = [p.id for p in problems if p.id in done and done[p.id].problem != p.problem]
     if changed:
         raise ValueError(
@@ -270,55 +289,58 @@ def generate_long_traces(
             "given; write to another file or delete it"
         )
     todo = [p for p in problems if p.id not in done]
-    prompts = {p.id: prompt_ids(model, p.problem, chat) for p in todo}
+    prompts = {p.id: prompt_ids(model, p.problem, settings["chat_template"]) for p in todo}
     for p in todo:
-        check_fits(model, len(prompts[p.id]) + max_new_tokens, f"problem {p.id}")
-    hf = plain_hf_model(model)
-    device = next(hf.parameters()).device
+        check_fits(model, len(prompts[p.id]) + settings["max_new_tokens"], f"problem {p.id}")
+    return prompts
+
+
+def _greedy_trace(
+    model: TransformerBridge,
+    hf: torch.nn.Module,
+    p: Problem,
+    prompt: list[int],
+    settings: dict,
+    bar: tqdm,
+) -> Trace:
+    """Problem `p` by KV-cached greedy decoding with `hf` (the bridge's plain HF model)."""
     tok = model.tokenizer
-    pad = tok.pad_token_id if tok.pad_token_id is not None else tok.eos_token_id
-    bar = tqdm(total=len(todo) * max_new_tokens, desc="generate", unit="tok", disable=not progress)
-    for p in todo:
-        prompt = prompts[p.id]
-        bar.set_postfix(problem=p.id, done=f"{len(done)}/{len(problems)}")
-        torch.manual_seed(seed)
-        suppress = None if stop_at_eos else _SuppressEos(_eos_ids(model, hf), len(prompt))
-        start = time.perf_counter()
-        with torch.no_grad():
-            seq = hf.generate(
-                torch.tensor([prompt], device=device),
-                attention_mask=torch.ones(1, len(prompt), dtype=torch.long, device=device),
-                max_new_tokens=max_new_tokens,
-                do_sample=False,
-                use_cache=True,
-                pad_token_id=pad,
-                streamer=_TokenBar(bar),
-                logits_processor=LogitsProcessorList([suppress] if suppress else []),
-            )[0].tolist()
-        seconds = time.perf_counter() - start
-        new = len(seq) - len(prompt)
-        bar.update(max_new_tokens - new)  # stopped early at EOS
-        done[p.id] = Trace(
-            id=p.id,
-            problem=p.problem,
-            answer=p.answer,
-            model=settings["model"],
-            tokens=seq,
-            prompt_len=len(prompt),
-            text=tok.decode(seq),
-            completion=tok.decode(seq[len(prompt) :], skip_special_tokens=True),
-            generation={
-                **settings,
-                "seconds": round(seconds, 3),
-                "new_tokens": new,
-                **({} if stop_at_eos else {"natural_end": suppress.natural_end}),
-                "tokens_per_s": round(new / seconds, 2),
-                "peak_rss_mib": peak_rss_mib(),
-            },
-        )
-        write_traces([done[i] for i in sorted(done)], out)
-    bar.close()
-    return [done[p.id] for p in problems]
+    device = next(hf.parameters()).device
+    torch.manual_seed(settings["seed"])
+    suppress = None if settings["stop_at_eos"] else _SuppressEos(_eos_ids(model, hf), len(prompt))
+    start = time.perf_counter()
+    with torch.no_grad():
+        seq = hf.generate(
+            torch.tensor([prompt], device=device),
+            attention_mask=torch.ones(1, len(prompt), dtype=torch.long, device=device),
+            max_new_tokens=settings["max_new_tokens"],
+            do_sample=False,
+            use_cache=True,
+            pad_token_id=tok.pad_token_id if tok.pad_token_id is not None else tok.eos_token_id,
+            streamer=_TokenBar(bar),
+            logits_processor=LogitsProcessorList([suppress] if suppress else []),
+        )[0].tolist()
+    seconds = time.perf_counter() - start
+    new = len(seq) - len(prompt)
+    bar.update(settings["max_new_tokens"] - new)  # stopped early at EOS
+    return Trace(
+        id=p.id,
+        problem=p.problem,
+        answer=p.answer,
+        model=settings["model"],
+        tokens=seq,
+        prompt_len=len(prompt),
+        text=tok.decode(seq),
+        completion=tok.decode(seq[len(prompt) :], skip_special_tokens=True),
+        generation={
+            **settings,
+            "seconds": round(seconds, 3),
+            "new_tokens": new,
+            **({} if suppress is None else {"natural_end": suppress.natural_end}),
+            "tokens_per_s": round(new / seconds, 2),
+            "peak_rss_mib": peak_rss_mib(),
+        },
+    )
 
 
 def check_trace_file(out: str | Path) -> Path:
