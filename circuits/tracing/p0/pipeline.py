@@ -6,12 +6,14 @@ import math
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, NamedTuple
 
 import networkx as nx
 import pandas as pd
 import torch
+from jaxtyping import Int
 from matplotlib.figure import Figure
+from torch import Tensor
 from transformer_lens.model_bridge import TransformerBridge
 
 from circuits.discovery import EdgeCircuit, token_rows
@@ -227,25 +229,71 @@ def trace_p0(
     kept: delete it (`circuits.tracing.steps.remove_checkpoints`) once the result is saved."""
     config = config.with_options(**overrides) if overrides else config
     torch.manual_seed(config.seed)
+    texts, kinds = _texts_and_kinds(texts, kinds)
+    key = run_key(model, config, texts, kinds) if checkpoint is not None else None
+    fit_items, held_items = edge_split(kinds, config.edge)
+    fit_texts, heldout = [texts[i] for i in fit_items], [texts[i] for i in held_items]
+    info = getattr(model, "circuits_info", None)
+    name = info.key if info else model.cfg.model_name
+    bos = info.prepend_bos if info else bool(model.cfg.default_prepend_bos)
+    first = model.tokenizer.bos_token_id if bos else None
+    node_texts = fit_texts[: config.n_texts]
+    tokens = token_rows(model, node_texts, config.n_tokens, first=first)
+    main = "bos" if bos else "no_bos"
+    steps = Steps(
+        len(STEPS), "p0 circuit", progress, checkpoint=checkpoint, key=key, shared={"model": model}
+    )
+    node = _node_view(steps, model, node_texts, tokens, main, config, progress)
+    edges = steps.run(
+        "edges", edge_circuit, model, texts, kinds, node.formation, config.edge, first=first,
+        progress=progress,
+    )  # fmt: skip
+    trace = P0Trace(
+        name, config, main, *node, edges.circuit, edges.graph,
+        edges.by_kind, fit_texts, heldout, [kinds[i] for i in fit_items], steps.close(),
+    )  # fmt: skip
+    trace.resumed = tuple(steps.resumed)
+    return trace
+
+
+def _texts_and_kinds(
+    texts: Sequence[str] | None, kinds: Sequence[str] | None
+) -> tuple[list[str], list[str]]:
+    """The texts (default: the mixed DEFAULT_TEXTS with their kinds) and one kind a text
+    (default: all plain)."""
     if texts is None:
         texts, kinds = read_kinded_texts(DEFAULT_TEXTS)
     texts = list(texts)
     kinds = list(kinds) if kinds is not None else [PLAIN_KIND] * len(texts)
     if len(kinds) != len(texts):
         raise ValueError(f"{len(kinds)} kinds for {len(texts)} texts; give one kind a text")
-    key = run_key(model, config, texts, kinds) if checkpoint is not None else None
-    fit_items, held_items = edge_split(kinds, config.edge)
-    fit_texts, heldout = [texts[i] for i in fit_items], [texts[i] for i in held_items]
-    node_texts = fit_texts[: config.n_texts]
-    info = getattr(model, "circuits_info", None)
-    name = info.key if info else model.cfg.model_name
-    bos = info.prepend_bos if info else bool(model.cfg.default_prepend_bos)
-    first = model.tokenizer.bos_token_id if bos else None
-    tokens = token_rows(model, node_texts, config.n_tokens, first=first)
-    main = "bos" if bos else "no_bos"
-    steps = Steps(
-        len(STEPS), "p0 circuit", progress, checkpoint=checkpoint, key=key, shared={"model": model}
-    )
+    return texts, kinds
+
+
+class _NodeView(NamedTuple):
+    """Experiments 1-6, in `P0Trace`'s field order."""
+
+    variants: Variants
+    position: pd.DataFrame
+    formation: Formation
+    localisation: Localisation
+    confirmed: Confirmation
+    sink_heads: list[tuple[int, int, float]]
+    node_graph: nx.DiGraph
+
+
+def _node_view(
+    steps: Steps,
+    model: TransformerBridge,
+    node_texts: list[str],
+    tokens: Int[Tensor, "text pos"],
+    main: str,
+    config: P0Config,
+    progress: bool,
+) -> _NodeView:
+    """Experiments 1-6 on `node_texts` (`tokens`: cut to `config.n_tokens`, P0 as `main`, the
+    first-token variant traced, says): first-token variants, position vs content, formation,
+    localisation, confirmation and the node-level graph."""
     variants = steps.run(
         "variants", first_token_variants, model, node_texts, n_tokens=config.n_tokens,
         seed=config.seed, eps=config.eps, massive_ratio=config.massive_ratio,
@@ -272,21 +320,10 @@ def trace_p0(
         (layer, h, float(rep.p0_mass[layer, h])) for layer, h in rep.sink_heads if layer in late
     ]
     sink_heads = sorted(masses, key=lambda x: -x[2])[: config.n_sink_heads]
-    data = (
-        f"{len(node_texts)} texts x {config.n_tokens} tokens ({'BOS' if bos else 'no BOS'} at P0)"
-    )
+    at_p0 = "BOS" if main == "bos" else "no BOS"
+    data = f"{len(node_texts)} texts x {config.n_tokens} tokens ({at_p0} at P0)"
     node_graph = steps.run(
         "graph", circuit_graph, model, tokens, formation, loc, sink_heads, data=data,
         config=config,
     )  # fmt: skip
-    edges = steps.run(
-        "edges", edge_circuit, model, texts, kinds, formation, config.edge, first=first,
-        progress=progress,
-    )  # fmt: skip
-    trace = P0Trace(
-        name, config, main, variants, position, formation, loc, confirmed, sink_heads,
-        node_graph, edges.circuit, edges.graph, edges.by_kind, fit_texts, heldout,
-        [kinds[i] for i in fit_items], steps.close(),
-    )  # fmt: skip
-    trace.resumed = tuple(steps.resumed)
-    return trace
+    return _NodeView(variants, position, formation, loc, confirmed, sink_heads, node_graph)
