@@ -5,7 +5,10 @@ attention, 1 layer x 1 head and 4 layers x 4 heads, d_model 32, the library's ta
 defaults) with checkpoints on a log-spaced schedule, and prints per checkpoint the strongest
 head's mean BOS attention at non-trigger positions and the relative error at the trigger. The
 sink has formed at the first checkpoint where that attention reaches `--formed` (default 0.3,
-Gu et al.'s eps). Writes `trigger_emergence.csv` into `--out`.
+Gu et al.'s eps; `TrainResult.sink_formed_at`). Writes `trigger_emergence.csv` into `--out`.
+
+The series code (`circuits emergence`) cannot take these models: they read real vectors, not
+tokens, and are not transformers models (see `circuits.emergence.specs`).
 
     python scripts/emergence_trigger.py --out docs/emergence/trigger
 """
@@ -19,6 +22,7 @@ import numpy as np
 import pandas as pd
 
 from circuits._io import write_csv
+from circuits.trigger.circuit import SINK_THRESHOLD
 from circuits.trigger.data import TriggerTask
 from circuits.trigger.model import TriggerModelConfig
 from circuits.trigger.train import TrainConfig, train_model
@@ -32,9 +36,10 @@ def schedule(steps: int, n: int = 20) -> tuple[int, ...]:
     return tuple(sorted({int(round(s)) for s in np.geomspace(1, steps, n)}))
 
 
-def run(seed: int, steps: int) -> pd.DataFrame:
+def run(seed: int, steps: int, formed: float) -> tuple[pd.DataFrame, pd.DataFrame]:
+    """Every model's checkpoints (one row each) and when its sink formed (one row a model)."""
     task = TriggerTask()
-    rows = []
+    rows, models = [], []
     for attention in ATTENTION:
         for layers, heads in SHAPES:
             model = TriggerModelConfig.for_task(
@@ -48,21 +53,14 @@ def run(seed: int, steps: int) -> pd.DataFrame:
                      "step": c.step, "max_bos_nontrigger": c.max_bos_nontrigger,
                      "rel_error_trigger": c.rel_error_trigger}
                 )  # fmt: skip
-    return pd.DataFrame(rows)
-
-
-def formed_at(frame: pd.DataFrame, formed: float) -> pd.DataFrame:
-    """Per model: the first checkpoint step whose strongest BOS attention reaches `formed`."""
-    out = []
-    for (attention, shape), g in frame.groupby(["attention", "shape"], sort=False):
-        hit = g[g.max_bos_nontrigger >= formed]
-        out.append(
-            {"attention": attention, "shape": shape,
-             "sink_formed_at_step": int(hit.step.iloc[0]) if len(hit) else None,
-             "final_max_bos": float(g.max_bos_nontrigger.iloc[-1]),
-             "final_rel_error": float(g.rel_error_trigger.iloc[-1])}
-        )  # fmt: skip
-    return pd.DataFrame(out)
+            last = result.checkpoints[-1]
+            models.append(
+                {"attention": attention, "shape": f"{layers}x{heads}",
+                 "sink_formed_at_step": result.sink_formed_at(formed),
+                 "final_max_bos": last.max_bos_nontrigger,
+                 "final_rel_error": last.rel_error_trigger}
+            )  # fmt: skip
+    return pd.DataFrame(rows), pd.DataFrame(models)
 
 
 def main() -> None:
@@ -70,15 +68,15 @@ def main() -> None:
     p.add_argument("--out", required=True)
     p.add_argument("--seed", type=int, default=0)
     p.add_argument("--steps", type=int, default=TrainConfig().steps)
-    p.add_argument("--formed", type=float, default=0.3)
+    p.add_argument("--formed", type=float, default=SINK_THRESHOLD)
     args = p.parse_args()
-    frame = run(args.seed, args.steps)
+    frame, models = run(args.seed, args.steps, args.formed)
     out = Path(args.out)
     out.mkdir(parents=True, exist_ok=True)
     write_csv(out / "trigger_emergence.csv", frame)
     print(frame.pivot_table(index="step", columns=["attention", "shape"],
                             values="max_bos_nontrigger").round(3).to_string())  # fmt: skip
-    print(formed_at(frame, args.formed).to_string(index=False))
+    print(models.to_string(index=False))
 
 
 if __name__ == "__main__":

@@ -131,6 +131,22 @@ def test_specs_expand_runs_and_parse_steps(run, tmp_path):
         expand_specs([str(tmp_path / "missing")])
     with pytest.raises(ValueError, match="neither config.json nor checkpoints"):
         expand_specs([str(tmp_path)])
+    (tmp_path / "weights.bin").write_bytes(b"x")
+    with pytest.raises(ValueError, match="not a .gguf file"):
+        expand_specs([str(tmp_path / "weights.bin")])
+
+
+def test_trigger_checkpoints_are_refused_with_what_to_use_instead(tmp_path):
+    from circuits.trigger import TrainConfig as TriggerTrainConfig
+    from circuits.trigger import TriggerModelConfig, TriggerTask, save_checkpoints, train_model
+
+    task = TriggerTask()
+    result = train_model(task, TriggerModelConfig.for_task(task), TriggerTrainConfig(steps=2),
+                         progress=False)  # fmt: skip
+    paths = save_checkpoints(result, tmp_path / "out" / "checkpoints" / "softmax-1x1")
+    for spec in (paths[-1], paths[-1].parent, tmp_path / "out"):
+        with pytest.raises(ValueError, match="trigger-task checkpoints.*emergence_trigger"):
+            emergence([spec], texts=["x" * 400] * 20, progress=False)
 
 
 def test_hub_specs_are_refused_before_any_load_when_offline(monkeypatch):

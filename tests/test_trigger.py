@@ -228,6 +228,8 @@ def test_training_is_seeded_and_checkpointed(trained_1x1, tmp_path):
     assert [c.step for c in r.checkpoints] == [0, 200, 400]
     # the sink forms during training
     assert r.checkpoints[0].max_bos_nontrigger < 0.5 < r.checkpoints[-1].max_bos_nontrigger
+    assert r.sink_formed_at() in (200, 400)  # Gu's eps 0.3: not at initialisation
+    assert r.sink_formed_at(eps=1.01) is None
     chosen = TrainConfig(steps=20, seed=0, checkpoint_at=(5, 20))
     again = train_model(r.task, r.model_config, chosen, progress=False)
     assert again.losses == r.losses[:20]

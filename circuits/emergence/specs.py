@@ -63,10 +63,30 @@ def _run_specs(run: Path) -> list[CheckpointSpec]:
     return sorted(specs, key=lambda s: s.step)
 
 
+def _trigger_checkpoints(path: Path) -> bool:
+    """A trigger-task checkpoint (`circuits.trigger.save_checkpoints`: `step_N.pt`) or a folder
+    holding them (`circuits trigger --out`, or its `checkpoints/<run>/`)."""
+    if path.is_file():
+        return path.suffix == ".pt"
+    return path.is_dir() and any(
+        p.suffix == ".pt"
+        for pattern in ("step_*", "checkpoints/*/step_*")
+        for p in path.glob(pattern)
+    )
+
+
+TRIGGER_REFUSAL = (
+    "holds trigger-task checkpoints (circuits trigger): those models read real vectors, not "
+    "tokens, and are not transformers models, so the series cannot measure them; use "
+    "scripts/emergence_trigger.py (or TrainResult.sink_formed_at) for them, or train a token "
+    "model on the back-copy corpus (circuits train-lm --corpus backcopy)"
+)
+
+
 def expand_specs(specs: Sequence[str | Path]) -> list[CheckpointSpec]:
     """The ordered checkpoints the specs name (training runs expanded in step order). Raises a
-    ValueError naming the first spec that is neither a folder, a file, a hub name with a
-    revision nor a registry key."""
+    ValueError naming the first spec that is neither a model or run folder, a .gguf file, a hub
+    name with a revision nor a registry key (trigger-task checkpoints included)."""
     from circuits.models.registry import MODELS
 
     if not specs:
@@ -74,6 +94,8 @@ def expand_specs(specs: Sequence[str | Path]) -> list[CheckpointSpec]:
     out: list[CheckpointSpec] = []
     for text in map(str, specs):
         path = Path(text).expanduser()
+        if _trigger_checkpoints(path):
+            raise ValueError(f"{path} {TRIGGER_REFUSAL}")
         if path.is_dir() and (path / "checkpoints").is_dir():
             out += _run_specs(path)
         elif path.is_dir():
@@ -86,6 +108,11 @@ def expand_specs(specs: Sequence[str | Path]) -> list[CheckpointSpec]:
         elif HUB_PATTERN.match(text):
             name, revision = text.split("@", 1)
             out.append(CheckpointSpec(text, "hub", _step_from_name(revision), revision))
+        elif path.is_file() and path.suffix != ".gguf":
+            raise ValueError(
+                f"checkpoint file {path} is not a .gguf file: pass a .gguf, a model folder or a "
+                "training run folder"
+            )
         elif path.is_file() or text in MODELS:
             out.append(CheckpointSpec(text, "model", _step_from_name(path.stem), path.name))
         else:

@@ -107,6 +107,12 @@ class TrainResult:
     def checkpoint_frame(self) -> pd.DataFrame:
         return pd.DataFrame([c.to_dict() for c in self.checkpoints])
 
+    def sink_formed_at(self, eps: float = 0.3) -> int | None:
+        """When the sink forms: the first checkpoint step at which some head's mean BOS attention
+        at non-trigger positions reaches `eps` (default Gu et al.'s 0.3, as
+        `circuits.trigger.circuit.SINK_THRESHOLD`); None when no checkpoint does."""
+        return next((c.step for c in self.checkpoints if c.max_bos_nontrigger >= eps), None)
+
     def to_dict(self) -> dict:
         return {
             "task": self.task.to_dict(),
