@@ -6,7 +6,7 @@ import math
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, NamedTuple
+from typing import Any
 
 import networkx as nx
 import pandas as pd
@@ -245,12 +245,13 @@ def trace_p0(
     )
     node = _node_view(steps, model, node_texts, tokens, main, config, progress)
     edges = steps.run(
-        "edges", edge_circuit, model, texts, kinds, node.formation, config.edge, first=first,
+        "edges", edge_circuit, model, texts, kinds, node["formation"], config.edge, first=first,
         progress=progress,
     )  # fmt: skip
     trace = P0Trace(
-        name, config, main, *node, edges.circuit, edges.graph,
-        edges.by_kind, fit_texts, heldout, [kinds[i] for i in fit_items], steps.close(),
+        model=name, config=config, main_variant=main, **node, edges=edges.circuit,
+        graph=edges.graph, edges_by_kind=edges.by_kind, texts=fit_texts, heldout_texts=heldout,
+        kinds=[kinds[i] for i in fit_items], seconds=steps.close(),
     )  # fmt: skip
     trace.resumed = tuple(steps.resumed)
     return trace
@@ -270,18 +271,6 @@ def _texts_and_kinds(
     return texts, kinds
 
 
-class _NodeView(NamedTuple):
-    """Experiments 1-6, in `P0Trace`'s field order."""
-
-    variants: Variants
-    position: pd.DataFrame
-    formation: Formation
-    localisation: Localisation
-    confirmed: Confirmation
-    sink_heads: list[tuple[int, int, float]]
-    node_graph: nx.DiGraph
-
-
 def _node_view(
     steps: Steps,
     model: TransformerBridge,
@@ -290,10 +279,10 @@ def _node_view(
     main: str,
     config: P0Config,
     progress: bool,
-) -> _NodeView:
+) -> dict[str, Any]:
     """Experiments 1-6 on `node_texts` (`tokens`: cut to `config.n_tokens`, P0 as `main`, the
     first-token variant traced, says): first-token variants, position vs content, formation,
-    localisation, confirmation and the node-level graph."""
+    localisation, confirmation and the node-level graph, by their `P0Trace` field names."""
     variants = steps.run(
         "variants", first_token_variants, model, node_texts, n_tokens=config.n_tokens,
         seed=config.seed, eps=config.eps, massive_ratio=config.massive_ratio,
@@ -326,4 +315,8 @@ def _node_view(
         "graph", circuit_graph, model, tokens, formation, loc, sink_heads, data=data,
         config=config,
     )  # fmt: skip
-    return _NodeView(variants, position, formation, loc, confirmed, sink_heads, node_graph)
+    return {
+        "variants": variants, "position": position, "formation": formation,
+        "localisation": loc, "confirmed": confirmed, "sink_heads": sink_heads,
+        "node_graph": node_graph,
+    }  # fmt: skip
