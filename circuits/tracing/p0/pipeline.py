@@ -91,12 +91,27 @@ class P0Trace(TraceResult):
         P0 state forms, the node-level circuit and the share of the sink it carries (fractions
         of the drop that ablating every formation component causes), and whether the sink stays
         at P0 under each first-token variant."""
-        conf = self.confirmation.set_index("run")
-        frac = conf["fraction"]
-        f = self.formation
-        e = self.edges.summary()
         return {
             "model": self.model,
+            **self._edge_summary(),
+            **self._node_summary(),
+            # Per variant: share of texts whose most-attended / largest-norm token is P0, and
+            # the P0 mass itself (uniform attention also makes P0 the most-attended token).
+            "sink_stays_at_0": {
+                r.variant: {
+                    "by_attention": r.sink_at_0_by_attention,
+                    "by_norm": r.sink_at_0_by_norm,
+                    "p0_mass": round(r.p0_mass_mean, 3),
+                }
+                for r in self.variants.summary.itertuples()
+            },
+        }
+
+    def _edge_summary(self) -> dict:
+        """The edge circuit's size and faithfulness (fit, held-out, by kind, random, complement),
+        stability and ablation."""
+        e = self.edges.summary()
+        return {
             "edge_circuit_edges": e["n_edges"],
             "edge_circuit_of_all_edges": e["n_edges_total"],
             "edge_circuit_components": e["n_senders"],
@@ -121,6 +136,15 @@ class P0Trace(TraceResult):
                 for r in self.edges_by_kind.itertuples()
             },
             "edge_ablation": f"{e['ablation']} at position 0 (edges)",
+        }
+
+    def _node_summary(self) -> dict:
+        """Where the P0 state forms, the node-level circuit and the shares of the sink it
+        removes and restores (with their spread over texts)."""
+        conf = self.confirmation.set_index("run")
+        frac = conf["fraction"]
+        f = self.formation
+        return {
             "node_ablation": f"{NODE_ABLATION} (components, experiments 3-6)",
             "jump_layers": f.jump_layers,
             "late_layers": f"{f.late_layers[0]}-{f.late_layers[-1]}",
@@ -138,16 +162,6 @@ class P0Trace(TraceResult):
                 f"node_sd_over_texts_{run}": float(sd)
                 for run, sd in self.confirmation_by_text.groupby("run")["fraction"].std().items()
                 if run not in ("clean", "all_formation_ablated")  # its fraction is 1 by definition
-            },
-            # Per variant: share of texts whose most-attended / largest-norm token is P0, and
-            # the P0 mass itself (uniform attention also makes P0 the most-attended token).
-            "sink_stays_at_0": {
-                r.variant: {
-                    "by_attention": r.sink_at_0_by_attention,
-                    "by_norm": r.sink_at_0_by_norm,
-                    "p0_mass": round(r.p0_mass_mean, 3),
-                }
-                for r in self.variants.summary.itertuples()
             },
         }
 
