@@ -54,19 +54,7 @@ def circuit_graph(
     )
     add_component(g, attn_target, score=loc.baselines["p0_attention"])
     add_component(g, norm_target, score=loc.baselines["p0_norm"])
-    comps = [
-        (node_id("head", layer, h), Site("head", layer, head=h, pos=0))
-        for layer, h in loc.circuit_heads
-    ]
-    comps += [(node_id("mlp", m), Site("mlp_out", m, pos=0)) for m in loc.circuit_mlps]
-    heads = loc.heads.set_index(["layer", "head"])
-    mlps = loc.mlps.set_index("layer")
-    for nid, site in comps:
-        row = heads.loc[(site.layer, site.head)] if site.kind == "head" else mlps.loc[site.layer]
-        add_component(g, nid, score=float(row["p0_attention@p0"]), role="formation")
-        for target, col in ((attn_target, "p0_attention@p0"), (norm_target, "p0_norm@p0")):
-            add_effect(g, nid, target, float(row[col]), intervention=NODE_ABLATION,
-                       metric=target.removeprefix("target:"))  # fmt: skip
+    comps = _formation_components(g, loc, attn_target, norm_target)
     for m in loc.circuit_mlps:
         upstream = [
             (nid, s) for nid, s in comps if s.layer < m or (s.kind == "head" and s.layer == m)
@@ -89,3 +77,24 @@ def circuit_graph(
                     g, nid, sid, e, intervention=NODE_ABLATION, metric=f"p0_mass(L{layer}.H{head})"
                 )
     return g
+
+
+def _formation_components(
+    g: nx.DiGraph, loc: Localisation, attn_target: str, norm_target: str
+) -> list[tuple[str, Site]]:
+    """Add the localised heads and MLPs (role formation) with their effects on the two P0
+    targets; returns each one's node id and its site at P0."""
+    comps = [
+        (node_id("head", layer, h), Site("head", layer, head=h, pos=0))
+        for layer, h in loc.circuit_heads
+    ]
+    comps += [(node_id("mlp", m), Site("mlp_out", m, pos=0)) for m in loc.circuit_mlps]
+    heads = loc.heads.set_index(["layer", "head"])
+    mlps = loc.mlps.set_index("layer")
+    for nid, site in comps:
+        row = heads.loc[(site.layer, site.head)] if site.kind == "head" else mlps.loc[site.layer]
+        add_component(g, nid, score=float(row["p0_attention@p0"]), role="formation")
+        for target, col in ((attn_target, "p0_attention@p0"), (norm_target, "p0_norm@p0")):
+            add_effect(g, nid, target, float(row[col]), intervention=NODE_ABLATION,
+                       metric=target.removeprefix("target:"))  # fmt: skip
+    return comps
