@@ -89,21 +89,7 @@ def localise(
     }  # fmt: skip
     h = _sweeps(model, tokens, head_grids, metrics, progress)
     m = _sweeps(model, tokens, mlp_grids, metrics, progress)
-    heads = pd.DataFrame(
-        [
-            {"layer": layer, "head": hh}
-            | {k: float(v[i, hh]) for k, v in h.items() if not k.startswith("baseline")}
-            for i, layer in enumerate(layers)
-            for hh in range(model.cfg.n_heads)
-        ]
-    )
-    mlps = pd.DataFrame(
-        [
-            {"layer": layer}
-            | {k: float(v[i]) for k, v in m.items() if not k.startswith("baseline")}
-            for i, layer in enumerate(layers)
-        ]
-    )
+    heads, mlps = _effect_tables(h, m, layers, model.cfg.n_heads)
     keep_h = keep(heads["p0_attention@p0"].tolist(), keep_share)
     keep_m = keep(mlps["p0_attention@p0"].tolist(), keep_share)
     heads["in_circuit"] = [i in keep_h for i in range(len(heads))]
@@ -113,3 +99,24 @@ def localise(
     neurons = top_neurons(model, tokens, circuit_mlps, n_neurons, progress=progress)
     baselines = {k.split(":")[1]: float(v) for k, v in h.items() if k.startswith("baseline")}
     return Localisation(heads, mlps, neurons, circuit_heads, circuit_mlps, baselines)
+
+
+def _effect_tables(h: dict, m: dict, layers: list[int], n_heads: int) -> tuple[pd.DataFrame, ...]:
+    """One row per head and one per MLP of `layers`: each ablation's effect on each metric, from
+    the head sweeps `h` and the MLP sweeps `m` (their baselines left out)."""
+    heads = pd.DataFrame(
+        [
+            {"layer": layer, "head": hh}
+            | {k: float(v[i, hh]) for k, v in h.items() if not k.startswith("baseline")}
+            for i, layer in enumerate(layers)
+            for hh in range(n_heads)
+        ]
+    )
+    mlps = pd.DataFrame(
+        [
+            {"layer": layer}
+            | {k: float(v[i]) for k, v in m.items() if not k.startswith("baseline")}
+            for i, layer in enumerate(layers)
+        ]
+    )
+    return heads, mlps
