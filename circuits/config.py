@@ -17,8 +17,9 @@ module imports nothing heavy.
 
 from __future__ import annotations
 
+import json
 import math
-from collections.abc import Iterator
+from collections.abc import Iterable, Iterator
 from dataclasses import MISSING, Field, dataclass, field, fields, replace
 from typing import Any
 
@@ -149,6 +150,22 @@ class Config:
                 f"{', '.join(sorted(flat))}"
             )
         return _apply(self, tree)
+
+    def with_option_strings(self, items: Iterable[str]):
+        """`with_options` from `KEY=VALUE` strings (a script's `--option` list); each value is
+        read as JSON (`8`, `0.5`, `true`; a list `[1, 2]` becomes a tuple, as configs hold
+        them), else taken as a plain string."""
+        overrides = {}
+        for item in items:
+            key, sep, text = item.partition("=")
+            if not sep or not key:
+                raise ValueError(f"option {item!r} is not KEY=VALUE (e.g. grad_batch=4)")
+            try:
+                value = json.loads(text)
+            except json.JSONDecodeError:
+                value = text
+            overrides[key] = tuple(value) if isinstance(value, list) else value
+        return self.with_options(**overrides)
 
     def to_dict(self) -> dict:
         """Every field by name (tuples as lists, as JSON has them; nested configs as dicts)."""

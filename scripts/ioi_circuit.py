@@ -106,10 +106,16 @@ def main() -> None:
     p.add_argument("--n-curve", type=int, default=12)
     p.add_argument("--seed", type=int, default=0)
     p.add_argument("--out", required=True)
+    p.add_argument("--option", nargs="*", default=[],
+                   help="other DiscoveryConfig fields KEY=VALUE, e.g. grad_batch=4")  # fmt: skip
     p.add_argument("--heads-only", action="store_true",
                    help="no discovery: rewrite each method folder's heads.json from its saved "
                    "circuit.json (same pairs: same --n-fit, --n-heldout, --seed)")  # fmt: skip
     args = p.parse_args()
+    try:  # a bad option fails here, before a model loads
+        DiscoveryConfig().with_option_strings(args.option)
+    except ValueError as err:
+        p.error(str(err))
     t0 = time.time()
     saved = {m: Path(args.out) / m / "circuit.json" for m in args.methods}
     missing = [str(path) for path in saved.values() if not path.is_file()]
@@ -131,6 +137,7 @@ def run(model, pairs, prompts, method: str, args, out: Path) -> None:
     fit, held = pairs[: args.n_fit], pairs[args.n_fit :]
     cfg = DiscoveryConfig(method=method, ig_steps=args.ig_steps, ablation="resample",
                           n_curve=args.n_curve, seed=args.seed)  # fmt: skip
+    cfg = cfg.with_option_strings(args.option)
     t1 = time.time()
     circuit = discover(model, fit, held, None, positions=None, config=cfg)
     t2 = time.time()

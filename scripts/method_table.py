@@ -62,12 +62,12 @@ def _inputs(model_key: str, texts_file: str):
 
 
 def run_method(
-    model_key: str, method: str, texts_file: str, checkpoint: str | None, options: dict
+    model_key: str, method: str, texts_file: str, checkpoint: str | None, options: list[str]
 ) -> dict:
     """One method's row (run in a child process)."""
     torch.manual_seed(SEED)
     model, spec, fit, held = _inputs(model_key, texts_file)
-    cfg = DiscoveryConfig(method=method, n_exact_texts=0, seed=SEED).with_options(**options)
+    cfg = DiscoveryConfig(method=method, n_exact_texts=0, seed=SEED).with_option_strings(options)
     start = time.perf_counter()
     folder = None
     if checkpoint:
@@ -131,9 +131,8 @@ def main() -> None:
         "--option", nargs="*", default=[], help="DiscoveryConfig fields KEY=VALUE (numbers)"
     )
     args = parser.parse_args()
-    options = {k: json.loads(v) for k, v in (o.split("=", 1) for o in args.option)}
     try:  # a bad option fails here, before a model loads
-        DiscoveryConfig().with_options(**options)
+        DiscoveryConfig().with_option_strings(args.option)
     except ValueError as err:
         parser.error(str(err))
     if args.markdown:
@@ -146,7 +145,9 @@ def main() -> None:
     ctx = multiprocessing.get_context("fork")
     for method in args.methods:
         with ctx.Pool(1) as pool:
-            row = pool.apply(run_method, (args.model, method, args.texts, args.checkpoint, options))
+            row = pool.apply(
+                run_method, (args.model, method, args.texts, args.checkpoint, args.option)
+            )
         doc["methods"] = [r for r in doc["methods"] if r["method"] != method] + [row]
         doc["texts"] = args.texts
         OUT.mkdir(parents=True, exist_ok=True)

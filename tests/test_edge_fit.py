@@ -166,6 +166,20 @@ def test_configs_compose_the_edge_fit_config_and_flatten_it():
     assert config_from(args, SecondaryConfig) == sec.with_options(edge_n_tokens=48, scales=(0, 2))
 
 
+def test_option_strings_are_read_as_json_and_checked():
+    p0 = P0Config()
+    changed = p0.with_option_strings(
+        ["edge_n_fit=8", "edge_ablation=zero", "edge_target_band=[0.8, 1.2]"]
+    )
+    assert changed == p0.with_options(
+        edge_n_fit=8, edge_ablation="zero", edge_target_band=(0.8, 1.2)
+    )
+    with pytest.raises(ValueError, match="is not KEY=VALUE"):
+        p0.with_option_strings(["edge_n_fit"])
+    with pytest.raises(ValueError, match="n_fit must be >= 2"):
+        p0.with_option_strings(["edge_n_fit=1"])
+
+
 def test_run_keys_change_with_every_nested_field(planted):
     model = planted.model
     base = run_key(model, P0Config(), P0_TEXTS)
