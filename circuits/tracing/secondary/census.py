@@ -29,7 +29,12 @@ from circuits.tracing.secondary.corpus import (
     token_type,
     unique_positions,
 )
-from circuits.tracing.secondary.detection import detect_corpus, event_frame, parse_ranges
+from circuits.tracing.secondary.detection import (
+    CorpusDetections,
+    detect_corpus,
+    event_frame,
+    parse_ranges,
+)
 
 HIST_BINS = 200
 """Bins of the candidate-cosine histogram over [-1, 1]."""
@@ -304,12 +309,36 @@ def find_secondary(
     if unknown or not labels:
         raise ValueError(f"labels must be a non-empty subset of {LABELS}, got {labels}")
     det = detect_corpus(model, corpus, rule, taus, progress=progress)
-    report, n_layers = det.report, det.report.n_layers
     unique = unique_positions(corpus.rows)
     special = special_tokens(model)
     events = event_frame(det, corpus, unique, special)
+    all_cos, counts = _tested_cosines(det, corpus, unique, special, rule)
+    test = all_cos.abs() if rule.absolute_cos else all_cos
+    n_above = {tau: int((test > tau).sum()) for tau in taus}
+    comparison = comparison_frame(
+        det.presets,
+        corpus.prompt_lens if all(corpus.has_prompt) else None,
+        corpus.natural_ends if any(e is not None for e in corpus.natural_ends) else None,
+        unique,
+    )
+    return SecondaryCensus(
+        det.report, rule, taus, labels, events, _type_counts(events, counts, taus),
+        *_cosine_tables(all_cos, det.report.n_layers), n_above, comparison, det.sinks,
+        det.windows, corpus, unique, cosine=det.cosines,
+    )  # fmt: skip
+
+
+def _tested_cosines(
+    det: CorpusDetections,
+    corpus: Corpus,
+    unique: list[list[bool]],
+    special: frozenset[str],
+    rule: Rule,
+) -> tuple[Tensor, Counter]:
+    """The cosine with the reference sink [layer, token] of every tested token (a candidate by
+    the rule, with a new prefix) over all texts, and how many were tested per (type, part)."""
     tested_cos, counts = [], Counter()
-    for t, uniq in zip(report.texts, unique, strict=True):
+    for t, uniq in zip(det.report.texts, unique, strict=True):
         i = t.index
         types = [token_type(tok, special) for tok in t.tokens]
         sink = det.sinks[i]
@@ -321,8 +350,12 @@ def find_secondary(
         tested_cos.append(det.cosines[i][:, keep])
         for p in keep.nonzero()[:, 0].tolist():
             counts[(types[p], corpus.part(i, p))] += 1
-    all_cos = torch.cat(tested_cos, dim=1)  # layer, unique candidate tokens
-    test = all_cos.abs() if rule.absolute_cos else all_cos
+    return torch.cat(tested_cos, dim=1), counts  # layer, unique candidate tokens
+
+
+def _cosine_tables(all_cos: Tensor, n_layers: int) -> tuple[pd.DataFrame, pd.DataFrame]:
+    """The histogram of the tested cosines (`HIST_BINS` bins over [-1, 1]) and, per layer,
+    their median, 99th percentile and maximum (NaN when no token was tested)."""
     edges = np.linspace(-1.0, 1.0, HIST_BINS + 1)
     hist, _ = np.histogram(all_cos.flatten().clamp(-1, 1).numpy(), bins=edges)
     cosine_hist = pd.DataFrame({"left": edges[:-1], "right": edges[1:], "count": hist})
@@ -336,18 +369,7 @@ def find_secondary(
             "cand_cos_max": all_cos.max(1).values.tolist() if all_cos.shape[1] else nan,
         }
     )
-    n_above = {tau: int((test > tau).sum()) for tau in taus}
-    comparison = comparison_frame(
-        det.presets,
-        corpus.prompt_lens if all(corpus.has_prompt) else None,
-        corpus.natural_ends if any(e is not None for e in corpus.natural_ends) else None,
-        unique,
-    )
-    return SecondaryCensus(
-        report, rule, taus, labels, events, _type_counts(events, counts, taus), cosine_hist,
-        layer_cosine, n_above, comparison, det.sinks, det.windows, corpus, unique,
-        cosine=det.cosines,
-    )  # fmt: skip
+    return cosine_hist, layer_cosine
 
 
 def _type_counts(events: pd.DataFrame, n_tok: Counter, taus) -> pd.DataFrame:
