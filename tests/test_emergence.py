@@ -112,7 +112,31 @@ def test_a_sink_forms_on_the_backcopy_corpus(backcopy):
     assert end.heldout_loss <= floor - copy_gain / 2
 
 
-def test_phase_rule_in_order():
+def test_the_backcopy_head_copies_at_triggers_and_rests_on_bos_elsewhere(backcopy):
+    """Why the sink formed, checked on the last checkpoint: the one head reads the previous
+    position when the query is a trigger letter (active) and puts most of its attention on
+    <bos> at the other queries (dormant); at initialisation it does neither."""
+    from circuits.discovery import token_rows
+    from circuits.emergence import heldout_texts, load_checkpoint
+    from circuits.models.tiny import N_SPECIAL
+    from circuits.sites import hook_name
+
+    most = 0.5  # most of the head's attention
+    for spec, trained in ((backcopy.checkpoints[0], False), (backcopy.checkpoints[-1], True)):
+        model = load_checkpoint(spec)
+        tokens = token_rows(model, heldout_texts("backcopy", 16, 32), 32,
+                            first=model.tokenizer.bos_token_id)  # fmt: skip
+        _, cache = model.run_with_cache(tokens, names_filter=hook_name("pattern", 0))
+        pattern = cache[hook_name("pattern", 0)][:, 0, 1:]  # text, query >= 1, key
+        query = torch.arange(1, tokens.shape[1])
+        previous, bos = pattern[:, query - 1, query - 1], pattern[:, :, 0]
+        trigger = torch.isin(tokens[:, 1:], torch.tensor(list(b"ab")) + N_SPECIAL)
+        trigger[:, 0] = False  # position 1's previous position is <bos> itself
+        assert trigger.sum() >= 20  # enough trigger queries to judge
+        plain = ~torch.isin(tokens[:, 1:], torch.tensor(list(b"ab")) + N_SPECIAL)
+        assert (previous[trigger].mean() > most) == trained
+        assert (bos[plain].mean() > most) == trained
+
     cfg = EmergenceConfig()
     base = {"sink_mass": 0.5, "sink_position": 0, "massive_layer": 1}
     assert phase(base, cfg) == SETTLED
