@@ -4,6 +4,7 @@
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from typing import Any
 
 import pandas as pd
 import torch
@@ -94,19 +95,11 @@ def forming_mlp(
     events = census.selected().head(max_events)
     gen = torch.Generator().manual_seed(seed)
     rows, inputs = [], []
-    d_model = model.cfg.d_model
     texts = sorted(events.text.unique().tolist())
     for text in tqdm(texts, desc="forming MLP", unit="text", disable=not progress):
         ev = events[events.text == text]
         layers = sorted(ev.l_start.unique().tolist())
-        tokens = torch.tensor([corpus.rows[text]])
-        names = [hook_name(kind, layer) for layer in layers for kind in STAGES.values()]
-        with torch.no_grad():
-            _, cache = model.run_with_cache(
-                tokens.to(model.cfg.device), names_filter=names, stop_at_layer=max(layers) + 1
-            )
-        t = census.report.texts[text]
-        sink = census.sink(text)
+        cache = _stage_cache(model, corpus.rows[text], layers)
         uniq = census.unique[text]
         pool = [p for p in census.controls(text) if uniq[p]]
         for layer in layers:
@@ -115,32 +108,64 @@ def forming_mlp(
             if pool:
                 pick = torch.randperm(len(pool), generator=gen)[:n_controls].tolist()
                 members += [("control", pool[i]) for i in sorted(pick)]
-            for group, item in members:
-                pos = item.position if group == "sink" else item
-                rows.append(
-                    _forming_row(acts, pos, sink, census.passes)
-                    | {
-                        "group": group,
-                        "text": text,
-                        "position": pos,
-                        "token": t.tokens[pos],
-                        "part": corpus.part(text, pos),
-                        "after_end": corpus.after_end(text, pos),
-                        "layer": layer,
-                        "lifetime": item.lifetime if group == "sink" else None,
-                        "mean_score": item.mean_score if group == "sink" else None,
-                        "peak_score": item.peak_score if group == "sink" else None,
-                    }
-                )
-                inputs.append(acts["mlp_in"][pos])
-    special = special_tokens(model)
-    frame = pd.DataFrame(rows)
+            rows += _member_rows(census, corpus, text, layer, acts, members)
+            inputs += [acts["mlp_in"][m.position if g == "sink" else m] for g, m in members]
+    frame = _forming_frame(pd.DataFrame(rows), special_tokens(model))
+    stacked = torch.stack(inputs) if inputs else torch.zeros(0, model.cfg.d_model)
+    return FormingMLP(frame, stacked, census.tau, census.rule.absolute_cos)
+
+
+def _stage_cache(model: TransformerBridge, row: list[int], layers: list[int]):
+    """One forward of the text `row` up to the last of `layers`, caching every `STAGES` site
+    of those layers."""
+    names = [hook_name(kind, layer) for layer in layers for kind in STAGES.values()]
+    with torch.no_grad():
+        _, cache = model.run_with_cache(
+            torch.tensor([row]).to(model.cfg.device), names_filter=names,
+            stop_at_layer=max(layers) + 1,
+        )  # fmt: skip
+    return cache
+
+
+def _member_rows(
+    census: SecondaryCensus,
+    corpus: Corpus,
+    text: int,
+    layer: int,
+    acts: dict[str, Tensor],
+    members: list[tuple[str, Any]],
+) -> list[dict]:
+    """One row per member (("sink", its event) or ("control", its position)) of `text` at
+    `layer`, from that layer's stage activations `acts`."""
+    t, sink = census.report.texts[text], census.sink(text)
+    rows = []
+    for group, item in members:
+        pos = item.position if group == "sink" else item
+        rows.append(
+            _forming_row(acts, pos, sink, census.passes)
+            | {
+                "group": group,
+                "text": text,
+                "position": pos,
+                "token": t.tokens[pos],
+                "part": corpus.part(text, pos),
+                "after_end": corpus.after_end(text, pos),
+                "layer": layer,
+                "lifetime": item.lifetime if group == "sink" else None,
+                "mean_score": item.mean_score if group == "sink" else None,
+                "peak_score": item.peak_score if group == "sink" else None,
+            }
+        )
+    return rows
+
+
+def _forming_frame(frame: pd.DataFrame, special: frozenset[str]) -> pd.DataFrame:
+    """The rows with each token's type, the identifying columns first."""
     if not frame.empty:
         frame.insert(4, "token_type", [token_type(tok, special) for tok in frame.token])
         first = ["group", "text", "position", "token", "token_type", "part", "after_end", "layer"]
         frame = frame[first + [c for c in frame.columns if c not in first]]
-    stacked = torch.stack(inputs) if inputs else torch.zeros(0, d_model)
-    return FormingMLP(frame, stacked, census.tau, census.rule.absolute_cos)
+    return frame
 
 
 def _forming_row(acts: dict[str, Tensor], pos: int, sink: int, passes) -> dict:
