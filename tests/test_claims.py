@@ -477,3 +477,25 @@ def test_side_by_side_reads_what_the_cli_wrote(planted_claims, tmp_path):
     assert markdown(frame).splitlines()[2].startswith("| `identification.")
     with pytest.raises(ValueError, match="has no claims.csv"):
         read_claims(tmp_path / "nowhere")
+
+
+def test_qk_norm_with_p0_along_its_direction_makes_the_key_split_not_applicable(
+    planted, planted_claims
+):
+    """With a BOS token P0's key input is the P0-state direction itself, so removing its excess
+    along it only rescales the key; a key norm (Gemma 3's QK-norm) undoes that, and the split
+    would read ~0 whatever the heads read: not applicable, the number kept in the detail."""
+    from circuits.claims.inputs import prepare
+    from circuits.claims.reading import reading_claims
+
+    tables = planted_claims.table.tables
+    split = tables["score_split"]
+    assert not split.qk_norm.any()  # the tiny Llama has no key norm ...
+    assert min(min(c) for c in split.p0_key_cos) > 0.999  # ... and P0 (BOS) is the direction
+    inputs = prepare(planted.model, list(P0_TEXTS), CONFIG)
+    normed = split.assign(qk_norm=True)
+    row = reading_claims(inputs, normed, tables["writers"], tables["jump_shares"], CONFIG)[0]
+    assert row.verdict == NOT_APPLICABLE and "QK-norm" in row.detail and math.isnan(row.value)
+    tilted = normed.assign(p0_key_cos=[[0.9] * len(c) for c in split.p0_key_cos])
+    row = reading_claims(inputs, tilted, tables["writers"], tables["jump_shares"], CONFIG)[0]
+    assert row.verdict == HOLDS  # a direction that is not P0's own input is decided as before

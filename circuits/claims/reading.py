@@ -64,7 +64,8 @@ def score_split(model: TransformerBridge, inputs: Inputs, eps: float) -> pd.Data
     """Per late head with P0 mass > `eps`: per text, the P0 score `advantage`, the share of it
     lost when P0's key input loses its excess along the P0-state direction (`dir_share`),
     the share lost when P0's whole key input is made the mean of the others' (`key_share`),
-    and the share kept with one constant query (`const_query_share`)."""
+    and the share kept with one constant query (`const_query_share`); `p0_key_cos`: per text,
+    the cosine of P0's key input with that direction; `qk_norm`: the keys are normalised."""
     tokens = inputs.tokens
     rows = []
     with torch.no_grad():
@@ -79,6 +80,8 @@ def score_split(model: TransformerBridge, inputs: Inputs, eps: float) -> pd.Data
                 continue
             k0 = cache[KEY.format(layer)][:, 0]  # [text, d_model], after the norm
             direction = F.normalize(k0.mean(0), dim=-1)
+            along = F.cosine_similarity(k0, direction[None], dim=-1)
+            qk_norm = hasattr(model.blocks[layer].attn, "k_norm")
             clean = advantage(_scores(model, tokens, layer, []))
             runs = {
                 "dir": [(KEY.format(layer), _without_excess(direction))],
@@ -93,7 +96,8 @@ def score_split(model: TransformerBridge, inputs: Inputs, eps: float) -> pd.Data
                      "p0_mass": float(mass[h]), "advantage": a.tolist(),
                      "dir_share": ((a - adv["dir"][:, h]) / a).tolist(),
                      "key_share": ((a - adv["key"][:, h]) / a).tolist(),
-                     "const_query_share": (adv["const_query"][:, h] / a).tolist()}
+                     "const_query_share": (adv["const_query"][:, h] / a).tolist(),
+                     "p0_key_cos": along.tolist(), "qk_norm": qk_norm}
                 )  # fmt: skip
     return pd.DataFrame(rows)
 
@@ -151,6 +155,17 @@ def reading_claims(
             f"{pd.Series(_median_over_heads(split, 'key_share')).mean():.2f}; one constant "
             f"query keeps {pd.Series(_median_over_heads(split, 'const_query_share')).mean():.2f}"
         )
+        if _only_rescales(split):
+            ok, measured = None, pd.Series(per_text).mean()
+            per_text, detail = (
+                [],
+                (
+                    "the keys are normalised (QK-norm) and P0's key input lies along the P0-state "
+                    "direction (cosine >= 0.999): removing its excess only rescales P0's key, which "
+                    f"the key norm undoes, so direction and magnitude cannot be split (measured "
+                    f"anyway: {measured:.3g}); {detail}"
+                ),
+            )
     rows = [
         claim_row(config, per_text, "read_share", ok=ok, claim="reading.keys_read_p0_direction",
                   wording="later heads' keys read the fixed P0 direction",
@@ -175,6 +190,20 @@ def reading_claims(
                   rule="summed share >= write_share", detail=missing or detail, **text)
     )  # fmt: skip
     return rows
+
+
+PARALLEL = 0.999
+"""P0's key input counts as lying along the P0-state direction at this cosine (with a BOS
+token it is that direction: the state is the same for every text)."""
+
+
+def _only_rescales(split: pd.DataFrame) -> bool:
+    """Whether the direction intervention is a pure rescaling of P0's key that a key norm
+    undoes, in every late sink head's layer (older tables without the columns: no)."""
+    if "qk_norm" not in split:
+        return False
+    cos = torch.tensor(split.p0_key_cos.tolist())
+    return bool(split.qk_norm.all() and (cos >= PARALLEL).all())
 
 
 def _median_over_heads(split: pd.DataFrame, column: str) -> list[float]:
