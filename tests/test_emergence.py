@@ -137,6 +137,8 @@ def test_the_backcopy_head_copies_at_triggers_and_rests_on_bos_elsewhere(backcop
         assert (previous[trigger].mean() > most) == trained
         assert (bos[plain].mean() > most) == trained
 
+
+def test_phase_rule_in_order():
     cfg = EmergenceConfig()
     base = {"sink_mass": 0.5, "sink_position": 0, "massive_layer": 1}
     assert phase(base, cfg) == SETTLED
