@@ -81,7 +81,10 @@ def score_split(model: TransformerBridge, inputs: Inputs, eps: float) -> pd.Data
             k0 = cache[KEY.format(layer)][:, 0]  # [text, d_model], after the norm
             direction = F.normalize(k0.mean(0), dim=-1)
             along = F.cosine_similarity(k0, direction[None], dim=-1)
-            qk_norm = hasattr(model.blocks[layer].attn, "k_norm")
+            attn = model.blocks[layer].attn
+            qk_norm = any(
+                hasattr(m, "k_norm") for m in (attn, getattr(attn, "original_component", attn))
+            )
             clean = advantage(_scores(model, tokens, layer, []))
             runs = {
                 "dir": [(KEY.format(layer), _without_excess(direction))],
