@@ -499,3 +499,16 @@ def test_qk_norm_with_p0_along_its_direction_makes_the_key_split_not_applicable(
     tilted = normed.assign(p0_key_cos=[[0.9] * len(c) for c in split.p0_key_cos])
     row = reading_claims(inputs, tilted, tables["writers"], tables["jump_shares"], CONFIG)[0]
     assert row.verdict == HOLDS  # a direction that is not P0's own input is decided as before
+
+
+def test_cone_reads_the_attention_output_itself(planted, planted_claims):
+    """The cone rows read each block's attention output as the attention computes it (before
+    any post-attention norm; for the tiny Llama that is also `hook_attn_out`)."""
+    from circuits.claims.cone import RAW_ATTN_OUT
+    from circuits.claims.inputs import prepare
+
+    tokens = prepare(planted.model, list(P0_TEXTS), CONFIG).tokens
+    _, cache = planted.model.run_with_cache(tokens, names_filter=[RAW_ATTN_OUT.format(0)])
+    p0 = cache[RAW_ATTN_OUT.format(0)][:, 0].norm(dim=-1).mean()
+    cone = planted_claims.table.tables["cone"].set_index("layer")
+    assert float(p0) == pytest.approx(cone.p0_norm[0], rel=1e-5)
