@@ -218,6 +218,17 @@ CLAIMS_SAVED = [
         "for name in ('claim_identification', 'claim_direction', 'claim_qk_split', 'claim_cone'):\n"
         "    display(Image(filename=str(saved / f'{name}.png'), width=600))"
     ),
+    new_markdown_cell(
+        "Every saved model table side by side (`circuits.claims.compare`): the verdict and the "
+        'number it read. `n/a` is "not applicable": the premise is absent (e.g. no secondary '
+        "sinks), and the model's `claims.md` says which."
+    ),
+    new_code_cell(
+        "from circuits.claims.compare import markdown, read_claims, side_by_side\n\n"
+        "folders = sorted(p for p in saved.parent.iterdir() if (p / 'summary.json').is_file() "
+        "and p.name != 'trigger-task')\n"
+        "display(Markdown(markdown(side_by_side({p.name: read_claims(p) for p in folders}))))"
+    ),
 ]
 
 
