@@ -141,13 +141,16 @@ def main() -> None:
     if not args.model or not (DOCS / args.model / "circuit.graphml").is_file():
         parser.error(f"--model needs a saved P0 run in {DOCS}/<model>/circuit.graphml")
     path = OUT / f"{args.model}.json"
-    doc = json.loads(path.read_text()) if path.is_file() else {"model": args.model, "methods": []}
     ctx = multiprocessing.get_context("fork")
     for method in args.methods:
         with ctx.Pool(1) as pool:
             row = pool.apply(
                 run_method, (args.model, method, args.texts, args.checkpoint, args.option)
             )
+        # read just before writing: another run of this script may have added its rows meanwhile
+        doc = (
+            json.loads(path.read_text()) if path.is_file() else {"model": args.model, "methods": []}
+        )
         doc["methods"] = [r for r in doc["methods"] if r["method"] != method] + [row]
         doc["texts"] = args.texts
         OUT.mkdir(parents=True, exist_ok=True)
