@@ -5,6 +5,7 @@
     resid_mid    blocks.l.hook_resid_mid        L{l}.resid_mid    ... after block l's attention
     resid_post   blocks.l.hook_resid_post       L{l}.resid_post   ... after block l (its output)
     attn_out     blocks.l.hook_attn_out         L{l}.ATTN         block l's attention output
+    attn_raw     blocks.l.attn.hook_out         L{l}.ATTN         ... before any post-attention norm
     mlp_out      blocks.l.hook_mlp_out          L{l}.MLP          block l's MLP output
     mlp_in       blocks.l.mlp.hook_in           L{l}.MLP          the MLP's input (after the norm)
     head         blocks.l.attn.hook_z           L{l}.H{h}         one head's output (z)
@@ -15,7 +16,7 @@
 
 Hook names are TransformerLens's (`get_act_name`), which the TransformerBridge keeps as aliases;
 `mlp_in` is the bridge's own name (TL's `hook_mlp_in` is a gated copy). This module imports
-nothing heavy: the names are written out here and `tests/test_sites.py` checks them against
+nothing heavy: the names are written out here and `tests/test_structure.py` checks them against
 `get_act_name` and a bridge's `hook_dict`.
 """
 
@@ -39,6 +40,9 @@ SITES: dict[str, SiteInfo] = {
     "resid_mid": SiteInfo("hook_resid_mid", "resid_mid", "resid", "resid_mid"),
     "resid_post": SiteInfo("hook_resid_post", "resid_post", "resid", "resid_post"),
     "attn_out": SiteInfo("hook_attn_out", "attn_out", "attn"),
+    # Gemma 3 normalises the attention output before the residual add; there `hook_attn_out`
+    # points after that norm and `attn_raw` before it (elsewhere the two are the same tensor).
+    "attn_raw": SiteInfo("attn.hook_out", None, "attn"),
     "mlp_out": SiteInfo("hook_mlp_out", "mlp_out", "mlp"),
     "mlp_in": SiteInfo("mlp.hook_in", None, "mlp"),
     "head": SiteInfo("attn.hook_z", "z", "head"),

@@ -506,9 +506,11 @@ def test_cone_reads_the_attention_output_itself(planted, planted_claims):
     any post-attention norm; for the tiny Llama that is also `hook_attn_out`)."""
     from circuits.claims.cone import RAW_ATTN_OUT
     from circuits.claims.inputs import prepare
+    from circuits.sites import hook_name
 
     tokens = prepare(planted.model, list(P0_TEXTS), CONFIG).tokens
-    _, cache = planted.model.run_with_cache(tokens, names_filter=[RAW_ATTN_OUT.format(0)])
-    p0 = cache[RAW_ATTN_OUT.format(0)][:, 0].norm(dim=-1).mean()
+    name = hook_name(RAW_ATTN_OUT, 0)
+    _, cache = planted.model.run_with_cache(tokens, names_filter=[name])
+    p0 = cache[name][:, 0].norm(dim=-1).mean()
     cone = planted_claims.table.tables["cone"].set_index("layer")
     assert float(p0) == pytest.approx(cone.p0_norm[0], rel=1e-5)

@@ -12,11 +12,12 @@ from circuits.claims.config import ClaimsConfig
 from circuits.claims.identification import PAPER
 from circuits.claims.inputs import Inputs
 from circuits.claims.table import Claim, claim_row
+from circuits.sites import hook_names
 
-RAW_ATTN_OUT = "blocks.{}.attn.hook_out"
-"""The attention output as the attention computes it. Not `hook_attn_out`: in models that
-normalise it before the residual add (Gemma's post-attention norm) that alias points after the
-norm, which evens out the norms the cone model is about."""
+RAW_ATTN_OUT = "attn_raw"
+"""The site read: the attention output as the attention computes it. Not `hook_attn_out`: in
+models that normalise it before the residual add (Gemma's post-attention norm) that alias points
+after the norm, which evens out the norms the cone model is about."""
 
 
 @torch.no_grad()
@@ -24,7 +25,7 @@ def cone_table(model: TransformerBridge, inputs: Inputs) -> pd.DataFrame:
     """Per layer: attention-output norm (before any post-attention norm) at P0, the median over
     later positions, their ratio (mean over texts) and the per-text ratios (`ratio_by_text`);
     main variant."""
-    names = [RAW_ATTN_OUT.format(layer) for layer in range(model.cfg.n_layers)]
+    names = hook_names(RAW_ATTN_OUT, range(model.cfg.n_layers))
     _, cache = model.run_with_cache(inputs.tokens, names_filter=names)
     rows = []
     for layer, name in enumerate(names):
