@@ -29,11 +29,9 @@ altogether).
 from __future__ import annotations
 
 import argparse
-import json
 import tempfile
 import threading
 import time
-from pathlib import Path
 
 import numpy as np
 import torch
@@ -46,6 +44,7 @@ from transformer_lens.tools.analysis.attribution_patching import (
     faithfulness,
 )
 
+from circuits._io import write_json
 from circuits.discovery import EdgeRunner, eap, edge_effects, evaluate
 from circuits.discovery.pairs import Pairs, tokenize
 from circuits.models.tiny import tiny_model
@@ -259,7 +258,7 @@ def main() -> None:
     result["path_patching"] = bench_path_patching(model, pairs, metric_fn, args.sources)
     show(result)
     if args.out:
-        Path(args.out).write_text(json.dumps(result, indent=1) + "\n")
+        write_json(args.out, result)
 
 
 def gqa_path_patching(args) -> None:
@@ -277,7 +276,7 @@ def gqa_path_patching(args) -> None:
           f"MB TL {pp['tl_peak_mb']:.0f}, ours {pp['ours_peak_mb']:.0f}; max |TL - ours| "
           f"{pp['max_abs_diff']:.2e} (values spread {pp['spread_of_values']:.2e})")  # fmt: skip
     if args.out:
-        Path(args.out).write_text(json.dumps({"model": args.model, "path_patching": pp}) + "\n")
+        write_json(args.out, {"model": args.model, "path_patching": pp})
 
 
 def show(r: dict) -> None:
