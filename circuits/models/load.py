@@ -282,6 +282,76 @@ def _tl_version() -> str:
     return version("transformer-lens")
 
 
+@dataclass
+class _Source:
+    """Where a spec's weights come from, before anything is booted: the provenance fields of
+    `ModelInfo`, and the local folder to boot from (None: the hub)."""
+
+    key: str
+    hub_name: str
+    source: str
+    folder: Path | None
+    gguf_sha256: str | None = None
+    cache_dir: str | None = None
+    from_cache: bool = False
+    quantised_source: bool = True
+
+
+def _registry_source(text: str) -> _Source:
+    mspec = get_spec(text)
+    folder, manifest, from_cache = _spec_folder(mspec)
+    return _Source(text, mspec.hub_name, "pypi:" + " ".join(mspec.packages), folder,
+                   manifest["gguf_sha256"], str(folder), from_cache)  # fmt: skip
+
+
+def _gguf_source(path: Path) -> _Source:
+    check_gguf_magic(path)
+    sha = sha256_file(path)
+    meta = {"key": str(path), "gguf_sha256": sha}
+    folder, manifest, from_cache = _cached_folder(f"gguf-{sha[:16]}", lambda _: path, False, meta)
+    return _Source(str(path), str(path), f"gguf:{path}", folder, manifest["gguf_sha256"],
+                   str(folder), from_cache)  # fmt: skip
+
+
+def _hub_source(text: str) -> _Source:
+    if not _hub_cached(text) and (why := _hub_reachable()):
+        raise ValueError(
+            f"{text!r} is not a local file or folder, and as a Hugging Face hub name it needs "
+            f"the hub, which is unavailable ({why}); pass a model key ({', '.join(MODELS)}), a "
+            ".gguf file or a model folder"
+        )
+    return _Source(text, text, f"hub:{text}", None, quantised_source=False)
+
+
+def _resolve(spec: str | Path) -> _Source:
+    """The source of `spec` (see `load_model`), or a clear error naming what to pass instead."""
+    text = str(spec)
+    path = Path(text).expanduser()
+    if text in MODELS:
+        return _registry_source(text)
+    if path.is_file():
+        return _gguf_source(path)
+    if path.is_dir():
+        # A folder is named by its absolute path (so FOLDER and FOLDER/ are one model) and
+        # known by its weights' hash (so replaced weights are another).
+        path = path.resolve()
+        return _Source(str(path), str(path), f"folder:{path}", path, quantised_source=False)
+    if (
+        path.suffix.lower() == ".gguf"
+        or text.startswith((".", "/", "~"))
+        or text.count("/") > 1
+        or (text.count("/") == 1 and path.parent.is_dir())
+    ):
+        raise FileNotFoundError(
+            f"no such file or folder: {path}; pass an existing .gguf file or model folder, or a "
+            f"model key ({', '.join(MODELS)})"
+        )
+    if text.count("/") == 1:
+        return _hub_source(text)
+    get_spec(text)  # raises the error that lists the known keys
+    raise AssertionError("unreachable")
+
+
 def load_model(
     spec: str | Path = DEFAULT_MODEL,
     *,
@@ -304,75 +374,25 @@ def load_model(
     placement = _placement(n_devices, device_map, device)
     t0 = time.perf_counter()
     check_device(device)
-    text = str(spec)
-    path = Path(text).expanduser()
-    weights_sha = None
-    gguf_sha = None
-    cache_dir = None
-    from_cache = False
-    quantised = True
-    if text in MODELS:
-        mspec = get_spec(text)
-        folder, manifest, from_cache = _spec_folder(mspec)
-        hub_name, source, gguf_sha, cache_dir = (
-            mspec.hub_name,
-            "pypi:" + " ".join(mspec.packages),
-            manifest["gguf_sha256"],
-            str(folder),
-        )
-        model = _boot(hub_name, folder, device, dtype, placement)
-    elif path.is_file():
-        check_gguf_magic(path)
-        sha = sha256_file(path)
-        meta = {"key": str(path), "gguf_sha256": sha}
-        folder, manifest, from_cache = _cached_folder(
-            f"gguf-{sha[:16]}", lambda _: path, False, meta
-        )
-        hub_name, source, cache_dir = str(path), f"gguf:{path}", str(folder)
-        gguf_sha = manifest["gguf_sha256"]
-        model = _boot(hub_name, folder, device, dtype, placement)
-    elif path.is_dir():
-        # A folder is named by its absolute path (so FOLDER and FOLDER/ are one model) and
-        # known by its weights' hash (so replaced weights are another).
-        path = path.resolve()
-        text, hub_name, source, quantised = str(path), str(path), f"folder:{path}", False
-        model = _boot(hub_name, path, device, dtype, placement)
-        weights_sha = folder_sha256(path)
-    elif (
-        path.suffix.lower() == ".gguf"
-        or text.startswith((".", "/", "~"))
-        or text.count("/") > 1
-        or (text.count("/") == 1 and path.parent.is_dir())
-    ):
-        raise FileNotFoundError(
-            f"no such file or folder: {path}; pass an existing .gguf file or model folder, or a "
-            f"model key ({', '.join(MODELS)})"
-        )
-    elif text.count("/") == 1:
-        if not _hub_cached(text) and (why := _hub_reachable()):
-            raise ValueError(
-                f"{text!r} is not a local file or folder, and as a Hugging Face hub name it "
-                f"needs the hub, which is unavailable ({why}); pass a model key "
-                f"({', '.join(MODELS)}), a .gguf file or a model folder"
-            )
-        hub_name, source, quantised = text, f"hub:{text}", False
+    src = _resolve(spec)
+    if src.folder is None:
         model = TransformerBridge.boot_transformers(
-            text, device=None if placement else device, dtype=dtype, **placement
+            src.hub_name, device=None if placement else device, dtype=dtype, **placement
         )
     else:
-        get_spec(text)  # raises the error that lists the known keys
-        raise AssertionError("unreachable")
+        model = _boot(src.hub_name, src.folder, device, dtype, placement)
+    own_folder = src.source.startswith("folder:")
     attach_info(
         model,
-        key=text,
-        source=source,
-        hub_name=hub_name,
-        gguf_sha256=gguf_sha,
-        cache_dir=cache_dir,
-        from_cache=from_cache,
+        key=src.key,
+        source=src.source,
+        hub_name=src.hub_name,
+        gguf_sha256=src.gguf_sha256,
+        cache_dir=src.cache_dir,
+        from_cache=src.from_cache,
         load_seconds=time.perf_counter() - t0,
-        quantised_source=quantised,
-        weights_sha256=weights_sha,
+        quantised_source=src.quantised_source,
+        weights_sha256=folder_sha256(src.folder) if own_folder else None,
     )
     model.eval()
     return model
