@@ -178,7 +178,7 @@ def _cmd_sinks(args: argparse.Namespace) -> int:
     from circuits._io import atomic_folder
     from circuits.corpus import read_corpus
     from circuits.report.sink_plots import plot_sink_report
-    from circuits.sinks import Settings
+    from circuits.sinks import Batching, Settings
     from circuits.sinks.corpus import measure_corpus
 
     given = {"tau": args.tau, "eps": args.eps}
@@ -190,7 +190,7 @@ def _cmd_sinks(args: argparse.Namespace) -> int:
     report = measure_corpus(
         args.model if default else load(args), corpus, exclude_prompt=args.exclude_prompt,
         offsets=args.offset, sink_position=args.sink_position,
-        max_batch_tokens=args.batch_tokens, **given,
+        batching=Batching(max_batch_tokens=args.batch_tokens), **given,
     )  # fmt: skip
     with atomic_folder(out, {"measured": "sinks", "model": report.model}) as tmp:
         paths = report.save(tmp) + plot_sink_report(report, tmp, args.rasters)

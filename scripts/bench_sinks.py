@@ -95,7 +95,7 @@ def worker(key: str, variant: str, n: int | None) -> None:
     import torch
 
     from circuits.models import load_model
-    from circuits.sinks import measure, measure_corpus
+    from circuits.sinks import Batching, measure, measure_corpus
 
     model = load_model(key)
     corpus = corpus_for(key, n)
@@ -107,7 +107,9 @@ def worker(key: str, variant: str, n: int | None) -> None:
             report = cache_all(model, corpus)
         else:
             size = 1 if variant == "measure b=1" else 16
-            report = measure_corpus(model, corpus, max_batch_size=size, progress=False)
+            report = measure_corpus(
+                model, corpus, batching=Batching(max_batch_size=size), progress=False
+            )
     seconds = time.perf_counter() - start
     n_tokens = sum(t.n_tokens for t in report.texts)
     print(

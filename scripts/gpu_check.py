@@ -54,7 +54,7 @@ def run_setup(key: str, device: str, dtype: str, texts: list[str]) -> dict:
     from circuits.graph import io as graph_io
     from circuits.models import load_model
     from circuits.patching import Value, head_grid, p0_attention, sweep
-    from circuits.sinks.runner import measure, measure_tokens
+    from circuits.sinks.runner import Batching, measure, measure_tokens
 
     model = load_model(key, device=device, dtype=getattr(torch, dtype))
     n_layers = model.cfg.n_layers
@@ -64,7 +64,9 @@ def run_setup(key: str, device: str, dtype: str, texts: list[str]) -> dict:
     out["sinks: sink rate"] = (torch.tensor([report.sink_rate]), s)
     ids = torch.cat([model.to_tokens(t, prepend_bos=False)[0] for t in texts])
     long_ids = ids.repeat(4096 // len(ids) + 1)[:4096]
-    long, s = timed(lambda: measure_tokens(model, [long_ids], chunked=True, progress=False))
+    long, s = timed(
+        lambda: measure_tokens(model, [long_ids], batching=Batching(chunked=True), progress=False)
+    )
     out["sinks, 4,096 tokens chunked: P0 mass per layer"] = (long.p0_mass.mean(-1), s)
     tokens = model.to_tokens(texts[0])[:, :32]
     late = list(range(2 * n_layers // 3, n_layers))

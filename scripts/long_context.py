@@ -37,7 +37,7 @@ def long_tokens(model, n: int) -> list[int]:
 
 def one(model_key: str, n: int, full: bool, chunk: int) -> dict:
     from circuits.models import load_model
-    from circuits.sinks.runner import measure_tokens
+    from circuits.sinks.runner import Batching, measure_tokens
 
     t0 = time.perf_counter()
     model = load_model(model_key)
@@ -47,7 +47,10 @@ def one(model_key: str, n: int, full: bool, chunk: int) -> dict:
     _reset_peak()
     t0 = time.perf_counter()
     report = measure_tokens(
-        model, [ids], chunked=True, max_chunk_elements=chunk, max_batch_tokens=n, progress=False
+        model,
+        [ids],
+        batching=Batching(max_batch_tokens=n, chunked=True, max_chunk_elements=chunk),
+        progress=False,
     )
     seconds = time.perf_counter() - t0
     text = report.texts[0]
@@ -68,7 +71,9 @@ def one(model_key: str, n: int, full: bool, chunk: int) -> dict:
     if full:
         _reset_peak()
         t0 = time.perf_counter()
-        ref = measure_tokens(model, [ids], chunked=False, max_batch_tokens=n, progress=False)
+        ref = measure_tokens(
+            model, [ids], batching=Batching(max_batch_tokens=n, chunked=False), progress=False
+        )
         row["full_seconds"] = round(time.perf_counter() - t0, 1)
         row["full_peak_rss_gb"] = round(_peak_rss_gb(), 2)
         r = ref.texts[0]

@@ -8,7 +8,7 @@ import os
 import pytest
 import torch
 
-from circuits.sinks.runner import measure
+from circuits.sinks.runner import Batching, measure
 
 TEXTS = [
     "The quick brown fox jumps over the lazy dog. " * 3,
@@ -32,9 +32,13 @@ def assert_same_sinks(full, chunked, tol: float = TOL) -> None:
 def test_chunked_sinks_equal_full_pattern(tiny):
     # Three texts of different lengths in one padded batch, with offsets; 300 scores a chunk
     # means 1-2 query rows at a time (4 heads, 2 KV heads).
-    full = measure(tiny, TEXTS, offsets=[0, 2, 5], chunked=False, progress=False)
+    full = measure(tiny, TEXTS, offsets=[0, 2, 5], batching=Batching(chunked=False), progress=False)
     chunked = measure(
-        tiny, TEXTS, offsets=[0, 2, 5], chunked=True, max_chunk_elements=300, progress=False
+        tiny,
+        TEXTS,
+        offsets=[0, 2, 5],
+        batching=Batching(chunked=True, max_chunk_elements=300),
+        progress=False,
     )
     assert_same_sinks(full, chunked)
     # The sink scores are not trivially equal: they vary over positions and layers.
@@ -44,7 +48,7 @@ def test_chunked_sinks_equal_full_pattern(tiny):
 def test_chunked_leaves_the_model_as_it_was(tiny):
     attn = tiny.blocks[0].attn
     config = attn.original_component.config
-    measure(tiny, TEXTS[:1], chunked=True, progress=False)
+    measure(tiny, TEXTS[:1], batching=Batching(chunked=True), progress=False)
     assert "forward" not in attn.__dict__
     assert config._attn_implementation == "eager"
     seen = []
@@ -57,7 +61,7 @@ def test_chunked_leaves_the_model_as_it_was(tiny):
 
 def test_chunked_refuses_per_query(tiny):
     with pytest.raises(ValueError, match="per_query"):
-        measure(tiny, TEXTS[:1], chunked=True, per_query=True, progress=False)
+        measure(tiny, TEXTS[:1], batching=Batching(chunked=True), per_query=True, progress=False)
 
 
 def tiny_gemma(folder):
@@ -95,8 +99,10 @@ def tiny_gemma(folder):
 
 def test_chunked_sliding_window_equals_full_pattern(tmp_path):
     model = tiny_gemma(tmp_path)
-    full = measure(model, TEXTS[:2], chunked=False, progress=False)
-    chunked = measure(model, TEXTS[:2], chunked=True, max_chunk_elements=200, progress=False)
+    full = measure(model, TEXTS[:2], batching=Batching(chunked=False), progress=False)
+    chunked = measure(
+        model, TEXTS[:2], batching=Batching(chunked=True, max_chunk_elements=200), progress=False
+    )
     assert_same_sinks(full, chunked)
     # The window is in force: in sliding layer 0 only queries 1..7 see key 0, so its mean
     # over the 90 later queries is at most 7/90; the full layer 1 has no such bound.
@@ -108,8 +114,10 @@ def test_chunked_sliding_window_equals_full_pattern(tmp_path):
 @pytest.mark.slow
 def test_chunked_sinks_equal_full_pattern_smollm2(smollm2):
     texts = [" ".join(TEXTS) * 4, TEXTS[1]]
-    full = measure(smollm2, texts, chunked=False, progress=False)
-    chunked = measure(smollm2, texts, chunked=True, max_chunk_elements=2**16, progress=False)
+    full = measure(smollm2, texts, batching=Batching(chunked=False), progress=False)
+    chunked = measure(
+        smollm2, texts, batching=Batching(chunked=True, max_chunk_elements=2**16), progress=False
+    )
     assert len(full.texts[0].tokens) > 200
     assert_same_sinks(full, chunked)
 

@@ -13,6 +13,7 @@ from jaxtyping import TypeCheckError
 
 from circuits.corpus import Trace
 from circuits.sinks import (
+    Batching,
     Settings,
     SinkEvent,
     SinkReport,
@@ -405,7 +406,7 @@ def assert_same(a: SinkReport, b: SinkReport, atol: float = 1e-5) -> None:
 
 def test_padded_batch_equals_one_text_at_a_time(tiny):
     batched = measure(tiny, TEXTS, progress=False, tau=0.5)
-    alone = measure(tiny, TEXTS, progress=False, tau=0.5, max_batch_size=1)
+    alone = measure(tiny, TEXTS, progress=False, tau=0.5, batching=Batching(max_batch_size=1))
     assert_same(batched, alone)
     assert [t.n_tokens for t in batched.texts] == [len(t) + 1 for t in TEXTS]  # bytes + BOS
 
@@ -413,9 +414,21 @@ def test_padded_batch_equals_one_text_at_a_time(tiny):
 def test_small_chunks_equal_one_big_batch(tiny):
     rows = [tiny.to_tokens(t)[0].tolist() for t in TEXTS * 3]
     big = measure_tokens(tiny, rows, progress=False)
-    small = measure_tokens(tiny, rows, progress=False, max_batch_tokens=60)
+    small = measure_tokens(tiny, rows, progress=False, batching=Batching(max_batch_tokens=60))
     assert_same(big, small)
     assert [t.index for t in small.texts] == list(range(9))  # input order is kept
+
+
+@pytest.mark.parametrize(
+    ("batching", "match"),
+    [
+        (dict(max_batch_size=0), "max_batch_size must be an int >= 1"),
+        (dict(max_batch_tokens=-3), "max_batch_tokens must be an int >= 1"),
+    ],
+)
+def test_bad_batching_is_refused(batching, match):
+    with pytest.raises(ValueError, match=match):
+        Batching(**batching)
 
 
 def test_token_tensor_with_mask_equals_id_lists(tiny):
@@ -562,7 +575,7 @@ def test_smollm2_padding_equivalence(smollm2):
     texts = ["Tom has 3 apples.", "A box holds 6 eggs. How many eggs are in 7 boxes?"]
     assert_same(
         measure(smollm2, texts, progress=False),
-        measure(smollm2, texts, progress=False, max_batch_size=1),
+        measure(smollm2, texts, progress=False, batching=Batching(max_batch_size=1)),
         atol=1e-4,
     )
 

@@ -58,6 +58,7 @@ _EXPORTS = {
     "detect": "rules",
     "get_rule": "rules",
     "reference_sink": "rules",
+    "Batching": "runner",
     "measure": "runner",
     "measure_corpus": "corpus",
     "measure_tokens": "runner",

@@ -27,6 +27,7 @@ norms of "other positions" are taken over positions >= offset.
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
+from dataclasses import dataclass
 from functools import partial
 
 import torch
@@ -47,6 +48,30 @@ from circuits.sites import hook_name
 MAX_BATCH_TOKENS = 4096
 """Padded tokens per forward pass: bounds the memory of one chunk's block outputs."""
 MAX_BATCH_SIZE = 16
+"""Texts per forward pass at most, however short."""
+
+
+@dataclass(frozen=True)
+class Batching:
+    """How texts are packed into forward passes: memory and speed, never the numbers (every
+    choice gives the same metrics to float rounding).
+
+    `max_batch_tokens` padded tokens and `max_batch_size` texts per pass; `chunked` computes
+    attention received in query chunks of at most `max_chunk_elements` scores without any
+    whole pattern (None: when a pass's longest text exceeds `CHUNKED_FROM` tokens)."""
+
+    max_batch_tokens: int = MAX_BATCH_TOKENS
+    max_batch_size: int = MAX_BATCH_SIZE
+    chunked: bool | None = None
+    max_chunk_elements: int = MAX_CHUNK_ELEMENTS
+
+    def __post_init__(self) -> None:
+        for name in ("max_batch_tokens", "max_batch_size", "max_chunk_elements"):
+            value = getattr(self, name)
+            if isinstance(value, bool) or not isinstance(value, int) or value < 1:
+                raise ValueError(f"{name} must be an int >= 1, got {value!r}")
+        if self.chunked not in (None, True, False):
+            raise ValueError(f"chunked must be True, False or None, got {self.chunked!r}")
 
 
 def pattern_hook(layer: int) -> str:
@@ -96,10 +121,7 @@ def measure_tokens(
     offsets: int | Sequence[int] = 0,
     sink_position: int | None = None,
     per_query: bool = False,
-    chunked: bool | None = None,
-    max_chunk_elements: int = MAX_CHUNK_ELEMENTS,
-    max_batch_tokens: int = MAX_BATCH_TOKENS,
-    max_batch_size: int = MAX_BATCH_SIZE,
+    batching: Batching | None = None,
     progress: bool = True,
     on_states: Callable[[int, Tensor], None] | None = None,
     **thresholds,
@@ -110,9 +132,9 @@ def measure_tokens(
     `offsets`: leading tokens to exclude as queries and secondary sinks (one int for all texts,
     or one per text; see the module docstring). `sink_position` fixes the primary sink instead
     of taking the largest-norm position. `per_query` also keeps A[l, h, i, sink] for every
-    query (more memory: the patterns of one chunk). `chunked` computes attention received in
-    query chunks of at most `max_chunk_elements` scores without any whole pattern (None: when a
-    chunk's longest text exceeds `CHUNKED_FROM` tokens; not with `per_query`). `on_states(index, states)` is called with
+    query (more memory: the patterns of one chunk). `batching` packs the texts into forward
+    passes (`Batching`; its `chunked` does not go with `per_query`). `on_states(index, states)`
+    is called with
     each text's block outputs [layer, pos, d_model] (on the CPU) as soon as they are measured,
     so a caller can use them without keeping every text's. `thresholds` are `Settings` fields (`tau`,
     `eps`, `massive_ratio`, ...; the papers' defaults). Every input is checked before the
@@ -120,19 +142,18 @@ def measure_tokens(
     """
     rows = _rows(tokens, attention_mask)
     settings = Settings.from_options(thresholds)
-    offsets = _check(
-        model, rows, offsets, sink_position, settings, max_batch_tokens, max_batch_size
-    )
-    if chunked and per_query:
+    batching = Batching() if batching is None else batching
+    if not isinstance(batching, Batching):
+        raise ValueError(f"batching must be a circuits.sinks.Batching, got {batching!r}")
+    offsets = _check(model, rows, offsets, sink_position, settings)
+    if batching.chunked and per_query:
         raise ValueError(
             "per_query needs whole attention patterns, which chunked=True never builds; "
             "drop one of them"
         )
-    forward = partial(
-        _forward, per_query=per_query, chunked=chunked, max_chunk_elements=max_chunk_elements
-    )
+    forward = partial(_forward, per_query=per_query, batching=batching)
     results: list[TextSinks | None] = [None] * len(rows)
-    chunks = _chunks([len(r) for r in rows], max_batch_tokens, max_batch_size)
+    chunks = _chunks([len(r) for r in rows], batching.max_batch_tokens, batching.max_batch_size)
     with tqdm(total=len(rows), desc="sinks", unit="text", disable=not progress) as bar:
         for chunk in chunks:
             for index, text in zip(
@@ -194,15 +215,11 @@ def _check(
     offsets: int | Sequence[int],
     sink_position: int | None,
     settings: Settings,
-    max_batch_tokens: int,
-    max_batch_size: int,
 ) -> list[int]:
     if not rows:
         raise ValueError("no texts given")
     if settings.top_dims > model.cfg.d_model:
         raise ValueError(f"top_dims must be at most d_model ({model.cfg.d_model})")
-    if max_batch_tokens < 1 or max_batch_size < 1:
-        raise ValueError("max_batch_tokens and max_batch_size must be >= 1")
     offsets = [offsets] * len(rows) if isinstance(offsets, int) else list(offsets)
     if len(offsets) != len(rows):
         raise ValueError(f"{len(offsets)} offsets for {len(rows)} texts; give one per text")
@@ -307,12 +324,12 @@ def _forward(
     query_valid: Tensor,
     *,
     per_query: bool,
-    chunked: bool | None,
-    max_chunk_elements: int,
+    batching: Batching,
 ) -> tuple[dict, dict, dict, dict]:
     """One forward over a padded chunk: per layer, `sink_score` and `gu_alpha` [batch, head,
     key], the block outputs and (with `per_query`) the patterns; all float32."""
     n_layers = model.cfg.n_layers
+    chunked = batching.chunked
     if chunked is None:
         chunked = not per_query and tokens.shape[1] > CHUNKED_FROM
     score, alpha, resid, patterns = {}, {}, {}, {}
@@ -336,7 +353,7 @@ def _forward(
         logits_to_keep=1,
     )
     if chunked:
-        with column_sums(model, query_valid, max_chunk_elements) as sums:
+        with column_sums(model, query_valid, batching.max_chunk_elements) as sums:
             run(fwd_hooks=hooks)
         for layer in range(n_layers):
             score[layer], alpha[layer] = sums.sink_score(layer), sums.gu_alpha(layer)
