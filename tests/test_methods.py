@@ -90,6 +90,8 @@ def test_mask_recovers_the_planted_circuit_and_resumes(mask_circuit):
     circuit = {names[e] for e in (points[-1]["log_alpha"] > 0).nonzero().flatten().tolist()}
     assert circuit == PLANTED_EDGES
     assert [p["n_kept"] for p in points] == sorted((p["n_kept"] for p in points), reverse=True)
+    # the gradient goes into the log-alphas only, not into the model's weights
+    assert all(w.grad is None for w in c.runner.model.parameters())
     # a sweep stopped after its fourth weight resumes to the very same masks
     torch.save({"key": _key(c.runner, c.config), "points": points[:4]}, folder / "mask_sweep.pt")
     again = sweep(c.runner, c.config, checkpoint=folder)
