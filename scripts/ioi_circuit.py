@@ -149,7 +149,7 @@ def run(model, pairs, prompts, method: str, args, out: Path) -> None:
             "abs_1_minus_f_heldout": abs(1 - f) if math.isfinite(f) else math.nan,
             "n_tokens": int(pairs.shape[1]),
             "templates": sorted({p.template for p in prompts}),
-            "ig_steps": args.ig_steps if method == "eap_ig" else None,
+            "ig_steps": args.ig_steps if method.startswith("eap_ig") else None,
             **{f"model_{k}": v for k, v in behaviour(model, pairs).items()},
             "heldout_model_metric": circuit.heldout.model_metric,
             "heldout_empty_metric": circuit.heldout.empty_metric,

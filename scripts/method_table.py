@@ -1,7 +1,8 @@
-"""The method table of issue 20: each edge-scoring method (eap, eap_ig, mask) on the P0-sink
-circuit of one model, with the settings of `circuits p0` (16 fit + 16 held-out texts x 64
-tokens split with seed 0, edges ablated at position 0 with the mean over the text's other
-positions, the late P0 attention of the saved P0 run as the metric).
+"""The method table of issue 20: each edge-scoring method of the registry (eap; eap_ig over the
+edge coefficients; eap_ig_inputs over the input; mask) on the P0-sink circuit of one model,
+with the settings of `circuits p0` (16 fit + 16 held-out texts x 64 tokens split with seed 0,
+edges ablated at position 0 with the mean over the text's other positions, the late P0
+attention of the saved P0 run as the metric).
 
 Per method, in its own forked process (so that its peak memory is its own): the circuit at the
 target (first size with fit faithfulness >= 0.8), the smallest circuit whose held-out

@@ -26,14 +26,16 @@ PLANTED_EDGES = {
 
 
 def test_registry_names_every_method_and_the_config_takes_only_those():
-    assert METHODS == ("eap", "eap_ig", "mask") and set(REGISTRY) == set(METHODS)
+    assert METHODS == ("eap", "eap_ig", "eap_ig_inputs", "mask") and set(REGISTRY) == set(METHODS)
     for name in METHODS:
         assert callable(scorer(name)) and method_module(name).__name__.endswith(name)
     field = DiscoveryConfig.__dataclass_fields__["method"]
     assert field.metadata["choices"] == METHODS
-    with pytest.raises(ValueError, match="unknown method 'acdc'; use one of eap, eap_ig, mask"):
+    with pytest.raises(
+        ValueError, match="unknown method 'acdc'; use one of eap, eap_ig, eap_ig_inputs, mask"
+    ):
         scorer("acdc")
-    with pytest.raises(ValueError, match="method must be one of eap, eap_ig, mask"):
+    with pytest.raises(ValueError, match="method must be one of eap, eap_ig, eap_ig_inputs, mask"):
         DiscoveryConfig(method="acdc")
     with pytest.raises(ValueError, match="target_band must be two numbers low < high"):
         DiscoveryConfig(target_band=(1.1, 0.9))

@@ -2,7 +2,8 @@
 
 `dag` lists senders, receivers and edges; `forward` runs the model with any set of edges ablated
 (many circuits side by side, with gradients when asked); `attribution` scores edges (EAP,
-EAP-IG); `path_patching` measures exact direct effects; `evaluation` evaluates circuits
+EAP-IG over the edge coefficients or over the input); `path_patching` measures exact direct
+effects; `evaluation` evaluates circuits
 (faithfulness, bootstrap interval, random circuits, complement, dead-end pruning, greedy
 growth); `pipeline.discover` grows the circuit by score until it is faithful and judges it on
 held-out texts (`config` holds its settings); `graph`
@@ -25,6 +26,7 @@ _EXPORTS = {
     "discover": "pipeline",
     "eap": "attribution",
     "eap_ig": "attribution",
+    "eap_ig_inputs": "attribution",
     "bootstrap_interval": "evaluation",
     "evaluate": "evaluation",
     "faithfulness": "evaluation",

@@ -4,10 +4,20 @@ EAP (Syed et al. 2023): score(e) = d metric / d c_e at the clean model (every ed
 (out_s - ablated_s) . d metric / d x_r summed over the ablated positions: the first-order
 estimate of how much the metric falls when edge e alone is ablated.
 
-EAP-IG (Hanna et al. 2024), here over the edge coefficients: the same gradient averaged over
-`steps` points c = alpha (every edge at once) on the straight path from the fully ablated model
-(alpha = 0) to the clean one (alpha = 1), midpoint rule. Integrated gradients are complete: the
-scores of all edges sum to metric(clean) - metric(fully ablated) as steps grow.
+EAP-IG (Hanna et al. 2024) averages that gradient along a straight path from the ablated to the
+clean model (midpoint rule over `steps` points), along one of two paths:
+
+- over the edge coefficients (`eap_ig`): every edge at coefficient alpha at once (alpha = 0 the
+  fully ablated model, 1 the clean one), each sender's difference that of the current run. The
+  scores of all edges sum to metric(clean) - metric(fully ablated) as steps grow. A late edge's
+  own effect is then credited mostly to the upstream edges it depends on (along the path its
+  sender's output is itself near its ablated value).
+- over the model's input (`eap_ig_inputs`, Hanna et al.'s `EAP-IG-inputs`): only the input
+  node's output (the token embedding, sender `embed`) moves from its ablated value to its clean
+  one, every other node computed by the model; score = (clean - ablated output of s) . the
+  mean gradient at r's input. The scores of the edges out of `embed` sum to metric(clean) -
+  metric(model on the ablated input) as steps grow; a late edge scores near its EAP value
+  whenever the metric is near linear in the receiver's input.
 
 Scores are per prompt [batch, n_edges]; positive means the edge supports the metric (keeping it
 raises the metric). Texts are scored `batch` at a time (memory grows with `batch`, not with the
@@ -57,13 +67,17 @@ sender) . that gradient, so both estimate the metric's change when the edge is a
 clean run, to first order from either end."""
 
 
-def _gradient_at(runner: EdgeRunner, alpha: float) -> Tensor:
+def _gradient_at(
+    runner: EdgeRunner, keep: Float[Tensor, " edge"], *, clean_senders: bool = False
+) -> Float[Tensor, "batch edge"]:
+    """d metric / d c_e per text at keep-coefficients `keep` (`EdgeRunner.run`'s
+    `clean_senders`: sender differences of the clean run instead of the current one)."""
     sp = runner.space
     n_batch = runner.tokens.shape[0]
-    coef = runner.coefficients(torch.full((1, sp.n_edges), alpha)).repeat(n_batch, 1, 1)
+    coef = runner.coefficients(keep[None]).repeat(n_batch, 1, 1)
     coef.requires_grad_(True)
     with torch.enable_grad():
-        values = runner.run(coef[:1, :1, :1].new_zeros(1, sp.n_edges), per_row=coef)
+        values = runner.run(keep[None], per_row=coef, clean_senders=clean_senders)
         if not values.requires_grad:
             raise ValueError(
                 f"metric {runner.metric.name!r} is not differentiable (its value carries no "
@@ -96,25 +110,63 @@ def eap(
     if at == "corrupted":
         # The partner texts run, the clean texts are their partners: the score of that runner
         # is (corrupted - clean output) . gradient at the corrupted run.
-        return -chunked(_swapped(runner), lambda r: _gradient_at(r, 1.0), batch)
-    return chunked(runner, lambda r: _gradient_at(r, 1.0), batch)
+        return -chunked(_swapped(runner), lambda r: _gradient_at(r, _ones(r)), batch)
+    return chunked(runner, lambda r: _gradient_at(r, _ones(r)), batch)
 
 
-def eap_ig(
-    runner: EdgeRunner, steps: int = 5, *, batch: int | None = None
+def _ones(runner: EdgeRunner) -> Float[Tensor, " edge"]:
+    return torch.ones(runner.space.n_edges)
+
+
+def _integrated(
+    runner: EdgeRunner,
+    path: Callable[[float], Tensor],
+    steps: int,
+    batch: int | None,
+    clean_senders: bool,
 ) -> Float[Tensor, "batch edge"]:
-    """EAP-IG scores per prompt and edge: gradients averaged over `steps` midpoints
-    alpha = (k + 0.5) / steps between the fully ablated (0) and the clean model (1)."""
-    if not isinstance(steps, int) or steps < 1:
-        raise ValueError(f"steps must be a positive int, got {steps!r}")
+    """Gradients at keep-coefficients `path(alpha)` averaged over the `steps` midpoints
+    alpha = (k + 0.5) / steps of [0, 1]."""
+    if not isinstance(steps, int) or isinstance(steps, bool) or steps < 1:
+        raise ValueError(f"steps must be a positive int (integration points), got {steps!r}")
 
     def one(part: EdgeRunner) -> Tensor:
-        total = _gradient_at(part, 0.5 / steps)
+        total = _gradient_at(part, path(0.5 / steps), clean_senders=clean_senders)
         for k in range(1, steps):
-            total = total + _gradient_at(part, (k + 0.5) / steps)
+            total = total + _gradient_at(part, path((k + 0.5) / steps), clean_senders=clean_senders)
         return total / steps
 
     return chunked(runner, one, batch)
 
 
-__all__ = ["GRADIENT_AT", "chunked", "chunks", "eap", "eap_ig"]
+def eap_ig(
+    runner: EdgeRunner, steps: int = 5, *, batch: int | None = None
+) -> Float[Tensor, "batch edge"]:
+    """EAP-IG over the edge coefficients, per prompt and edge: gradients averaged over `steps`
+    midpoints alpha = (k + 0.5) / steps, every edge at alpha (0: fully ablated, 1: clean)."""
+    n_edges = runner.space.n_edges
+    return _integrated(runner, lambda a: torch.full((n_edges,), a), steps, batch, False)
+
+
+def eap_ig_inputs(
+    runner: EdgeRunner, steps: int = 5, *, batch: int | None = None
+) -> Float[Tensor, "batch edge"]:
+    """EAP-IG over the model's input (Hanna et al.'s EAP-IG-inputs), per prompt and edge.
+
+    At each of `steps` midpoints alpha = (k + 0.5) / steps the input node's output (the
+    embedding, at the ablated positions) is ablated + alpha (clean - ablated), where ablated is
+    the runner's ablated value of `embed` (the partner text's embedding for pairs or resample,
+    the mean, or zero); every other node is computed by the model from it. Score of edge s -> r
+    = (clean - ablated output of s) . (d metric / d x_r averaged over the points): how much the
+    metric falls when the edge alone is ablated, to first order along the input path. Complete on the input:
+    the scores of the edges out of `embed` sum to metric(clean) - metric(model on the ablated
+    input) as steps grow."""
+    from_input = runner.space.edges[:, 1] == 0
+
+    def path(alpha: float) -> Tensor:  # the input's edges at alpha, every other edge kept
+        return torch.where(from_input, alpha, 1.0)
+
+    return _integrated(runner, path, steps, batch, True)
+
+
+__all__ = ["GRADIENT_AT", "chunked", "chunks", "eap", "eap_ig", "eap_ig_inputs"]

@@ -62,7 +62,9 @@ class DiscoveryConfig(Config):
     method: str = option(
         "eap_ig", f"edge scores: {', '.join(METHODS)} (circuits.discovery.methods)", choices=METHODS
     )
-    ig_steps: int = option(8, "integration steps of eap_ig (midpoint rule)", low=1)
+    ig_steps: int = option(
+        8, "integration steps of eap_ig and eap_ig_inputs (midpoint rule)", low=1
+    )
     gradient_at: str = option(
         "clean",
         "eap: run whose gradient scores the edges: clean (Syed et al.'s EAP, EAP-IG's code) or "

@@ -236,127 +236,143 @@ class EdgeRunner:
         *,
         per_row: Tensor | None = None,
         start: int = 0,
+        clean_senders: bool = False,
     ) -> Float[Tensor, "circuit batch"]:
         """The metric per circuit and prompt [circuit, batch] with edges kept per `keep`.
 
         `per_row`, when given, is a dense coefficient tensor [circuit * batch, receiver, sender]
         used as is (gradients flow into it); `keep` then only fixes the number of circuits.
         `start`: the first block whose inputs any ablated edge enters (earlier blocks are taken
-        from the clean run, which is exact only if no edge into them is ablated)."""
+        from the clean run, which is exact only if no edge into them is ablated).
+        `clean_senders`: every sender's difference out_s - ablated_s is the clean run's, not the
+        current run's. Where all edges out of a sender are kept nothing changes, and there
+        d metric / d c[r, s] = (clean - ablated output of s) . d metric / d x_r: what the
+        input-path EAP-IG integrates (`attribution.eap_ig_inputs`)."""
         n_batch = self.tokens.shape[0]
         n_circ = keep.shape[0]
         if per_row is None:
             per_row = self.coefficients(keep).repeat_interleave(n_batch, 0)
-        values = self._patched(per_row, n_circ, start)
+        feed = _Feed(self, per_row, n_circ, start, clean_senders)
+        values = self._forward(n_circ, start, *feed.hooks(start))
         return values.view(n_circ, n_batch)
 
-    def _patched(self, coef: Tensor, n_circ: int, start: int) -> Tensor:
-        sp, model = self.space, self.model
-        where = self.where.repeat(n_circ, 1)
-        ablated = self.clean.ablated.repeat(n_circ, 1, 1, 1)
-        drop = 1 - coef  # share of each sender's difference removed from each receiver's input
-        # per sender: [rows, pos, d] = out - ablated in the current run; senders before block
-        # `start` write what they wrote in the clean run.
-        first = 1 + start * (sp.n_heads + 1) if start else 0
-        clean = (self.clean.outputs - self.clean.ablated)[:, :first].repeat(n_circ, 1, 1, 1)
-        deltas: list[Tensor] = list(clean.unbind(1))
-        state: dict[str, Tensor] = {}
 
-        def sparse_sum(x: Tensor, w: Tensor) -> Tensor:
-            """x [n, rows, pos, d] plus sum_s w[n, row, s] * delta_s over the nonzero w."""
-            nz = w.nonzero()
-            for s in nz[:, 2].unique().tolist():
-                i, r = nz[nz[:, 2] == s, :2].unbind(1)  # (row, receiver) pairs, unique
-                x[i, r] += w[i, r, s][:, None, None] * deltas[s][i].to(x.device).float()
-            return x
+class _Feed:
+    """The receivers' inputs of one patched run of `runner` on `n_circ` copies of its texts:
+    forward hooks that feed receiver r x_r = resid - sum_s drop[r, s] * delta_s at the ablated
+    positions (drop = 1 - coef), and the sender differences delta_s = out_s - ablated_s they
+    collect as the run goes [rows, pos, d]. Senders before block `start` wrote what they wrote
+    in the clean run; with `clean_senders` every sender's difference is the clean run's."""
 
-        def fed(rows: list[int], resid: Tensor) -> Tensor:
-            """Inputs of receivers `rows` [n, len(rows), pos, d] at the ablated positions."""
-            n = sp.n_senders[rows[0]]
-            d = drop[:, rows, :n].to(resid.device)
-            # Summed in float32, handed back in the model's dtype (bfloat16 / float16 models).
-            # Every sender's difference moves to the receiving block's device. Without gradients
-            # and with few ablated edges (path patching) or few kept ones (small circuits), only
-            # those senders are summed: the same values, far fewer operations.
-            if not coef.requires_grad and (d != 0).float().mean() < SPARSE_SHARE:
-                x = resid.float().unsqueeze(1).repeat(1, len(rows), 1, 1)
-                return sparse_sum(x, -d).to(resid.dtype)
-            if not coef.requires_grad and (d != 1).float().mean() < SPARSE_SHARE:
-                total = sum(delta.to(resid.device).float() for delta in deltas[:n])
-                x = (resid.float() - total).unsqueeze(1).repeat(1, len(rows), 1, 1)
-                return sparse_sum(x, 1 - d).to(resid.dtype)
-            stack = torch.stack([d.to(resid.device) for d in deltas[:n]], 1).float()
-            x = resid.unsqueeze(1) - torch.einsum("nrs,nspd->nrpd", d, stack)
-            return x.to(resid.dtype)
+    def __init__(
+        self, runner: EdgeRunner, coef: Tensor, n_circ: int, start: int, clean_senders: bool
+    ) -> None:
+        sp = self.space = runner.space
+        self.model, self.coef, self.drop = runner.model, coef, 1 - coef
+        self.where = runner.where.repeat(n_circ, 1)
+        self.ablated = runner.clean.ablated.repeat(n_circ, 1, 1, 1)
+        known = len(sp.senders) if clean_senders else (1 + start * (sp.n_heads + 1) if start else 0)
+        clean = (runner.clean.outputs - runner.clean.ablated)[:, :known].repeat(n_circ, 1, 1, 1)
+        self.deltas: list[Tensor] = list(clean.unbind(1))
+        self.resid: Tensor | None = None  # the stream entering the current block, ablated positions
 
-        def add(out: Tensor, first: int) -> None:
-            for i in range(out.shape[1]):
-                deltas.append(out[:, i] - ablated[:, first + i].to(out.device))
+    def _sparse_sum(self, x: Tensor, w: Tensor) -> Tensor:
+        """x [n, rows, pos, d] plus sum_s w[n, row, s] * delta_s over the nonzero w."""
+        nz = w.nonzero()
+        for s in nz[:, 2].unique().tolist():
+            i, r = nz[nz[:, 2] == s, :2].unbind(1)  # (row, receiver) pairs, unique
+            x[i, r] += w[i, r, s][:, None, None] * self.deltas[s][i].to(x.device).float()
+        return x
 
-        def resid_pre(layer):
-            def hook(act, hook):
-                state["resid"] = take(act, where)
-                if layer == 0 and not deltas:
-                    add(take(act, where).unsqueeze(1), 0)
+    def inputs(self, rows: list[int], resid: Tensor) -> Tensor:
+        """Inputs of receivers `rows` [n, len(rows), pos, d] at the ablated positions."""
+        n, grad = self.space.n_senders[rows[0]], self.coef.requires_grad
+        d = self.drop[:, rows, :n].to(resid.device)
+        deltas = self.deltas[:n]
+        # Summed in float32, handed back in the model's dtype (bfloat16 / float16 models).
+        # Every sender's difference moves to the receiving block's device. Without gradients
+        # and with few ablated edges (path patching) or few kept ones (small circuits), only
+        # those senders are summed: the same values, far fewer operations.
+        if not grad and (d != 0).float().mean() < SPARSE_SHARE:
+            x = resid.float().unsqueeze(1).repeat(1, len(rows), 1, 1)
+            return self._sparse_sum(x, -d).to(resid.dtype)
+        if not grad and (d != 1).float().mean() < SPARSE_SHARE:
+            total = sum(delta.to(resid.device).float() for delta in deltas)
+            x = (resid.float() - total).unsqueeze(1).repeat(1, len(rows), 1, 1)
+            return self._sparse_sum(x, 1 - d).to(resid.dtype)
+        stack = torch.stack([delta.to(resid.device) for delta in deltas], 1).float()
+        x = resid.unsqueeze(1) - torch.einsum("nrs,nspd->nrpd", d, stack)
+        return x.to(resid.dtype)
 
-            return hook
+    def _add(self, out: Tensor, first: int) -> None:
+        """Senders `first`.. output `out` [rows, senders, pos, d] in this run (unless known)."""
+        if len(self.deltas) > first:  # taken from the clean run
+            return
+        for i in range(out.shape[1]):
+            self.deltas.append(out[:, i] - self.ablated[:, first + i].to(out.device))
 
-        def qkv(layer, kind):
-            rows = sp.group(layer, kind)
-
-            def hook(act, hook):
-                return put(act, where, _project(model, layer, kind, fed(rows, state["resid"])))
-
-            return hook
-
-        def z_hook(layer):
-            first = 1 + layer * (sp.n_heads + 1)
-
-            def hook(act, hook):
-                add(head_outputs(model, layer, take(act, where)).transpose(1, 2), first)
-
-            return hook
-
-        def mlp_in(layer):
-            rows = sp.group(layer, "mlp")
-
-            def hook(act, hook):
-                return put(act, where, fed(rows, take(act, where))[:, 0])
-
-            return hook
-
-        def mlp_out(layer):
-            index = 1 + layer * (sp.n_heads + 1) + sp.n_heads
-
-            def hook(act, hook):
-                add(take(act, where).unsqueeze(1), index)
-
-            return hook
-
-        fwd = []
+    def hooks(self, start: int) -> tuple[list, dict]:
+        """Forward hooks of blocks `start`.. (and of the final residual for logit metrics), and
+        the replacement of each other target's value (`EdgeRunner._forward`'s `targets`)."""
+        sp, where, fwd, targets = self.space, self.where, [], {}
         for layer in range(start, sp.n_layers):
-            fwd.append((f"blocks.{layer}.hook_resid_pre", resid_pre(layer)))
-            fwd += [
-                (f"blocks.{layer}.attn.{k}.hook_out", qkv(layer, k))
-                for k in ("q", "k", "v")
-                if sp.group(layer, k)
-            ]
-            fwd.append((f"blocks.{layer}.attn.hook_z", z_hook(layer)))
-            fwd.append((f"blocks.{layer}.ln2.hook_in", mlp_in(layer)))
-            fwd.append((f"blocks.{layer}.hook_mlp_out", mlp_out(layer)))
-        targets = {}
+            first = 1 + layer * (sp.n_heads + 1)
+            fwd.append((f"blocks.{layer}.hook_resid_pre", self._resid_pre(layer)))
+            fwd += [(f"blocks.{layer}.attn.{k}.hook_out", self._qkv(layer, k))
+                    for k in ("q", "k", "v") if sp.group(layer, k)]  # fmt: skip
+            fwd.append((f"blocks.{layer}.attn.hook_z", self._heads_out(layer, first)))
+            fwd.append((f"blocks.{layer}.ln2.hook_in", self._mlp_in(layer)))
+            fwd.append((f"blocks.{layer}.hook_mlp_out", self._mlp_out(first + sp.n_heads)))
         for r, rec in enumerate(sp.receivers):
             if rec.kind != "target":
                 continue
 
             def target(act, r=r):
-                return put(act, where, fed([r], take(act, where))[:, 0])
+                return put(act, where, self.inputs([r], take(act, where))[:, 0])
 
             if rec.hook == "ln_final.hook_in":
                 fwd.append((rec.hook, lambda act, hook, t=target: t(act)))
             else:
                 targets[rec.hook] = target
-        return self._forward(n_circ, start, fwd, targets)
+        return fwd, targets
+
+    def _resid_pre(self, layer: int):
+        def hook(act, hook):
+            self.resid = take(act, self.where)
+            if layer == 0:
+                self._add(self.resid.unsqueeze(1), 0)
+
+        return hook
+
+    def _qkv(self, layer: int, kind: str):
+        rows = self.space.group(layer, kind)
+
+        def hook(act, hook):
+            x = _project(self.model, layer, kind, self.inputs(rows, self.resid))
+            return put(act, self.where, x)
+
+        return hook
+
+    def _heads_out(self, layer: int, first: int):
+        def hook(act, hook):
+            out = head_outputs(self.model, layer, take(act, self.where)).transpose(1, 2)
+            self._add(out, first)
+
+        return hook
+
+    def _mlp_in(self, layer: int):
+        rows = self.space.group(layer, "mlp")
+
+        def hook(act, hook):
+            return put(act, self.where, self.inputs(rows, take(act, self.where))[:, 0])
+
+        return hook
+
+    def _mlp_out(self, index: int):
+        def hook(act, hook):
+            self._add(take(act, self.where).unsqueeze(1), index)
+
+        return hook
 
 
 def full_keep(space: EdgeSpace, n: int = 1, value: float = 1.0) -> Tensor:

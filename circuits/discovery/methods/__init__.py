@@ -18,7 +18,11 @@ from types import ModuleType
 
 REGISTRY: dict[str, str] = {
     "eap": "edge attribution patching (Syed et al. 2023): the gradient with every edge kept",
-    "eap_ig": "EAP with integrated gradients over the edge coefficients (Hanna et al. 2024)",
+    "eap_ig": "EAP-IG over the edge coefficients: the gradient averaged along every edge's "
+    "keep-coefficient moving together from 0 (fully ablated) to 1 (clean model)",
+    "eap_ig_inputs": "EAP-IG over the model's input (Hanna et al. 2024's EAP-IG-inputs): the "
+    "gradient averaged along the embedding moving from its ablated to its clean value, every "
+    "edge kept",
     "mask": "optimised hard-concrete edge masks, swept over the sparsity weight (Louizos et al. "
     "2018; Edge Pruning, Bhaskar et al. 2024)",
 }

@@ -1,4 +1,5 @@
-"""Method `eap_ig`: EAP with integrated gradients (`circuits.discovery.attribution.eap_ig`)."""
+"""Method `eap_ig`: EAP-IG over the edge coefficients (`circuits.discovery.attribution.eap_ig`;
+the input-path form is `eap_ig_inputs`)."""
 
 from __future__ import annotations
 
@@ -7,7 +8,8 @@ from circuits.discovery.methods.base import EdgeScores
 
 
 def score(runner, config, *, progress=None, checkpoint=None) -> EdgeScores:
-    """EAP-IG per fit text with `config.ig_steps` steps, `config.grad_batch` texts per pass."""
+    """Coefficient-path EAP-IG per fit text: every edge at coefficient alpha at once, over
+    `config.ig_steps` points, `config.grad_batch` texts per pass."""
     values = eap_ig(runner, config.ig_steps, batch=config.grad_batch)
     return EdgeScores(values, per_text=True, signed=True)
 

@@ -1,0 +1,17 @@
+"""Method `eap_ig_inputs`: EAP-IG over the model's input (Hanna et al. 2024's EAP-IG-inputs;
+`circuits.discovery.attribution.eap_ig_inputs`)."""
+
+from __future__ import annotations
+
+from circuits.discovery.attribution import eap_ig_inputs
+from circuits.discovery.methods.base import EdgeScores
+
+
+def score(runner, config, *, progress=None, checkpoint=None) -> EdgeScores:
+    """Input-path EAP-IG per fit text: the embedding moved from its ablated to its clean value
+    over `config.ig_steps` points, `config.grad_batch` texts per pass."""
+    values = eap_ig_inputs(runner, config.ig_steps, batch=config.grad_batch)
+    return EdgeScores(values, per_text=True, signed=True)
+
+
+__all__ = ["score"]
