@@ -3,8 +3,10 @@
     .venv/bin/python scripts/ioi_docs.py docs/ioi > docs/ioi/RESULTS.md
 
 One row per model and method (behaviour, circuit size, fit and held-out faithfulness, |1 - f|,
-random circuits, CPR / CMD where the run has them, time), then per run the heads with edges
-into the logits and every name-mover-like head (`circuits.tasks.name_movers`)."""
+random circuits, CPR / CMD where the run has them, time; an EAP-IG row names its path: over the
+edge coefficients, `eap_ig`, or over the input, `eap_ig_inputs`), then per run the heads with
+edges into the logits and every name-mover-like head (`circuits.tasks.name_movers`), then per
+model the edges into the logits four ways (`scripts/ioi_logit_edges.py`) where saved."""
 
 from __future__ import annotations
 
@@ -19,6 +21,43 @@ def fmt(x, digits: int = 2) -> str:
     if isinstance(x, float):
         return f"{x:.{digits}f}"
     return str(x)
+
+
+PATHS = {"eap_ig": "over the edge coefficients", "eap_ig_inputs": "over the input"}
+"""The path each EAP-IG method integrates along (`circuits.discovery.attribution`)."""
+
+
+def method(s: dict) -> str:
+    """The run's method, with its integration path and steps for EAP-IG."""
+    path = PATHS.get(s["method"])
+    return s["method"] if path is None else f"{s['method']} ({path}, {s['ig_steps']} steps)"
+
+
+def edge_table(doc: dict, chosen: list[str]) -> str:
+    """`scripts/ioi_logit_edges.py`'s edges `chosen` (all four columns) as Markdown."""
+    cols = list(doc["columns"])
+    lines = ["| edge | " + " | ".join(doc["columns"][c] for c in cols) + " |"]
+    lines.append("|---" * (len(cols) + 1) + "|")
+    for row in doc["edges"]:
+        if row["edge"] in chosen:
+            lines.append(f"| {row['edge']} | " + " | ".join(f"{row[c]:+.3f}" for c in cols) + " |")
+    return "\n".join(lines)
+
+
+def logit_edges(root: Path, top: int = 10) -> None:
+    """Per model with a saved logit_edges.json: its `top` edges by |exact| and the name movers'."""
+    for path in sorted(root.glob("*/logit_edges.json")):
+        doc = json.loads(path.read_text())
+        chosen = [r["edge"] for r in doc["edges"][:top]] + ["L23.H0->logits", "L23.H2->logits"]
+        rho = ", ".join(
+            f"{doc['columns'][c]} {v:.2f}" for c, v in doc["spearman_with_exact"].items()
+        )
+        print(f"\n## {doc['model']}: edges into the logits, four ways\n")
+        print(f"{doc['value']}; {doc['n_pairs']} fit pairs, seed {doc['seed']}, EAP-IG "
+              f"{doc['ig_steps']} steps. The {top} largest exact effects, then the name movers' "
+              f"edges. Spearman with the exact effects over all {len(doc['edges'])} edges into "
+              f"the logits: {rho}.\n")  # fmt: skip
+        print(edge_table(doc, chosen))
 
 
 def runs(root: Path) -> list[tuple[Path, dict]]:
@@ -40,7 +79,7 @@ def main() -> None:
         band = (f"{s['band_n_edges']} ({fmt(s.get('band_heldout_faithfulness'))})"
                 if s.get("band_n_edges") else "none")  # fmt: skip
         print(
-            f"| {s['model']} | {s['method']} | {fmt(s['model_clean_logit_diff_mean'])} "
+            f"| {s['model']} | {method(s)} | {fmt(s['model_clean_logit_diff_mean'])} "
             f"({fmt(s['model_corrupt_logit_diff_mean'])}) | {fmt(s['model_clean_io_above_s'])} | "
             f"{s['n_edges']} ({s['n_edges_total']}) | {fmt(s['fit_faithfulness'])} | "
             f"{fmt(s['heldout_faithfulness'])} [{fmt(ci[0])}, {fmt(ci[1])}] | "
@@ -52,6 +91,7 @@ def main() -> None:
         )
     for folder, s in found:
         heads_table(json.loads((folder / "heads.json").read_text()), s)
+    logit_edges(root)
 
 
 def heads_table(doc: dict, s: dict) -> None:
@@ -59,7 +99,7 @@ def heads_table(doc: dict, s: dict) -> None:
     heads, rule = doc["heads"], doc["rule"]
     to_logits = [h for h in heads if h["to_logits"]]
     movers = [h for h in heads if h["name_mover"]]
-    print(f"\n## {s['model']}, {s['method']}: heads\n")
+    print(f"\n## {s['model']}, {method(s)}: heads\n")
     print(f"{sum(h['in_circuit'] for h in heads)} of {len(heads)} heads send edges in the "
           f"circuit, {len(to_logits)} of them into the logits ({min(12, len(to_logits))} shown, "
           "largest summed score first). Over the held-out clean prompts: attention from the "
