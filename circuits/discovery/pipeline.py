@@ -44,7 +44,7 @@ from circuits.discovery.evaluation import (
     top_mask,
 )
 from circuits.discovery.forward import EdgeRunner
-from circuits.discovery.methods import METHODS, scorer
+from circuits.discovery.methods import METHODS, REGISTRY, scorer
 from circuits.discovery.methods.base import EdgeScores
 from circuits.discovery.pairs import Pairs
 from circuits.discovery.path_patching import edge_effects
@@ -133,6 +133,7 @@ class EdgeCircuit:
         nodes = {self.runner.space.senders[s] for s in self.runner.space.edges[self.mask][:, 1]}
         return {
             "method": self.config.method,
+            "method_computes": REGISTRY[self.config.method],  # e.g. which path EAP-IG takes
             "metric": self.runner.metric.name,
             "ablation": self.config.ablation,
             "positions": self.runner.positions,
