@@ -1,9 +1,12 @@
 """EAP-IG over the model's input (`eap_ig_inputs`) beside EAP-IG over the edge coefficients
 (`eap_ig`): completeness on the input against the model run on the ablated input by hand (pairs
-with a logit difference, mean ablation with the P0 metric), one step against finite differences
-at the half-way input by hand, late edges into the logits against their exact effects, errors."""
+with a logit difference; the P0 metric with mean and resample ablation), one step against finite
+differences at the half-way input by hand, late edges into the logits against their exact
+effects, errors, and `circuits discover --method eap_ig_inputs`."""
 
 from __future__ import annotations
+
+import json
 
 import pytest
 import torch
@@ -152,3 +155,21 @@ def test_the_method_scores_per_text_in_chunks(runner):
     whole = eap_ig_inputs(runner, 3)
     assert torch.allclose(scores.values, whole, rtol=1e-4, atol=1e-6)
     assert not torch.allclose(whole, eap_ig(runner, 3), rtol=1e-2, atol=1e-4)
+
+
+def test_the_cli_discovers_with_the_input_path(tiny, tmp_path, monkeypatch):
+    from test_cli_pairs import FAST
+
+    from circuits import cli, cli_pairs
+
+    monkeypatch.setattr(cli_pairs, "load", lambda args: tiny)
+    path = tmp_path / "pairs.jsonl"
+    path.write_text("".join(json.dumps(r) + "\n" for r in ROWS))
+    fast = [*FAST[2:], "--method", "eap_ig_inputs", "--ig-steps", "2"]
+    assert cli.main(["discover", "--pairs", str(path), "--out", str(tmp_path / "o"), *fast]) == 0
+    summary = json.loads((tmp_path / "o" / "summary.json").read_text())
+    assert (
+        summary["method"] == "eap_ig_inputs"
+        and "over the model's input" in (summary["method_computes"])
+    )
+    assert summary["n_edges"] > 0
