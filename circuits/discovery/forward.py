@@ -11,7 +11,8 @@ with c[r, s] = 1 for a kept edge and 0 for an ablated one (values in between int
 is what integrated gradients walk along). Only the ablated positions (`positions`) are touched;
 every other position reads the stream unchanged. With every c = 1 the run is the clean model,
 exactly; with every c = 0 it is the fully ablated one. Sender outputs are those of the current
-run (patched upstream edges change them), as in path patching and EAP-IG's evaluation.
+run (patched upstream edges change them), as in path patching and EAP-IG's evaluation; with
+`clean_senders` they are the clean run's (the input-path EAP-IG's scores).
 
 How receivers are fed without re-implementing attention: the model computes everything as
 usual; hooks replace each head's q, k and v projections at the ablated positions by the
