@@ -50,7 +50,7 @@ def logit_edges(root: Path, top: int = 10) -> None:
         doc = json.loads(path.read_text())
         chosen = [r["edge"] for r in doc["edges"][:top]] + ["L23.H0->logits", "L23.H2->logits"]
         rho = ", ".join(
-            f"{doc['columns'][c]} {v:.2f}" for c, v in doc["spearman_with_exact"].items()
+            f"{doc['columns'][c]} {v:.3f}" for c, v in doc["spearman_with_exact"].items()
         )
         print(f"\n## {doc['model']}: edges into the logits, four ways\n")
         print(f"{doc['value']}; {doc['n_pairs']} fit pairs, seed {doc['seed']}, EAP-IG "
