@@ -48,15 +48,16 @@ def logit_edges(root: Path, top: int = 10) -> None:
     """Per model with a saved logit_edges.json: its `top` edges by |exact| and the name movers'."""
     for path in sorted(root.glob("*/logit_edges.json")):
         doc = json.loads(path.read_text())
-        chosen = [r["edge"] for r in doc["edges"][:top]] + ["L23.H0->logits", "L23.H2->logits"]
+        heads = doc.get("heads", ["L23.H0", "L23.H2"])  # SmolLM2's name movers (first run)
+        chosen = [r["edge"] for r in doc["edges"][:top]] + [f"{h}->logits" for h in heads]
         rho = ", ".join(
             f"{doc['columns'][c]} {v:.3f}" for c, v in doc["spearman_with_exact"].items()
         )
         print(f"\n## {doc['model']}: edges into the logits, four ways\n")
         print(f"{doc['value']}; {doc['n_pairs']} fit pairs, seed {doc['seed']}, EAP-IG "
-              f"{doc['ig_steps']} steps. The {top} largest exact effects, then the name movers' "
-              f"edges. Spearman with the exact effects over all {len(doc['edges'])} edges into "
-              f"the logits: {rho}.\n")  # fmt: skip
+              f"{doc['ig_steps']} steps. The {top} largest exact effects, then those of "
+              f"{', '.join(heads)}. Spearman with the exact effects over all "
+              f"{len(doc['edges'])} edges into the logits: {rho}.\n")  # fmt: skip
         print(edge_table(doc, chosen))
 
 

@@ -83,7 +83,8 @@ def main() -> None:
     chosen = [r["edge"] for r in rows[: args.top]] + [f"{h}->logits" for h in args.heads]
     doc = {
         "model": args.model, "n_pairs": args.n_fit, "seed": args.seed,
-        "ig_steps": args.ig_steps, "metric": "logit(IO) - logit(S), last position",
+        "ig_steps": args.ig_steps, "heads": args.heads,
+        "metric": "logit(IO) - logit(S), last position",
         "ablation": "resample from the ABC partner, every position",
         "value": "metric change when the edge alone is ablated, mean over the pairs "
                  "(exact: patched - clean; methods: minus the score)",
