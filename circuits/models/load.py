@@ -285,7 +285,7 @@ def _tl_version() -> str:
 @dataclass
 class _Source:
     """Where a spec's weights come from, before anything is booted: the provenance fields of
-    `ModelInfo`, and the local folder to boot from (None: the hub)."""
+    `ModelInfo` (same names), and the local folder to boot from (None: the hub)."""
 
     key: str
     hub_name: str
@@ -381,17 +381,12 @@ def load_model(
         )
     else:
         model = _boot(src.hub_name, src.folder, device, dtype, placement)
+    provenance = {k: v for k, v in asdict(src).items() if k != "folder"}
     own_folder = src.source.startswith("folder:")
     attach_info(
         model,
-        key=src.key,
-        source=src.source,
-        hub_name=src.hub_name,
-        gguf_sha256=src.gguf_sha256,
-        cache_dir=src.cache_dir,
-        from_cache=src.from_cache,
+        **provenance,
         load_seconds=time.perf_counter() - t0,
-        quantised_source=src.quantised_source,
         weights_sha256=folder_sha256(src.folder) if own_folder else None,
     )
     model.eval()
