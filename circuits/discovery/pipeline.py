@@ -204,11 +204,7 @@ def discover(
             f"{heldout_tokens.shape[1]}; cut both to the same length"
         )
     torch.manual_seed(cfg.seed)
-    fit = EdgeRunner(
-        model, fit_tokens, metric_at(positions), positions=positions, ablation=cfg.ablation,
-        seed=cfg.seed,
-    )  # fmt: skip
-    fit.metric_at = metric_at  # scoring in chunks rebuilds per-text metrics for each chunk
+    fit = _runner(model, fit_tokens, metric_at, positions, cfg)
     log = (lambda line: print(line, file=sys.stderr, flush=True)) if progress else None
     done = phase_bar(progress)
     scores = scorer(cfg.method)(fit, cfg, progress=log, checkpoint=checkpoint)
@@ -226,25 +222,14 @@ def discover(
     if per_text and heldout_positions is None:
         raise ValueError("per-text positions for the fit texts need heldout_positions too")
     held_at = heldout_positions if per_text else fit.positions
-    held = EdgeRunner(
-        model, heldout_tokens, metric_at(held_at), positions=held_at, ablation=cfg.ablation,
-        seed=cfg.seed,
-    )  # fmt: skip
+    held = _runner(model, heldout_tokens, metric_at, held_at, cfg)
     heldout, f_held, empty_held = _judge(held, mask, grown["masks"], cfg)
     done("held-out")
     stability = _stability(fit.space, scores, n_top, cfg, direction)
     done("stability")
     direct = _direct(model, fit_tokens, metric_at, fit, mask, scores.values, cfg)
     done("exact effects")
-    curve = pd.DataFrame(
-        {
-            "top_n": grown["sizes"],
-            "n_edges": [int(m.sum()) for m in grown["masks"]],
-            "faithfulness_fit": grown["f_fit"],
-            "faithfulness_heldout": f_held,
-            "source": grown["source"],
-        }
-    )
+    curve = _curve_frame(grown, f_held)
     key = {s: scores.key(s, direction) for s in RankBy}
     mib = {
         "fit": _mib(fit, key, empty_fit, cfg),
@@ -256,6 +241,27 @@ def discover(
         stability, direct, _band(curve, cfg.target_band), mib, scores.records,
     )  # fmt: skip
     return circuit
+
+
+def _runner(model, tokens, metric_at: Callable, positions, cfg: DiscoveryConfig) -> EdgeRunner:
+    """The edge runner of one text set, its metric built for its positions."""
+    runner = EdgeRunner(model, tokens, metric_at(positions), positions=positions,
+                        ablation=cfg.ablation, seed=cfg.seed)  # fmt: skip
+    runner.metric_at = metric_at  # scoring in chunks rebuilds per-text metrics for each chunk
+    return runner
+
+
+def _curve_frame(grown: dict, f_held: list[float]) -> pd.DataFrame:
+    """One row per grown size: edges kept and faithfulness on fit and held-out texts."""
+    return pd.DataFrame(
+        {
+            "top_n": grown["sizes"],
+            "n_edges": [int(m.sum()) for m in grown["masks"]],
+            "faithfulness_fit": grown["f_fit"],
+            "faithfulness_heldout": f_held,
+            "source": grown["source"],
+        }
+    )
 
 
 def _grow(fit: EdgeRunner, scores: EdgeScores, cfg, direction: float, empty: Tensor) -> dict:
