@@ -693,12 +693,17 @@ def test_an_interrupted_write_leaves_no_file_and_keeps_the_old_one(tmp_path, mon
     assert old.read_text() == "previous version"
 
 
-def test_a_real_serialisation_failure_is_atomic_too(tmp_path):
+def test_a_nan_attribute_is_null_in_strict_json_and_nan_again_when_read(tmp_path):
     g = sample()
-    g.graph["bad"] = float("nan")  # valid for GraphML, not for strict JSON
-    with pytest.raises(ValueError, match="JSON"):
-        write(g, tmp_path / "c.json")
-    assert list(tmp_path.iterdir()) == []
+    g.graph["unmeasured"] = float("nan")  # e.g. the mean stability of a method without one
+    first = next(iter(g.edges))
+    g.edges[first]["stability"] = float("nan")
+    write(g, tmp_path / "c.json")
+    doc = json.loads((tmp_path / "c.json").read_text())  # strict JSON: no NaN token
+    assert doc["graph"]["unmeasured"] is None
+    assert "graph.unmeasured" in doc["non_finite"] and len(doc["non_finite"]) == 2
+    back = read(tmp_path / "c.json")
+    assert math.isnan(back.graph["unmeasured"]) and math.isnan(back.edges[first]["stability"])
 
 
 def test_convert_and_the_export_command(tmp_path, capsys):

@@ -4,6 +4,9 @@ planted P0 circuit exactly (deterministically, and resumed from a checkpoint).""
 
 from __future__ import annotations
 
+import json
+import math
+
 import pytest
 import torch
 from test_discovery import HELD_OUT
@@ -115,3 +118,21 @@ def test_discover_with_the_mask_reports_the_band_circuit_and_mib_scores(mask_cir
         assert len(f) == len(MIB_FRACTIONS) and f[-1] == pytest.approx(1.0)
         assert c.mib[split]["cpr"] == pytest.approx(mib_areas(MIB_FRACTIONS, f)[0])
         assert 0 <= c.mib[split]["cmd"] < 0.5
+
+
+def test_a_mask_circuit_exports_as_strict_json_without_stability(mask_circuit, tmp_path):
+    from circuits.discovery.graph import circuit_graph
+    from circuits.graph import read, write
+
+    c = mask_circuit[0]
+    graph = circuit_graph(c, c.runner.model, data="planted texts")
+    write(graph, tmp_path / "circuit.json")  # strict JSON: a NaN stability would refuse to write
+    back = read(tmp_path / "circuit.json")
+    direct = [d for *_, d in back.edges(data=True) if d["edge_kind"] == "direct"]
+    assert len(direct) == len(PLANTED_EDGES)
+    assert not any("stability" in d for d in direct)
+    # the summary's mean stability was not measured: null in the file, and said where
+    doc = json.loads((tmp_path / "circuit.json").read_text())
+    assert doc["graph"]["stability_mean"] is None
+    assert "graph.stability_mean" in doc["non_finite"]
+    assert math.isnan(back.graph["stability_mean"])  # and NaN again when read back

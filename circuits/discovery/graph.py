@@ -5,6 +5,7 @@ the target; provenance, settings and the held-out judgement in graph attributes.
 from __future__ import annotations
 
 import json
+import math
 from dataclasses import asdict
 
 import networkx as nx
@@ -66,10 +67,12 @@ def circuit_graph(
         receiver = target if rec.kind == "target" else rec.node
         add_component(g, sp.senders[s])
         add_component(g, receiver)
+        # A method without per-text scores (mask) has no stability: the edge then carries none.
+        stability = float(circuit.stability[e])
+        kept = {"stability": stability} if math.isfinite(stability) else {}
         add_effect(
             g, sp.senders[s], receiver, effect, intervention=ablation, metric=metric.name,
-            estimated_effect=-float(mean[e]), stability=float(circuit.stability[e]), exact=exact,
-            edge_kind="direct",
+            estimated_effect=-float(mean[e]), exact=exact, edge_kind="direct", **kept,
         )  # fmt: skip
         if rec.kind in ("q", "k", "v"):
             group = sp.n_heads // sp.n_kv

@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import io
 import json
+import math
 import re
 import xml.etree.ElementTree as ET
 from collections.abc import Callable
@@ -26,7 +27,7 @@ from typing import IO
 
 import networkx as nx
 
-from circuits._io import atomic_write
+from circuits._io import NON_FINITE_KEY, atomic_write, strict_json
 from circuits.graph.circuit import KIND_COLORS, sort_key, validate
 from circuits.graph.dot import edge_width, read_dot, write_dot
 
@@ -114,8 +115,10 @@ def _write_gexf(g: nx.DiGraph, fh: IO[bytes]) -> None:
 
 
 def _write_json(g: nx.DiGraph, fh: IO[bytes]) -> None:
+    # JSON has no NaN: a value that was not measured (e.g. the mean stability of a method
+    # without per-text scores) is written as null and listed under "non_finite".
     data = nx.node_link_data(g, edges="edges")
-    fh.write(json.dumps(data, indent=1, allow_nan=False).encode("utf-8"))
+    fh.write(strict_json(data, indent=1).encode("utf-8"))
 
 
 def _mermaid_text(text: str) -> str:
@@ -233,7 +236,22 @@ def _read_json(path: Path) -> nx.DiGraph:
                 )
     if not isinstance(data.get("graph", {}), dict):
         raise ValueError("its 'graph' is not an object of graph attributes")
+    for where in data.pop(NON_FINITE_KEY, []):
+        _set_nan(data, where)
     return nx.node_link_graph(data, directed=True, multigraph=False, edges="edges")
+
+
+def _set_nan(data: dict, where: str) -> None:
+    """Put NaN back at `where` ("graph.x", "edges[3].stability"), a value `_write_json` wrote as
+    null because JSON has none."""
+    *parents, last = re.findall(r"[^.\[\]]+", where)
+    node = data
+    for part in parents:
+        node = node[int(part)] if isinstance(node, list) else node[part]
+    if isinstance(node, list):
+        node[int(last)] = math.nan
+    else:
+        node[last] = math.nan
 
 
 def read(path: str | Path, format: str | None = None) -> nx.DiGraph:
