@@ -33,7 +33,7 @@ from jaxtyping import Float
 from torch import Tensor
 
 from circuits.discovery.distributed import per_text
-from circuits.discovery.forward import EdgeRunner
+from circuits.discovery.forward import EdgeRunner, full_keep
 from circuits.discovery.pairs import Pairs
 
 
@@ -110,12 +110,8 @@ def eap(
     if at == "corrupted":
         # The partner texts run, the clean texts are their partners: the score of that runner
         # is (corrupted - clean output) . gradient at the corrupted run.
-        return -chunked(_swapped(runner), lambda r: _gradient_at(r, _ones(r)), batch)
-    return chunked(runner, lambda r: _gradient_at(r, _ones(r)), batch)
-
-
-def _ones(runner: EdgeRunner) -> Float[Tensor, " edge"]:
-    return torch.ones(runner.space.n_edges)
+        return -chunked(_swapped(runner), lambda r: _gradient_at(r, full_keep(r.space)[0]), batch)
+    return chunked(runner, lambda r: _gradient_at(r, full_keep(r.space)[0]), batch)
 
 
 def _integrated(
@@ -144,8 +140,7 @@ def eap_ig(
 ) -> Float[Tensor, "batch edge"]:
     """EAP-IG over the edge coefficients, per prompt and edge: gradients averaged over `steps`
     midpoints alpha = (k + 0.5) / steps, every edge at alpha (0: fully ablated, 1: clean)."""
-    n_edges = runner.space.n_edges
-    return _integrated(runner, lambda a: torch.full((n_edges,), a), steps, batch, False)
+    return _integrated(runner, lambda a: full_keep(runner.space, 1, a)[0], steps, batch, False)
 
 
 def eap_ig_inputs(

@@ -134,11 +134,10 @@ def measure_tokens(
     of taking the largest-norm position. `per_query` also keeps A[l, h, i, sink] for every
     query (more memory: the patterns of one chunk). `batching` packs the texts into forward
     passes (`Batching`; its `chunked` does not go with `per_query`). `on_states(index, states)`
-    is called with
-    each text's block outputs [layer, pos, d_model] (on the CPU) as soon as they are measured,
-    so a caller can use them without keeping every text's. `thresholds` are `Settings` fields (`tau`,
-    `eps`, `massive_ratio`, ...; the papers' defaults). Every input is checked before the
-    model runs.
+    is called with each text's block outputs [layer, pos, d_model] (on the CPU) as soon as they
+    are measured, so a caller can use them without keeping every text's. `thresholds` are
+    `Settings` fields (`tau`, `eps`, `massive_ratio`, ...; the papers' defaults). Every input
+    is checked before the model runs.
     """
     rows = _rows(tokens, attention_mask)
     settings = Settings.from_options(thresholds)
