@@ -139,7 +139,7 @@ def run(model, pairs, prompts, method: str, args, out: Path) -> None:
                           n_curve=args.n_curve, seed=args.seed)  # fmt: skip
     cfg = cfg.with_option_strings(args.option)
     t1 = time.time()
-    circuit = discover(model, fit, held, None, positions=None, config=cfg)
+    circuit = discover(model, fit, held, None, positions=None, config=cfg, progress=True)
     t2 = time.time()
     summary = {"model": args.model, **circuit.summary()}
     summary.pop("positions", None)
