@@ -3,9 +3,10 @@ cache, resumable problem by problem. Wong et al. measure secondary sinks on thou
 generated tokens; short traces (stop at EOS, the default) and long ones (EOS forbidden, every
 trace exactly `max_new_tokens` long) come from the same function.
 
-`generate_long_traces(model, problems, out)` answers each problem with up to `max_new_tokens`
-new tokens and rewrites `out` (JSONL, gzip-compressed when the name ends in `.gz`) atomically
-after every problem, so an interrupted run loses at most the problem in progress; a second call
+`generate_long_traces(model, problems, out, Decoding(...))` answers each problem with up to
+`max_new_tokens` new tokens and rewrites `out` (JSONL, gzip-compressed when the name ends in
+`.gz`) atomically after every batch of `batch_size` problems (default 1), so an interrupted run
+loses at most the batch in progress; a second call
 with the same settings skips the problems already in the file. `generate_long_file` loads the
 model first (after checking its arguments). Decoding runs on a plain Hugging Face module sharing
 the bridge's weights (`circuits.corpus.plain_hf_model`: the bridge's own KV cache stays empty
@@ -14,8 +15,11 @@ under `generate`). A progress bar counts new tokens and shows tokens/s.
 Each record is a `circuits.corpus.Trace`; its `generation` dict holds the settings (model key,
 GGUF and weights sha256, source, decoding, max_new_tokens, stop_at_eos, seed, prompt format,
 dtype, library versions, date, `kv_cache`, `torch_threads`) and the timings of that problem:
-`seconds`, `new_tokens`, `tokens_per_s` (new tokens over the whole problem, prefill included)
-and `peak_rss_mib` (the process's peak resident memory so far).
+`seconds` (of its batch), `batch_size` (problems decoded with it), `new_tokens`, `tokens_per_s`
+(its batch's new tokens over the batch's seconds, prefill included) and `peak_rss_mib` (the
+process's peak resident memory so far). A batch left-pads its prompts; its tokens equal
+one-at-a-time decoding up to float rounding (tested on the tiny model; a near-tied argmax can
+flip in a long trace), so `batch_size` is recorded but not a setting a resumed file must share.
 
 `load_traces(path, model)` reads a trace file for a model and refuses one made by another
 model (weights or GGUF hash differ, or token ids outside the model's vocabulary) or a trace
@@ -30,9 +34,11 @@ import resource
 import sys
 import time
 from collections.abc import Sequence
+from dataclasses import dataclass
 from pathlib import Path
 
 import torch
+from torch import Tensor
 from tqdm.auto import tqdm
 from transformer_lens.model_bridge import TransformerBridge
 from transformers import LogitsProcessor, LogitsProcessorList
@@ -40,6 +46,7 @@ from transformers.generation.streamers import BaseStreamer
 
 from circuits._io import check_out_file
 from circuits._lines import JSONL_SUFFIXES
+from circuits.config import Config, option
 from circuits.corpus import (
     INSTRUCTION,
     PROBLEMS_PATH,
@@ -149,18 +156,21 @@ class _TokenBar(BaseStreamer):
 
 
 class _SuppressEos(LogitsProcessor):
-    """Forbids the end-of-sequence tokens and records the first step at which greedy decoding
-    would have chosen one (`natural_end`: new tokens before it; None while it never has)."""
+    """Forbids the end-of-sequence tokens and records, per row, the first step at which greedy
+    decoding would have chosen one (`natural_end[row]`: new tokens before it; None while it
+    never has). `prompt_len` is the (padded) prompt width of the batch."""
 
-    def __init__(self, eos_ids: Sequence[int], prompt_len: int) -> None:
+    def __init__(self, eos_ids: Sequence[int], prompt_len: int, rows: int = 1) -> None:
         self.eos = torch.tensor(sorted(set(eos_ids)))
         self.prompt_len = prompt_len
-        self.natural_end: int | None = None
+        self.natural_end: list[int | None] = [None] * rows
 
     def __call__(self, input_ids: torch.Tensor, scores: torch.Tensor) -> torch.Tensor:
         self.eos = self.eos.to(scores.device)
-        if self.natural_end is None and bool(torch.isin(scores.argmax(-1), self.eos).any()):
-            self.natural_end = input_ids.shape[-1] - self.prompt_len
+        would_end = torch.isin(scores.argmax(-1), self.eos).tolist()
+        for row, ends in enumerate(would_end):
+            if ends and self.natural_end[row] is None:
+                self.natural_end[row] = input_ids.shape[-1] - self.prompt_len
         return scores.index_fill(-1, self.eos, float("-inf"))
 
 
@@ -229,29 +239,45 @@ def _resume(path: Path, settings: dict) -> dict[int, Trace]:
     return done
 
 
+@dataclass(frozen=True)
+class Decoding(Config):
+    """How traces are decoded: greedy, with a KV cache, `batch_size` problems at a time."""
+
+    max_new_tokens: int = option(MAX_NEW_TOKENS, "new tokens per trace", low=1)
+    seed: int = option(0, "random seed (greedy decoding draws nothing; kept for the record)", low=0)
+    stop_at_eos: bool = option(
+        True,
+        "end a trace at the end-of-sequence token; False forbids it, so every trace has exactly "
+        "max_new_tokens (where it would have ended is recorded as natural_end)",
+    )
+    chat_template: bool = option(True, "prompt with the model's chat template when it has one")
+    batch_size: int = option(
+        1,
+        "problems decoded together, prompts left-padded: one pass per step for the whole batch "
+        "(much faster for large models on a CPU); the tokens are those of one-at-a-time decoding "
+        "up to float rounding, which can flip a near-tied argmax in a long trace",
+        low=1,
+    )
+
+
 def generate_long_traces(
     model: TransformerBridge,
     problems: Sequence[Problem],
     out: str | Path,
-    max_new_tokens: int = MAX_NEW_TOKENS,
-    seed: int = 0,
+    decoding: Decoding = Decoding(),
     *,
-    stop_at_eos: bool = True,
-    chat_template: bool = True,
     progress: bool = True,
 ) -> list[Trace]:
-    """Greedy traces of at most `max_new_tokens` new tokens for `problems`, written to `out`
-    after each problem; problems already in `out` (same settings) are kept, not generated
-    again. Returns the traces of `problems`, in their order. Every prompt is checked against
-    the context before anything is generated.
+    """Greedy traces of at most `decoding.max_new_tokens` new tokens for `problems`, written to
+    `out` after each batch of `decoding.batch_size` problems; problems already in `out` (same
+    settings) are kept, not generated again. Returns the traces of `problems`, in their order.
+    Every prompt is checked against the context before anything is generated.
 
     With `stop_at_eos` a trace ends at the model's end-of-sequence token; without it the EOS
     tokens are forbidden, so every trace has exactly `max_new_tokens` new tokens (small models
     answer in ~100 tokens; the paper's traces run to thousands), and `generation["natural_end"]`
     records how many new tokens came before the first step where greedy decoding would have
     ended (None if it never would have): tokens after it continue past the model's answer."""
-    if max_new_tokens < 1:
-        raise ValueError(f"max_new_tokens must be >= 1, got {max_new_tokens}")
     if not problems:
         raise ValueError("no problems given; load some with circuits.corpus.load_problems()")
     if len({p.id for p in problems}) != len(problems):
@@ -259,15 +285,21 @@ def generate_long_traces(
     out = Path(out)
     if not out.parent.is_dir():
         raise FileNotFoundError(f"folder {out.parent} does not exist; create it first")
-    chat = bool(chat_template and getattr(model.tokenizer, "chat_template", None))
-    settings = _settings(model, max_new_tokens, seed, chat, stop_at_eos)
+    chat = bool(decoding.chat_template and getattr(model.tokenizer, "chat_template", None))
+    settings = _settings(model, decoding.max_new_tokens, decoding.seed, chat, decoding.stop_at_eos)
     done = _resume(out, settings)
     todo = _new_prompts(model, problems, done, out, settings)
     hf = plain_hf_model(model)
-    bar = tqdm(total=len(todo) * max_new_tokens, desc="generate", unit="tok", disable=not progress)
-    for p in (p for p in problems if p.id in todo):
-        bar.set_postfix(problem=p.id, done=f"{len(done)}/{len(problems)}")
-        done[p.id] = _greedy_trace(model, hf, p, todo[p.id], settings, bar)
+    order = [p for p in problems if p.id in todo]
+    bar = tqdm(total=len(todo) * decoding.max_new_tokens, desc="generate", unit="tok",
+               disable=not progress)  # fmt: skip
+    for i in range(0, len(order), decoding.batch_size):
+        batch = order[i : i + decoding.batch_size]
+        bar.set_postfix(
+            problems=f"{batch[0].id}-{batch[-1].id}", done=f"{len(done)}/{len(problems)}"
+        )
+        for trace in _greedy_batch(model, hf, batch, [todo[p.id] for p in batch], settings, bar):
+            done[trace.id] = trace
         write_traces([done[i] for i in sorted(done)], out)
     bar.close()
     return [done[p.id] for p in problems]
@@ -295,52 +327,77 @@ def _new_prompts(
     return prompts
 
 
-def _greedy_trace(
+def _left_padded(prompts: Sequence[list[int]], pad: int, device) -> tuple[Tensor, Tensor]:
+    """The prompts as one left-padded batch of ids and its attention mask (0 on padding), so
+    every row's next token sits in the last column."""
+    width = max(len(p) for p in prompts)
+    ids = torch.full((len(prompts), width), pad, dtype=torch.long, device=device)
+    mask = torch.zeros_like(ids)
+    for row, prompt in enumerate(prompts):
+        ids[row, width - len(prompt) :] = torch.tensor(prompt, device=device)
+        mask[row, width - len(prompt) :] = 1
+    return ids, mask
+
+
+def _greedy_batch(
     model: TransformerBridge,
     hf: torch.nn.Module,
-    p: Problem,
-    prompt: list[int],
+    problems: Sequence[Problem],
+    prompts: Sequence[list[int]],
     settings: dict,
     bar: tqdm,
-) -> Trace:
-    """Problem `p` by KV-cached greedy decoding with `hf` (the bridge's plain HF model)."""
+) -> list[Trace]:
+    """`problems` by KV-cached greedy decoding with `hf` (the bridge's plain HF model), in one
+    left-padded batch; each trace is its prompt and its new tokens up to its own end."""
     tok = model.tokenizer
-    device = next(hf.parameters()).device
+    eos = _eos_ids(model, hf)
+    pad = tok.pad_token_id if tok.pad_token_id is not None else tok.eos_token_id
+    ids, mask = _left_padded(prompts, pad, next(hf.parameters()).device)
     torch.manual_seed(settings["seed"])
-    suppress = None if settings["stop_at_eos"] else _SuppressEos(_eos_ids(model, hf), len(prompt))
+    suppress = None if settings["stop_at_eos"] else _SuppressEos(eos, ids.shape[1], len(prompts))
     start = time.perf_counter()
     with torch.no_grad():
-        seq = hf.generate(
-            torch.tensor([prompt], device=device),
-            attention_mask=torch.ones(1, len(prompt), dtype=torch.long, device=device),
-            max_new_tokens=settings["max_new_tokens"],
-            do_sample=False,
-            use_cache=True,
-            pad_token_id=tok.pad_token_id if tok.pad_token_id is not None else tok.eos_token_id,
-            streamer=_TokenBar(bar),
+        seqs = hf.generate(
+            ids, attention_mask=mask, max_new_tokens=settings["max_new_tokens"], do_sample=False,
+            use_cache=True, pad_token_id=pad, streamer=_TokenBar(bar),
             logits_processor=LogitsProcessorList([suppress] if suppress else []),
-        )[0].tolist()
+        )[:, ids.shape[1] :].tolist()  # fmt: skip
     seconds = time.perf_counter() - start
-    new = len(seq) - len(prompt)
-    bar.update(settings["max_new_tokens"] - new)  # stopped early at EOS
-    return Trace(
-        id=p.id,
-        problem=p.problem,
-        answer=p.answer,
-        model=settings["model"],
-        tokens=seq,
-        prompt_len=len(prompt),
-        text=tok.decode(seq),
-        completion=tok.decode(seq[len(prompt) :], skip_special_tokens=True),
-        generation={
-            **settings,
-            "seconds": round(seconds, 3),
-            "new_tokens": new,
-            **({} if suppress is None else {"natural_end": suppress.natural_end}),
-            "tokens_per_s": round(new / seconds, 2),
-            "peak_rss_mib": peak_rss_mib(),
-        },
-    )
+    news = [_until_eos(s, eos) if settings["stop_at_eos"] else s for s in seqs]
+    bar.update(len(news) * settings["max_new_tokens"] - sum(map(len, news)))  # ended at EOS
+    timing = {
+        "seconds": round(seconds, 3),
+        "batch_size": len(prompts),
+        "tokens_per_s": round(sum(map(len, news)) / seconds, 2),
+        "peak_rss_mib": peak_rss_mib(),
+    }
+    return [
+        Trace(
+            id=p.id,
+            problem=p.problem,
+            answer=p.answer,
+            model=settings["model"],
+            tokens=prompt + new,
+            prompt_len=len(prompt),
+            text=tok.decode(prompt + new),
+            completion=tok.decode(new, skip_special_tokens=True),
+            generation={
+                **settings,
+                "new_tokens": len(new),
+                **timing,
+                **({} if suppress is None else {"natural_end": suppress.natural_end[row]}),
+            },
+        )  # fmt: skip
+        for row, (p, prompt, new) in enumerate(zip(problems, prompts, news, strict=True))
+    ]
+
+
+def _until_eos(new: list[int], eos: Sequence[int]) -> list[int]:
+    """`new` cut after its first end-of-sequence token (rows of a batch that ended early are
+    padded on to the batch's end)."""
+    stops = set(eos)
+    end = next((i for i, t in enumerate(new) if t in stops), len(new) - 1)
+    return new[: end + 1]
 
 
 def check_trace_file(out: str | Path) -> Path:
@@ -352,12 +409,10 @@ def check_trace_file(out: str | Path) -> Path:
 def generate_long_file(
     model: str,
     out: str | Path,
+    decoding: Decoding = Decoding(),
     *,
     n: int | None = None,
-    max_new_tokens: int = MAX_NEW_TOKENS,
-    seed: int = 0,
     problems: str | Path = PROBLEMS_PATH,
-    stop_at_eos: bool = True,
     threads: int | None = None,
     device: str = "cpu",
     dtype: torch.dtype = torch.float32,
@@ -372,8 +427,6 @@ def generate_long_file(
 
     if n is not None and n < 1:
         raise ValueError(f"n must be >= 1, got {n}")
-    if max_new_tokens < 1:
-        raise ValueError(f"max_new_tokens must be >= 1, got {max_new_tokens}")
     if threads is not None and threads < 1:
         raise ValueError(f"threads must be >= 1, got {threads}")
     out = check_trace_file(out)
@@ -392,7 +445,5 @@ def generate_long_file(
             )
     if threads is not None:
         torch.set_num_threads(threads)
-    return generate_long_traces(
-        load_model(model, device=device, dtype=dtype), chosen, out, max_new_tokens, seed,
-        stop_at_eos=stop_at_eos, progress=progress,
-    )  # fmt: skip
+    model = load_model(model, device=device, dtype=dtype)
+    return generate_long_traces(model, chosen, out, decoding, progress=progress)

@@ -10,6 +10,7 @@ import torch
 
 from circuits.corpus import Problem, prompt_ids, read_traces, write_traces
 from circuits.generation import (
+    Decoding,
     generate_long_traces,
     load_traces,
     weights_sha256,
@@ -32,7 +33,9 @@ def uncached_greedy(model, prompt: list[int], n_new: int, banned: int | None = N
 
 def test_cached_traces_equal_uncached_decoding_and_resume(tiny, tmp_path):
     out = tmp_path / "t.jsonl"
-    first = generate_long_traces(tiny, PROBLEMS[:2], out, max_new_tokens=12, progress=False)
+    first = generate_long_traces(
+        tiny, PROBLEMS[:2], out, Decoding(max_new_tokens=12), progress=False
+    )
     for p, t in zip(PROBLEMS, first, strict=False):
         prompt = prompt_ids(tiny, p.problem)
         assert t.tokens == uncached_greedy(tiny, prompt, len(t.tokens) - len(prompt))
@@ -52,20 +55,22 @@ def test_cached_traces_equal_uncached_decoding_and_resume(tiny, tmp_path):
         )
     assert read_traces(out) == first
     # Resume: the two traces on file are kept as they are (same timings), one is added.
-    every = generate_long_traces(tiny, PROBLEMS, out, max_new_tokens=12, progress=False)
+    every = generate_long_traces(tiny, PROBLEMS, out, Decoding(max_new_tokens=12), progress=False)
     assert every[:2] == first
     assert [t.id for t in read_traces(out)] == [0, 1, 2]
     # Another setting cannot resume into the same file.
     with pytest.raises(ValueError, match="max_new_tokens: 12 vs 8"):
-        generate_long_traces(tiny, PROBLEMS, out, max_new_tokens=8, progress=False)
+        generate_long_traces(tiny, PROBLEMS, out, Decoding(max_new_tokens=8), progress=False)
     with pytest.raises(ValueError, match=r"problems \[1\] whose text differs"):
-        generate_long_traces(tiny, [Problem(1, "Another?")], out, max_new_tokens=12, progress=False)
+        generate_long_traces(
+            tiny, [Problem(1, "Another?")], out, Decoding(max_new_tokens=12), progress=False
+        )
 
 
 def test_eos_suppressed_traces_are_full_length(tiny, tmp_path):
     eos = tiny.tokenizer.eos_token_id
     traces = generate_long_traces(
-        tiny, PROBLEMS[:1], tmp_path / "t.jsonl.gz", max_new_tokens=10, stop_at_eos=False,
+        tiny, PROBLEMS[:1], tmp_path / "t.jsonl.gz", Decoding(max_new_tokens=10, stop_at_eos=False),
         progress=False,
     )  # fmt: skip
     t = traces[0]
@@ -78,24 +83,57 @@ def test_eos_suppressed_traces_are_full_length(tiny, tmp_path):
     assert read_traces(tmp_path / "t.jsonl.gz") == traces
 
 
+@pytest.mark.parametrize("stop_at_eos", [True, False])
+def test_batched_traces_equal_one_at_a_time(tiny, tmp_path, stop_at_eos):
+    """Left-padded batches (prompts of different lengths) decode the same tokens, natural ends
+    and EOS cuts as one problem at a time; the file is written after each batch."""
+    one = Decoding(max_new_tokens=16, stop_at_eos=stop_at_eos)
+    single = generate_long_traces(tiny, PROBLEMS, tmp_path / "one.jsonl", one, progress=False)
+    assert len({t.prompt_len for t in single}) > 1  # padding is exercised
+    out = tmp_path / "batched.jsonl"
+    batched = generate_long_traces(tiny, PROBLEMS, out, replace(one, batch_size=2), progress=False)
+    for a, b in zip(single, batched, strict=True):
+        assert (a.tokens, a.prompt_len, a.completion) == (b.tokens, b.prompt_len, b.completion)
+        assert a.generation.get("natural_end") == b.generation.get("natural_end")
+        assert b.generation["new_tokens"] == len(b.tokens) - b.prompt_len
+    assert [t.generation["batch_size"] for t in batched] == [2, 2, 1]
+    assert read_traces(out) == batched
+    if not stop_at_eos:
+        assert {len(t.tokens) - t.prompt_len for t in batched} == {16}
+
+
+def test_a_batch_cuts_each_trace_after_its_own_eos(tiny):
+    """A row that ends early is padded on (with EOS here) by `generate`; its trace keeps its
+    tokens up to and with its first EOS."""
+    from circuits import generation
+
+    eos = tiny.tokenizer.eos_token_id
+    assert generation._until_eos([5, 6, eos, eos, eos], [eos]) == [5, 6, eos]
+    assert generation._until_eos([5, 6, 7], [eos]) == [5, 6, 7]
+
+
 def test_too_long_for_the_context_is_refused_before_generating(tiny, tmp_path):
     out = tmp_path / "t.jsonl"
     with pytest.raises(ValueError, match="model's context is 256"):
-        generate_long_traces(tiny, PROBLEMS, out, max_new_tokens=250, progress=False)
+        generate_long_traces(tiny, PROBLEMS, out, Decoding(max_new_tokens=250), progress=False)
     assert not out.exists()
     with pytest.raises(ValueError, match="problem ids repeat"):
-        generate_long_traces(tiny, [PROBLEMS[0]] * 2, out, max_new_tokens=4, progress=False)
+        generate_long_traces(
+            tiny, [PROBLEMS[0]] * 2, out, Decoding(max_new_tokens=4), progress=False
+        )
     with pytest.raises(FileNotFoundError, match="does not exist"):
         generate_long_traces(tiny, PROBLEMS, tmp_path / "no" / "t.jsonl", progress=False)
     with pytest.raises(ValueError, match="max_new_tokens must be >= 1"):
-        generate_long_traces(tiny, PROBLEMS, out, max_new_tokens=0, progress=False)
+        generate_long_traces(tiny, PROBLEMS, out, Decoding(max_new_tokens=0), progress=False)
 
 
 def test_trace_files_from_another_model_are_refused(tiny, tmp_path):
     from circuits.models.tiny import tiny_model
 
     out = tmp_path / "t.jsonl"
-    (trace,) = generate_long_traces(tiny, PROBLEMS[:1], out, max_new_tokens=4, progress=False)
+    (trace,) = generate_long_traces(
+        tiny, PROBLEMS[:1], out, Decoding(max_new_tokens=4), progress=False
+    )
     assert load_traces(out, tiny) == [trace]
     other = tiny_model(seed=1, folder=tmp_path / "other")
     with pytest.raises(ValueError, match="made by weights"):
