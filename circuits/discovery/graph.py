@@ -33,18 +33,43 @@ def circuit_graph(
     target ("read"); `edge_kind` names each. With `metric_spec` (see
     `circuits.discovery.saved.METRICS`) and the texts' `first_token` (None: the texts' own first
     token) the graph can be judged on new texts (`judge_saved`, `circuits faithfulness`)."""
-    sp, cfg = circuit.runner.space, circuit.config
     metric = circuit.runner.metric
     target = f"target:{metric.name}"
-    ablation = f"{cfg.ablation} ablation at positions {circuit.runner.positions}"
-    g = new_graph(
+    g = _new_circuit_graph(circuit, model, data, metric_spec, first_token)
+    add_component(g, target, label=short_metric(metric.name))
+    _add_direct_edges(g, circuit, target)
+    sp = circuit.runner.space
+    for layer in sp.pattern_layers:
+        for hh in range(sp.n_heads):
+            comp = f"L{layer}.H{hh}"
+            if comp in g:
+                add_effect(g, comp, target, 0.0, intervention="structure: pattern read by the metric",
+                           metric=metric.name, edge_kind="read")  # fmt: skip
+    # Drawings show the strongest direct edges only (the circuit keeps every edge).
+    effects = sorted((abs(d["effect"]) for *_, d in g.edges(data=True) if d["edge_kind"] == "direct"),
+                     reverse=True)  # fmt: skip
+    if len(effects) > DRAWN_EDGES:
+        record_threshold(g, "min_abs_effect", effects[DRAWN_EDGES - 1])
+    return g
+
+
+def _ablation(circuit: EdgeCircuit) -> str:
+    return f"{circuit.config.ablation} ablation at positions {circuit.runner.positions}"
+
+
+def _new_circuit_graph(
+    circuit: EdgeCircuit, model, data: str, metric_spec: dict | None, first_token: int | None
+) -> nx.DiGraph:
+    """An empty circuit graph carrying the circuit's provenance, settings and summary."""
+    cfg, metric = circuit.config, circuit.runner.metric
+    return new_graph(
         model,
         data=data,
         metric=metric.name,
         seed=cfg.seed,
         thresholds={"target_faithfulness": cfg.target, "top_n": circuit.n_top},
         method=cfg.method,
-        ablation=ablation,
+        ablation=_ablation(circuit),
         positions=json.dumps(circuit.runner.positions),
         n_tokens=int(circuit.runner.tokens.shape[1]),
         first_token=-1 if first_token is None else int(first_token),
@@ -57,7 +82,12 @@ def circuit_graph(
            for k, v in circuit.summary().items() if k not in ("method", "metric", "ablation",
                                                              "positions")},
     )  # fmt: skip
-    add_component(g, target, label=short_metric(metric.name))
+
+
+def _add_direct_edges(g: nx.DiGraph, circuit: EdgeCircuit, target: str) -> None:
+    """Each circuit edge as sender -> receiver input ("direct"), and each q/k/v input -> the
+    heads it feeds ("input"; a grouped k/v input feeds every query head of its group)."""
+    sp, metric, ablation = circuit.runner.space, circuit.runner.metric, _ablation(circuit)
     mean = circuit.scores.mean(0)
     for e in circuit.edge_index:
         r, s = sp.edges[e].tolist()
@@ -82,18 +112,6 @@ def circuit_graph(
             for hh in heads:
                 add_effect(g, rec.node, f"L{rec.layer}.H{hh}", 0.0, intervention="structure: input of the head",
                            metric=metric.name, edge_kind="input")  # fmt: skip
-    for layer in sp.pattern_layers:
-        for hh in range(sp.n_heads):
-            comp = f"L{layer}.H{hh}"
-            if comp in g:
-                add_effect(g, comp, target, 0.0, intervention="structure: pattern read by the metric",
-                           metric=metric.name, edge_kind="read")  # fmt: skip
-    # Drawings show the strongest direct edges only (the circuit keeps every edge).
-    effects = sorted((abs(d["effect"]) for *_, d in g.edges(data=True) if d["edge_kind"] == "direct"),
-                     reverse=True)  # fmt: skip
-    if len(effects) > DRAWN_EDGES:
-        record_threshold(g, "min_abs_effect", effects[DRAWN_EDGES - 1])
-    return g
 
 
 __all__ = ["circuit_graph"]
