@@ -163,17 +163,21 @@ def chunked_attention(
     groups = n_heads // n_kv
     for q0 in range(0, n_q, rows):
         q1 = min(n_q, q0 + rows)
+        # Only keys [k0, q1) can be attended from these rows (causal; the window's start):
+        # the rest would be masked, so they are not computed (half the work over a text).
+        k0 = 0 if sliding_window is None else max(0, q0 - sliding_window + 1)
         # Heads h = g_kv * groups + g share key head g_kv (transformers' repeat_kv order).
         q = query[:, :, q0:q1].reshape(b, n_kv, groups * (q1 - q0), -1)
-        scores = (q @ key.transpose(-1, -2)).view(b, n_heads, q1 - q0, n_k) * scaling
+        scores = (q @ key[:, :, k0:q1].transpose(-1, -2)).view(b, n_heads, q1 - q0, q1 - k0)
+        scores.mul_(scaling)  # in place: each new chunk-sized tensor costs page faults
         if softcap is not None:
             scores = torch.tanh(scores / softcap) * softcap
-        scores = _masked(scores, q0, attention_mask, sliding_window)
+        scores = _masked(scores, q0, k0, attention_mask, sliding_window)
         pattern = torch.softmax(scores, dim=-1, dtype=torch.float32)
-        received += torch.einsum("bhqk,bq->bhk", pattern, valid[:, q0:q1])
-        diagonal[..., q0:q1] = pattern.diagonal(offset=q0, dim1=-2, dim2=-1)
-        weights = pattern.to(query.dtype).reshape(b, n_kv, groups * (q1 - q0), n_k)
-        out[:, :, q0:q1] = (weights @ value).view(b, n_heads, q1 - q0, -1)
+        received[..., k0:q1] += torch.einsum("bhqk,bq->bhk", pattern, valid[:, q0:q1])
+        diagonal[..., q0:q1] = pattern.diagonal(offset=q0 - k0, dim1=-2, dim2=-1)
+        weights = pattern.to(query.dtype).reshape(b, n_kv, groups * (q1 - q0), q1 - k0)
+        out[:, :, q0:q1] = (weights @ value[:, :, k0:q1]).view(b, n_heads, q1 - q0, -1)
     sums.received[module.layer_idx] = received
     sums.diagonal[module.layer_idx] = diagonal
     return out.transpose(1, 2).contiguous(), None
@@ -182,21 +186,23 @@ def chunked_attention(
 def _masked(
     scores: Float[Tensor, "batch head rows key"],
     q0: int,
+    k0: int,
     attention_mask: Tensor | None,
     sliding_window: int | None,
 ) -> Float[Tensor, "batch head rows key"]:
     """Causal mask (and sliding window: key j > query i - window, as transformers builds it),
-    plus the model's own mask rows when it passes one (boolean: keep; float: added)."""
+    plus the model's own mask rows when it passes one (boolean: keep; float: added), on the
+    scores of queries q0.. against keys k0..; masked in place where `scores` is the chunk's own."""
     rows, n_k = scores.shape[-2:]
     query_pos = torch.arange(q0, q0 + rows, device=scores.device)[:, None]
-    key_pos = torch.arange(n_k, device=scores.device)[None, :]
+    key_pos = torch.arange(k0, k0 + n_k, device=scores.device)[None, :]
     keep = key_pos <= query_pos
     if sliding_window is not None:
         keep = keep & (key_pos > query_pos - sliding_window)
     if attention_mask is not None:
-        mask = attention_mask[..., q0 : q0 + rows, :n_k]
+        mask = attention_mask[..., q0 : q0 + rows, k0 : k0 + n_k]
         if mask.dtype == torch.bool:
             keep = keep & mask
         else:
             scores = scores + mask
-    return scores.masked_fill(~keep, torch.finfo(scores.dtype).min)
+    return scores.masked_fill_(~keep, torch.finfo(scores.dtype).min)
