@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import resource
 import subprocess
 import sys
 import time
@@ -45,7 +46,7 @@ def one(model_key: str, n: int, full: bool, chunk: int) -> dict:
     load_peak = _peak_rss_gb()
     ids = long_tokens(model, n)
     _reset_peak()
-    t0 = time.perf_counter()
+    t0, cpu0 = time.perf_counter(), _cpu_seconds()
     report = measure_tokens(
         model,
         [ids],
@@ -53,11 +54,13 @@ def one(model_key: str, n: int, full: bool, chunk: int) -> dict:
         progress=False,
     )
     seconds = time.perf_counter() - t0
+    cpu = [after - before for after, before in zip(_cpu_seconds(), cpu0, strict=True)]
     text = report.texts[0]
     row = {
         "model": model_key,
         "tokens": n,
         "seconds": round(seconds, 1),
+        "cpu_seconds": {k: round(v, 1) for k, v in zip(("user", "system"), cpu, strict=True)},
         "load_seconds": round(load_s, 1),
         "load_peak_rss_gb": round(load_peak, 2),
         "peak_rss_gb": round(_peak_rss_gb(), 2),
@@ -82,6 +85,13 @@ def one(model_key: str, n: int, full: bool, chunk: int) -> dict:
             for f in ("score", "p0_mass", "alpha", "cosine")
         )
     return row
+
+
+def _cpu_seconds() -> tuple[float, float]:
+    """This process's (user, system) CPU seconds so far: on a shared machine they move less
+    than wall time, and system time counts the page faults of large fresh tensors."""
+    usage = resource.getrusage(resource.RUSAGE_SELF)
+    return usage.ru_utime, usage.ru_stime
 
 
 def _reset_peak() -> None:
