@@ -100,7 +100,8 @@ def _cmd_generate(args: argparse.Namespace) -> int:
     check_out_file(args.out, JSONL_SUFFIXES)  # before torch is imported: refused at once
     import torch
 
-    from circuits.generation import Decoding, generate_long_file
+    from circuits.decoding import Decoding
+    from circuits.generation import generate_long_file
 
     decoding = Decoding(
         max_new_tokens=args.max_new_tokens, seed=args.seed, stop_at_eos=args.stop_at_eos,

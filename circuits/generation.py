@@ -32,21 +32,15 @@ import datetime as dt
 import hashlib
 import resource
 import sys
-import time
 from collections.abc import Sequence
-from dataclasses import dataclass
 from pathlib import Path
 
 import torch
-from torch import Tensor
 from tqdm.auto import tqdm
 from transformer_lens.model_bridge import TransformerBridge
-from transformers import LogitsProcessor, LogitsProcessorList
-from transformers.generation.streamers import BaseStreamer
 
 from circuits._io import check_out_file
 from circuits._lines import JSONL_SUFFIXES
-from circuits.config import Config, option
 from circuits.corpus import (
     INSTRUCTION,
     PROBLEMS_PATH,
@@ -58,9 +52,8 @@ from circuits.corpus import (
     read_traces,
     write_traces,
 )
+from circuits.decoding import Decoding, greedy_batch
 
-MAX_NEW_TOKENS = 1024
-"""Issue 13's minimum trace length (new tokens per problem)."""
 LONG_TRACES = Path(__file__).resolve().parent.parent / "data" / "traces" / "long"
 """Where the project keeps long traces: `{model key}.jsonl` (or `.jsonl.gz`)."""
 RESUME_KEYS = (
@@ -139,49 +132,6 @@ def peak_rss_mib() -> float:
     return round(peak / (2**20 if sys.platform == "darwin" else 2**10), 1)
 
 
-class _TokenBar(BaseStreamer):
-    """Advances a tqdm bar by each new token `generate` emits (its first call is the prompt)."""
-
-    def __init__(self, bar: tqdm) -> None:
-        self.bar = bar
-        self.seen_prompt = False
-
-    def put(self, value: torch.Tensor) -> None:
-        if self.seen_prompt:
-            self.bar.update(value.numel())
-        self.seen_prompt = True
-
-    def end(self) -> None:
-        self.seen_prompt = False
-
-
-class _SuppressEos(LogitsProcessor):
-    """Forbids the end-of-sequence tokens and records, per row, the first step at which greedy
-    decoding would have chosen one (`natural_end[row]`: new tokens before it; None while it
-    never has). `prompt_len` is the (padded) prompt width of the batch."""
-
-    def __init__(self, eos_ids: Sequence[int], prompt_len: int, rows: int = 1) -> None:
-        self.eos = torch.tensor(sorted(set(eos_ids)))
-        self.prompt_len = prompt_len
-        self.natural_end: list[int | None] = [None] * rows
-
-    def __call__(self, input_ids: torch.Tensor, scores: torch.Tensor) -> torch.Tensor:
-        self.eos = self.eos.to(scores.device)
-        would_end = torch.isin(scores.argmax(-1), self.eos).tolist()
-        for row, ends in enumerate(would_end):
-            if ends and self.natural_end[row] is None:
-                self.natural_end[row] = input_ids.shape[-1] - self.prompt_len
-        return scores.index_fill(-1, self.eos, float("-inf"))
-
-
-def _eos_ids(model: TransformerBridge, hf: torch.nn.Module) -> list[int]:
-    ids = hf.generation_config.eos_token_id
-    ids = [] if ids is None else [ids] if isinstance(ids, int) else list(ids)
-    if model.tokenizer.eos_token_id is not None:
-        ids.append(model.tokenizer.eos_token_id)
-    return ids
-
-
 def check_traces(traces: Sequence[Trace], model: TransformerBridge, source: str = "traces") -> None:
     """Raise unless every trace can belong to `model`: hashes recorded in its settings match the
     model's, its token ids are inside the vocabulary and it fits the context."""
@@ -239,32 +189,11 @@ def _resume(path: Path, settings: dict) -> dict[int, Trace]:
     return done
 
 
-@dataclass(frozen=True)
-class Decoding(Config):
-    """How traces are decoded: greedy, with a KV cache, `batch_size` problems at a time."""
-
-    max_new_tokens: int = option(MAX_NEW_TOKENS, "new tokens per trace", low=1)
-    seed: int = option(0, "random seed (greedy decoding draws nothing; kept for the record)", low=0)
-    stop_at_eos: bool = option(
-        True,
-        "end a trace at the end-of-sequence token; False forbids it, so every trace has exactly "
-        "max_new_tokens (where it would have ended is recorded as natural_end)",
-    )
-    chat_template: bool = option(True, "prompt with the model's chat template when it has one")
-    batch_size: int = option(
-        1,
-        "problems decoded together, prompts left-padded: one pass per step for the whole batch "
-        "(much faster for large models on a CPU); the tokens are those of one-at-a-time decoding "
-        "up to float rounding, which can flip a near-tied argmax in a long trace",
-        low=1,
-    )
-
-
 def generate_long_traces(
     model: TransformerBridge,
     problems: Sequence[Problem],
     out: str | Path,
-    decoding: Decoding = Decoding(),
+    decoding: Decoding | None = None,
     *,
     progress: bool = True,
 ) -> list[Trace]:
@@ -278,6 +207,7 @@ def generate_long_traces(
     answer in ~100 tokens; the paper's traces run to thousands), and `generation["natural_end"]`
     records how many new tokens came before the first step where greedy decoding would have
     ended (None if it never would have): tokens after it continue past the model's answer."""
+    decoding = decoding or Decoding()
     if not problems:
         raise ValueError("no problems given; load some with circuits.corpus.load_problems()")
     if len({p.id for p in problems}) != len(problems):
@@ -327,18 +257,6 @@ def _new_prompts(
     return prompts
 
 
-def _left_padded(prompts: Sequence[list[int]], pad: int, device) -> tuple[Tensor, Tensor]:
-    """The prompts as one left-padded batch of ids and its attention mask (0 on padding), so
-    every row's next token sits in the last column."""
-    width = max(len(p) for p in prompts)
-    ids = torch.full((len(prompts), width), pad, dtype=torch.long, device=device)
-    mask = torch.zeros_like(ids)
-    for row, prompt in enumerate(prompts):
-        ids[row, width - len(prompt) :] = torch.tensor(prompt, device=device)
-        mask[row, width - len(prompt) :] = 1
-    return ids, mask
-
-
 def _greedy_batch(
     model: TransformerBridge,
     hf: torch.nn.Module,
@@ -347,28 +265,14 @@ def _greedy_batch(
     settings: dict,
     bar: tqdm,
 ) -> list[Trace]:
-    """`problems` by KV-cached greedy decoding with `hf` (the bridge's plain HF model), in one
-    left-padded batch; each trace is its prompt and its new tokens up to its own end."""
+    """`problems` decoded in one batch (`circuits.decoding.greedy_batch`) as traces: each its
+    prompt and its new tokens up to its own end, with the settings and the batch's timings."""
     tok = model.tokenizer
-    eos = _eos_ids(model, hf)
-    pad = tok.pad_token_id if tok.pad_token_id is not None else tok.eos_token_id
-    ids, mask = _left_padded(prompts, pad, next(hf.parameters()).device)
-    torch.manual_seed(settings["seed"])
-    suppress = None if settings["stop_at_eos"] else _SuppressEos(eos, ids.shape[1], len(prompts))
-    start = time.perf_counter()
-    with torch.no_grad():
-        seqs = hf.generate(
-            ids, attention_mask=mask, max_new_tokens=settings["max_new_tokens"], do_sample=False,
-            use_cache=True, pad_token_id=pad, streamer=_TokenBar(bar),
-            logits_processor=LogitsProcessorList([suppress] if suppress else []),
-        )[:, ids.shape[1] :].tolist()  # fmt: skip
-    seconds = time.perf_counter() - start
-    news = [_until_eos(s, eos) if settings["stop_at_eos"] else s for s in seqs]
-    bar.update(len(news) * settings["max_new_tokens"] - sum(map(len, news)))  # ended at EOS
+    out = greedy_batch(model, hf, prompts, _decoding_of(settings), bar)
     timing = {
-        "seconds": round(seconds, 3),
+        "seconds": round(out.seconds, 3),
         "batch_size": len(prompts),
-        "tokens_per_s": round(sum(map(len, news)) / seconds, 2),
+        "tokens_per_s": round(sum(map(len, out.new)) / out.seconds, 2),
         "peak_rss_mib": peak_rss_mib(),
     }
     return [
@@ -385,19 +289,18 @@ def _greedy_batch(
                 **settings,
                 "new_tokens": len(new),
                 **timing,
-                **({} if suppress is None else {"natural_end": suppress.natural_end[row]}),
+                **({} if out.natural_end is None else {"natural_end": out.natural_end[row]}),
             },
         )  # fmt: skip
-        for row, (p, prompt, new) in enumerate(zip(problems, prompts, news, strict=True))
+        for row, (p, prompt, new) in enumerate(zip(problems, prompts, out.new, strict=True))
     ]
 
 
-def _until_eos(new: list[int], eos: Sequence[int]) -> list[int]:
-    """`new` cut after its first end-of-sequence token (rows of a batch that ended early are
-    padded on to the batch's end)."""
-    stops = set(eos)
-    end = next((i for i, t in enumerate(new) if t in stops), len(new) - 1)
-    return new[: end + 1]
+def _decoding_of(settings: dict) -> Decoding:
+    return Decoding(
+        max_new_tokens=settings["max_new_tokens"], seed=settings["seed"],
+        stop_at_eos=settings["stop_at_eos"],
+    )  # fmt: skip
 
 
 def check_trace_file(out: str | Path) -> Path:
@@ -409,7 +312,7 @@ def check_trace_file(out: str | Path) -> Path:
 def generate_long_file(
     model: str,
     out: str | Path,
-    decoding: Decoding = Decoding(),
+    decoding: Decoding | None = None,
     *,
     n: int | None = None,
     problems: str | Path = PROBLEMS_PATH,

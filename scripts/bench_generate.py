@@ -17,7 +17,8 @@ from pathlib import Path
 import torch
 
 from circuits.corpus import load_problems
-from circuits.generation import Decoding, generate_long_traces
+from circuits.decoding import Decoding
+from circuits.generation import generate_long_traces
 from circuits.models import load_model
 
 

@@ -9,8 +9,8 @@ import pytest
 import torch
 
 from circuits.corpus import Problem, prompt_ids, read_traces, write_traces
+from circuits.decoding import Decoding
 from circuits.generation import (
-    Decoding,
     generate_long_traces,
     load_traces,
     weights_sha256,
@@ -105,11 +105,11 @@ def test_batched_traces_equal_one_at_a_time(tiny, tmp_path, stop_at_eos):
 def test_a_batch_cuts_each_trace_after_its_own_eos(tiny):
     """A row that ends early is padded on (with EOS here) by `generate`; its trace keeps its
     tokens up to and with its first EOS."""
-    from circuits import generation
+    from circuits import decoding
 
     eos = tiny.tokenizer.eos_token_id
-    assert generation._until_eos([5, 6, eos, eos, eos], [eos]) == [5, 6, eos]
-    assert generation._until_eos([5, 6, 7], [eos]) == [5, 6, 7]
+    assert decoding._until_eos([5, 6, eos, eos, eos], [eos]) == [5, 6, eos]
+    assert decoding._until_eos([5, 6, 7], [eos]) == [5, 6, 7]
 
 
 def test_too_long_for_the_context_is_refused_before_generating(tiny, tmp_path):
