@@ -72,9 +72,7 @@ RESUME_KEYS = (
 dates may differ)."""
 
 
-def _settings(
-    model: TransformerBridge, max_new_tokens: int, seed: int, chat: bool, stop_at_eos: bool
-) -> dict:
+def _settings(model: TransformerBridge, decoding: Decoding, chat: bool) -> dict:
     from importlib.metadata import version
 
     info = getattr(model, "circuits_info", None)
@@ -83,9 +81,9 @@ def _settings(
         "gguf_sha256": info.gguf_sha256 if info else None,
         "source": info.source if info else None,
         "decoding": "greedy",
-        "max_new_tokens": max_new_tokens,
-        "stop_at_eos": stop_at_eos,
-        "seed": seed,
+        "max_new_tokens": decoding.max_new_tokens,
+        "stop_at_eos": decoding.stop_at_eos,
+        "seed": decoding.seed,
         "chat_template": chat,
         "instruction": INSTRUCTION,
         "dtype": str(model.cfg.dtype).removeprefix("torch."),
@@ -216,7 +214,7 @@ def generate_long_traces(
     if not out.parent.is_dir():
         raise FileNotFoundError(f"folder {out.parent} does not exist; create it first")
     chat = bool(decoding.chat_template and getattr(model.tokenizer, "chat_template", None))
-    settings = _settings(model, decoding.max_new_tokens, decoding.seed, chat, decoding.stop_at_eos)
+    settings = _settings(model, decoding, chat)
     done = _resume(out, settings)
     todo = _new_prompts(model, problems, done, out, settings)
     hf = plain_hf_model(model)
@@ -228,7 +226,8 @@ def generate_long_traces(
         bar.set_postfix(
             problems=f"{batch[0].id}-{batch[-1].id}", done=f"{len(done)}/{len(problems)}"
         )
-        for trace in _greedy_batch(model, hf, batch, [todo[p.id] for p in batch], settings, bar):
+        prompts = [todo[p.id] for p in batch]
+        for trace in _greedy_batch(model, hf, batch, prompts, decoding, settings, bar):
             done[trace.id] = trace
         write_traces([done[i] for i in sorted(done)], out)
     bar.close()
@@ -262,13 +261,14 @@ def _greedy_batch(
     hf: torch.nn.Module,
     problems: Sequence[Problem],
     prompts: Sequence[list[int]],
+    decoding: Decoding,
     settings: dict,
     bar: tqdm,
 ) -> list[Trace]:
     """`problems` decoded in one batch (`circuits.decoding.greedy_batch`) as traces: each its
     prompt and its new tokens up to its own end, with the settings and the batch's timings."""
     tok = model.tokenizer
-    out = greedy_batch(model, hf, prompts, _decoding_of(settings), bar)
+    out = greedy_batch(model, hf, prompts, decoding, bar)
     timing = {
         "seconds": round(out.seconds, 3),
         "batch_size": len(prompts),
@@ -294,13 +294,6 @@ def _greedy_batch(
         )  # fmt: skip
         for row, (p, prompt, new) in enumerate(zip(problems, prompts, out.new, strict=True))
     ]
-
-
-def _decoding_of(settings: dict) -> Decoding:
-    return Decoding(
-        max_new_tokens=settings["max_new_tokens"], seed=settings["seed"],
-        stop_at_eos=settings["stop_at_eos"],
-    )  # fmt: skip
 
 
 def check_trace_file(out: str | Path) -> Path:
