@@ -234,6 +234,7 @@ def _cmd_trigger(args: argparse.Namespace) -> int:
     from circuits._io import atomic_folder
     from circuits.report.trigger_plots import plot_trigger_experiment
     from circuits.trigger import (
+        ExperimentGrid,
         TrainConfig,
         TriggerModelConfig,
         TriggerTask,
@@ -248,18 +249,15 @@ def _cmd_trigger(args: argparse.Namespace) -> int:
     args.kept = f"; finished runs are kept in {runs}: add --resume to continue"
     task = TriggerTask(**given(("seq_len", "d_content", "n_triggers")))
     train = TrainConfig(**given(("steps", "lr", "weight_decay")))
-    exp = run_experiment(
+    grid = ExperimentGrid(
         attentions=args.attention,
         sizes=list(zip(args.layers, args.heads, strict=True)),
         seeds=args.seeds,
-        task=task,
-        train_config=train,
         d_model=args.d_model,
         d_mlp=args.d_mlp,
         init_scale=TriggerModelConfig.init_scale if args.init_scale is None else args.init_scale,
-        runs_dir=runs,
-        resume=args.resume,
     )
+    exp = run_experiment(grid, task, train, runs_dir=runs, resume=args.resume)
     with atomic_folder(out, {"experiment": "trigger"}) as tmp:
         paths = save_experiment(exp, tmp) + plot_trigger_experiment(exp, tmp)
     print(exp.summary().to_string(index=False))

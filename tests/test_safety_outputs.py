@@ -131,10 +131,11 @@ def test_trigger_twice_behaves_like_p0(tmp_path, capsys):
     assert cli.main(argv) == 0  # the same command again: replaces its own output
     assert sorted(p.name for p in tmp_path.iterdir()) == ["t"]
     # Runs left by an interrupted run: the message names --resume, and --resume uses them.
-    from circuits.trigger import TrainConfig, run_experiment
+    from circuits.trigger import ExperimentGrid, TrainConfig, run_experiment
 
-    run_experiment(["softmax"], [(1, 1)], [0], train_config=TrainConfig(steps=5),
-                   runs_dir=tmp_path / "t.runs", progress=False)  # fmt: skip
+    grid = ExperimentGrid(["softmax"], [(1, 1)], [0])
+    run_experiment(grid, train_config=TrainConfig(steps=5), runs_dir=tmp_path / "t.runs",
+                   progress=False)  # fmt: skip
     capsys.readouterr()
     assert cli.main(argv) == 2
     err = _err(capsys)

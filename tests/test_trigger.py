@@ -329,22 +329,30 @@ def test_bad_numbers_are_refused(make, message):
     ],
 )
 def test_a_bad_experiment_fails_before_any_training(monkeypatch, kwargs, message):
+    import dataclasses
+
     import circuits.trigger.experiment as ex
+    from circuits.trigger import Bounds
 
     trained = []
     monkeypatch.setattr(ex, "train_model", lambda *a, **k: trained.append(a))
+
+    def only(cls) -> dict:
+        names = {f.name for f in dataclasses.fields(cls)}
+        return {k: kwargs.pop(k) for k in list(kwargs) if k in names}
+
     with pytest.raises(ValueError, match=message):
-        ex.run_experiment(**{"sizes": ((1, 1),), "progress": False, **kwargs})
+        grid = ex.ExperimentGrid(**{"sizes": ((1, 1),), **only(ex.ExperimentGrid)})
+        bounds = Bounds(**only(Bounds))
+        ex.run_experiment(grid, bounds=bounds, progress=False, **kwargs)
     assert trained == []
 
 
 def _tiny_experiment(**kwargs):
-    from circuits.trigger import run_experiment
+    from circuits.trigger import ExperimentGrid, run_experiment
 
     return run_experiment(
-        attentions=("softmax",),
-        sizes=((1, 1),),
-        seeds=(0, 1, 2),
+        ExperimentGrid(attentions=("softmax",), sizes=((1, 1),), seeds=(0, 1, 2)),
         train_config=TrainConfig(steps=30, n_checkpoints=2, eval_examples=32),
         progress=False,
         **kwargs,
@@ -406,9 +414,7 @@ def test_an_interrupted_experiment_resumes_without_retraining(tmp_path, monkeypa
     _identical(resumed, whole)
     with pytest.raises(ValueError, match="trained with other settings"):
         ex.run_experiment(
-            attentions=("softmax",),
-            sizes=((1, 1),),
-            seeds=(0,),
+            ex.ExperimentGrid(attentions=("softmax",), sizes=((1, 1),), seeds=(0,)),
             train_config=TrainConfig(steps=31),
             runs_dir=runs,
             resume=True,
@@ -418,9 +424,9 @@ def test_an_interrupted_experiment_resumes_without_retraining(tmp_path, monkeypa
 
 KILLED_EXPERIMENT = """
 import sys
-from circuits.trigger import TrainConfig, run_experiment
+from circuits.trigger import ExperimentGrid, TrainConfig, run_experiment
 run_experiment(
-    attentions=("softmax",), sizes=((1, 1),), seeds=(0, 1, 2),
+    ExperimentGrid(attentions=("softmax",), sizes=((1, 1),), seeds=(0, 1, 2)),
     train_config=TrainConfig(steps=30, n_checkpoints=2, eval_examples=32),
     progress=False, runs_dir=sys.argv[1],
 )

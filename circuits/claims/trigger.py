@@ -9,9 +9,7 @@ import torch
 from circuits.claims.config import ClaimsConfig
 from circuits.claims.table import Claim, ClaimsTable, claim_row
 from circuits.trigger import (
-    ERROR_BOUND,
-    SINK_BOUND,
-    ZERO_BOUND,
+    Bounds,
     TrainConfig,
     TriggerModelConfig,
     TriggerTask,
@@ -35,7 +33,7 @@ MODELS = (("softmax", 1, 1), ("relu", 1, 1), ("softmax", 2, 2))
 ReLU solution."""
 
 
-BOUNDS = {"sink_bound": SINK_BOUND, "zero_bound": ZERO_BOUND, "error_bound": ERROR_BOUND}
+BOUNDS = Bounds()
 """The theorems' bounds (`circuits.trigger.measure`: "~1", "~0", "small error")."""
 
 
@@ -44,13 +42,13 @@ def theorem_rows(m, label: str, config: ClaimsConfig) -> list[Claim]:
     top = m.strongest_sink()
     per_example = m.bos_nontrigger_per_example[top.layer][top.head]
     rows = []
-    for check in check_theorems(m, **BOUNDS):
+    for check in check_theorems(m, BOUNDS):
         if check.detail == "not this theorem's setting":
             continue
         bound = "zero_bound" if check.theorem == "theorem 3" else "sink_bound"
         rows.append(
             claim_row(
-                config, per_example, bound, ok=check.held, bound=BOUNDS[bound],
+                config, per_example, bound, ok=check.held, bound=getattr(BOUNDS, bound),
                 family="trigger", claim=f"trigger.{check.theorem.replace(' ', '')}", paper=PAPER,
                 wording=WORDING[check.theorem], measurement=f"{label}: mean BOS attention of "
                 f"its strongest head (L{top.layer}.H{top.head}) at non-trigger positions",

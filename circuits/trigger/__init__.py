@@ -16,6 +16,7 @@ from circuits.trigger.circuit import (
 )
 from circuits.trigger.data import TriggerBatch, TriggerTask, make_batch, trigger_targets
 from circuits.trigger.experiment import (
+    ExperimentGrid,
     TriggerExperiment,
     TriggerRun,
     run_experiment,
@@ -25,6 +26,7 @@ from circuits.trigger.measure import (
     ERROR_BOUND,
     SINK_BOUND,
     ZERO_BOUND,
+    Bounds,
     HeadBOS,
     TheoremCheck,
     TriggerMeasurement,
@@ -57,7 +59,9 @@ __all__ = [
     "SINK_BOUND",
     "SINK_THRESHOLD",
     "ZERO_BOUND",
+    "Bounds",
     "Checkpoint",
+    "ExperimentGrid",
     "HeadBOS",
     "HeadRole",
     "TheoremCheck",

@@ -1,7 +1,8 @@
 """The paper's experiment: train softmax and ReLU models of several sizes over several seeds,
 measure task error and BOS attention, check each theorem's prediction, tabulate.
 
-    exp = run_experiment(attentions=("softmax", "relu"), sizes=((1, 1), (4, 4)), seeds=(0, 1, 2))
+    grid = ExperimentGrid(attentions=("softmax", "relu"), sizes=((1, 1), (4, 4)), seeds=(0, 1, 2))
+    exp = run_experiment(grid)
     exp.summary()          # mean ± sd over seeds per attention kind and size
     save_experiment(exp, "out/trigger")
 
@@ -30,12 +31,9 @@ from circuits.trigger.circuit import (
 )
 from circuits.trigger.data import TriggerTask
 from circuits.trigger.measure import (
-    ERROR_BOUND,
-    SINK_BOUND,
-    ZERO_BOUND,
+    Bounds,
     TheoremCheck,
     TriggerMeasurement,
-    check_bounds,
     check_theorems,
     measure,
 )
@@ -98,8 +96,8 @@ class TriggerExperiment:
     task: TriggerTask
     train_config: TrainConfig
     """Shared by every run except for the seed."""
-    model_kwargs: dict
-    bounds: dict
+    grid: ExperimentGrid
+    bounds: Bounds
     runs: list[TriggerRun]
 
     def table(self) -> pd.DataFrame:
@@ -143,8 +141,8 @@ class TriggerExperiment:
         return {
             "task": self.task.to_dict(),
             "train_config": self.train_config.to_dict(),
-            "model_kwargs": self.model_kwargs,
-            "bounds": self.bounds,
+            "model_kwargs": self.grid.model_kwargs(),
+            "bounds": self.bounds.to_dict(),
             "summary": self.summary().to_dict(orient="records"),
             "runs": [
                 {
@@ -204,45 +202,69 @@ def _finished(path: Path, task, cfg, tc) -> TrainResult | None:
     return result
 
 
+@dataclass(frozen=True)
+class ExperimentGrid:
+    """The models an experiment trains: one per attention kind x (layers, heads) size x seed,
+    all of one width and initial scale. Checked when made (no repeated kind, size or seed;
+    every model config valid), so a bad grid fails before any training."""
+
+    attentions: Sequence[str] = ATTENTION_KINDS
+    sizes: Sequence[tuple[int, int]] = ((1, 1), (4, 4))
+    seeds: Sequence[int] = (0, 1, 2)
+    d_model: int = 32
+    d_mlp: int | None = None
+    init_scale: float = TriggerModelConfig.init_scale
+
+    def __post_init__(self) -> None:
+        for name in ("attentions", "sizes", "seeds"):  # hashable and unchanged after checking
+            object.__setattr__(self, name, tuple(map(_frozen, getattr(self, name))))
+        _check_grid(self.attentions, self.sizes, self.seeds)
+        self.model_configs(TriggerTask())
+
+    def model_kwargs(self) -> dict:
+        """The settings every model shares."""
+        return {"d_model": self.d_model, "d_mlp": self.d_mlp, "init_scale": self.init_scale}
+
+    def model_configs(self, task: TriggerTask) -> list[TriggerModelConfig]:
+        """One config per (attention kind, size), in the grid's order."""
+        return [
+            TriggerModelConfig.for_task(
+                task, n_layers=L, n_heads=H, attention=kind, **self.model_kwargs()
+            )
+            for kind in self.attentions
+            for L, H in self.sizes
+        ]
+
+
+def _frozen(value):
+    return tuple(value) if isinstance(value, list) else value
+
+
 def run_experiment(
-    attentions: Sequence[str] = ATTENTION_KINDS,
-    sizes: Sequence[tuple[int, int]] = ((1, 1), (4, 4)),
-    seeds: Sequence[int] = (0, 1, 2),
+    grid: ExperimentGrid | None = None,
     task: TriggerTask | None = None,
     train_config: TrainConfig | None = None,
-    d_model: int = 32,
-    d_mlp: int | None = None,
-    init_scale: float = TriggerModelConfig.init_scale,
-    sink_bound: float = SINK_BOUND,
-    zero_bound: float = ZERO_BOUND,
-    error_bound: float = ERROR_BOUND,
+    bounds: Bounds | None = None,
     progress: bool = True,
     runs_dir: str | Path | None = None,
     resume: bool = False,
 ) -> TriggerExperiment:
-    """Train one model per (attention kind, (layers, heads), seed), measure each on its
-    evaluation batch and check the theorems with the given bounds. `task` and `train_config`
-    default to `TriggerTask()` and `TrainConfig()`; the train config's seed is replaced per run.
+    """Train every model of `grid`, measure each on its evaluation batch and check the
+    theorems with `bounds`. `grid`, `task`, `train_config` and `bounds` default to
+    `ExperimentGrid()`, `TriggerTask()`, `TrainConfig()` and `Bounds()`; the train config's
+    seed is replaced per run.
 
-    Every argument is checked before any training (no repeated kind, size or seed; numbers
-    finite and in range). With `runs_dir`, each run is saved there when it finishes; with
-    `resume`, runs already there (same settings) are read back instead of trained.
+    With `runs_dir`, each run is saved there when it finishes; with `resume`, runs already
+    there (same settings) are read back instead of trained. Everything is checked first.
     """
-    task = task or TriggerTask()
-    train_config = train_config or TrainConfig()
-    _check_grid(attentions, sizes, seeds)
-    check_bounds(sink_bound, zero_bound, error_bound)
+    grid, task = grid or ExperimentGrid(), task or TriggerTask()
+    train_config, bounds = train_config or TrainConfig(), bounds or Bounds()
     runs_dir = None if runs_dir is None else Path(runs_dir)
     _check_runs_dir(runs_dir, resume)
-    model_kwargs = {"d_model": d_model, "d_mlp": d_mlp, "init_scale": init_scale}
-    bounds = {"sink_bound": sink_bound, "zero_bound": zero_bound, "error_bound": error_bound}
-    configs = [
-        TriggerModelConfig.for_task(task, n_layers=L, n_heads=H, attention=kind, **model_kwargs)
-        for kind in attentions
-        for L, H in sizes
-    ]  # built first so a bad size fails before any training
     plan = [
-        (cfg, dataclasses.replace(train_config, seed=seed)) for cfg in configs for seed in seeds
+        (cfg, dataclasses.replace(train_config, seed=seed))
+        for cfg in grid.model_configs(task)
+        for seed in grid.seeds
     ]
     saved = _saved_runs(runs_dir, task, plan, resume)
     runs = []
@@ -254,10 +276,11 @@ def run_experiment(
             if path is not None:
                 save_result(result, path)
         m = measure(result.model, eval_batch(task, tc))
-        checks = check_theorems(m, sink_bound, zero_bound, error_bound)
-        runs.append(TriggerRun(seed=tc.seed, measurement=m, checks=checks, train=result))
+        runs.append(
+            TriggerRun(seed=tc.seed, measurement=m, checks=check_theorems(m, bounds), train=result)
+        )
     return TriggerExperiment(
-        task=task, train_config=train_config, model_kwargs=model_kwargs, bounds=bounds, runs=runs
+        task=task, train_config=train_config, grid=grid, bounds=bounds, runs=runs
     )
 
 

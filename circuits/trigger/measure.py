@@ -169,25 +169,31 @@ class TheoremCheck:
         return asdict(self)
 
 
-def check_bounds(sink_bound: float, zero_bound: float, error_bound: float) -> None:
-    """The theorem bounds: BOS attention shares in 0..1, a positive relative error."""
-    check_float("sink_bound", sink_bound, 0.0, 1.0)
-    check_float("zero_bound", zero_bound, 0.0, 1.0)
-    check_float("error_bound", error_bound, 0.0, low_open=True)
+@dataclass(frozen=True)
+class Bounds:
+    """The theorems' thresholds, checked when made: BOS attention that counts as "≈ 1" and as
+    "≈ 0" (shares in 0..1), and the relative trigger error that counts as "small" (> 0)."""
+
+    sink_bound: float = SINK_BOUND
+    zero_bound: float = ZERO_BOUND
+    error_bound: float = ERROR_BOUND
+
+    def __post_init__(self) -> None:
+        check_float("sink_bound", self.sink_bound, 0.0, 1.0)
+        check_float("zero_bound", self.zero_bound, 0.0, 1.0)
+        check_float("error_bound", self.error_bound, 0.0, low_open=True)
+
+    def to_dict(self) -> dict:
+        return asdict(self)
 
 
-def check_theorems(
-    m: TriggerMeasurement,
-    sink_bound: float = SINK_BOUND,
-    zero_bound: float = ZERO_BOUND,
-    error_bound: float = ERROR_BOUND,
-) -> list[TheoremCheck]:
+def check_theorems(m: TriggerMeasurement, bounds: Bounds = Bounds()) -> list[TheoremCheck]:
     """Theorem 1 (1-layer 1-head softmax with small error: BOS attention ≈ 1 at non-trigger
     positions), Theorem 2 (any other softmax model with small error: some head ≈ 1), Theorem 3's
     experimental prediction (ReLU: every head ≈ 0, with small error). "≈ 1" is a mean at least
     `sink_bound`, "≈ 0" at most `zero_bound`, "small error" a relative trigger error at most
-    `error_bound`."""
-    check_bounds(sink_bound, zero_bound, error_bound)
+    `error_bound` (`bounds`)."""
+    sink_bound, zero_bound, error_bound = bounds.sink_bound, bounds.zero_bound, bounds.error_bound
     solved = m.rel_error_trigger <= error_bound
     err = f"relative trigger error {m.rel_error_trigger:.4f} (bound {error_bound})"
     top = m.strongest_sink()
