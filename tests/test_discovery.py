@@ -270,6 +270,20 @@ def test_text_files_and_errors(tmp_path, tiny):
         DiscoveryConfig(target=1.5)
 
 
+def test_mismatched_text_sets_are_refused_before_any_forward(monkeypatch, tiny, tokens):
+    import circuits.discovery.pipeline as pipeline
+
+    def no_runner(*args, **kwargs):
+        raise AssertionError("a runner was built before the texts were checked")
+
+    monkeypatch.setattr(pipeline, "EdgeRunner", no_runner)
+    metric = p0_attention([2, 3])
+    with pytest.raises(ValueError, match="cut both to the same length"):
+        discover(tiny, tokens, tokens[:, :-1], metric)
+    with pytest.raises(ValueError, match="per-text positions .* need heldout_positions too"):
+        discover(tiny, tokens, tokens, metric, positions=[[1], [2], [1]])
+
+
 def test_a_metric_without_gradient_is_refused(tiny, tokens):
     flat = Metric(
         "argmax",

@@ -176,7 +176,7 @@ def _curve_values(runner, space, order, sizes, cfg) -> tuple[list[Tensor], Tenso
 def discover(
     model,
     fit_tokens: Int[Tensor, "text pos"] | Pairs,
-    heldout_tokens: Int[Tensor, "heldout pos"] | Pairs,
+    heldout_tokens: Int[Tensor, "heldout heldout_pos"] | Pairs,
     metric: Metric | Callable[[list], Metric] | None,
     *,
     positions: Sequence[int] | Sequence[Sequence[int]] | None = (0,),
@@ -198,11 +198,7 @@ def discover(
     cfg = config or DiscoveryConfig()
     # Pairs carry their own metric (metric None): each runner takes its texts' answers.
     metric_at = metric if callable(metric) and not isinstance(metric, Metric) else lambda p: metric
-    if fit_tokens.shape[1] != heldout_tokens.shape[1]:
-        raise ValueError(
-            f"fit texts have {fit_tokens.shape[1]} tokens but held-out texts "
-            f"{heldout_tokens.shape[1]}; cut both to the same length"
-        )
+    held_at = _check_texts(fit_tokens, heldout_tokens, positions, heldout_positions)
     torch.manual_seed(cfg.seed)
     fit = _runner(model, fit_tokens, metric_at, positions, cfg)
     log = (lambda line: print(line, file=sys.stderr, flush=True)) if progress else None
@@ -218,10 +214,6 @@ def discover(
     hit = hit if reached else len(grown["sizes"]) - 1
     n_top, mask = grown["sizes"][hit], grown["masks"][hit]
 
-    per_text = fit.positions and isinstance(fit.positions[0], list)
-    if per_text and heldout_positions is None:
-        raise ValueError("per-text positions for the fit texts need heldout_positions too")
-    held_at = heldout_positions if per_text else fit.positions
     held = _runner(model, heldout_tokens, metric_at, held_at, cfg)
     heldout, f_held, empty_held = _judge(held, mask, grown["masks"], cfg)
     done("held-out")
@@ -231,16 +223,26 @@ def discover(
     done("exact effects")
     curve = _curve_frame(grown, f_held)
     key = {s: scores.key(s, direction) for s in RankBy}
-    mib = {
-        "fit": _mib(fit, key, empty_fit, cfg),
-        "heldout": _mib(held, key, empty_held, cfg),
-    }
+    mib = {"fit": _mib(fit, key, empty_fit, cfg), "heldout": _mib(held, key, empty_held, cfg)}
     done("MIB areas")
-    circuit = EdgeCircuit(
+    return EdgeCircuit(
         fit, cfg, scores.values, mask, n_top, curve, grown["f_fit"][hit], reached, heldout,
         stability, direct, _band(curve, cfg.target_band), mib, scores.records,
     )  # fmt: skip
-    return circuit
+
+
+def _check_texts(fit_tokens, heldout_tokens, positions, heldout_positions):
+    """Before any forward: both text sets of one length; per-text fit positions need
+    per-text held-out positions. Returns the held-out texts' positions."""
+    if fit_tokens.shape[1] != heldout_tokens.shape[1]:
+        raise ValueError(
+            f"fit texts have {fit_tokens.shape[1]} tokens but held-out texts "
+            f"{heldout_tokens.shape[1]}; cut both to the same length"
+        )
+    per_text = bool(positions) and not isinstance(positions[0], int)
+    if per_text and heldout_positions is None:
+        raise ValueError("per-text positions for the fit texts need heldout_positions too")
+    return heldout_positions if per_text else positions
 
 
 def _runner(model, tokens, metric_at: Callable, positions, cfg: DiscoveryConfig) -> EdgeRunner:
