@@ -24,7 +24,6 @@ from circuits.graph.circuit import (
     sort_key,
     targets,
     thresholds,
-    validate,
 )
 from circuits.graph.compare import GraphComparison, compare, merge
 from circuits.graph.io import FORMATS, READABLE, atomic_write, convert, read, write
@@ -36,6 +35,7 @@ from circuits.graph.query import (
     strongest_path,
     subgraph_layers,
 )
+from circuits.graph.validate import validate
 
 __all__ = [
     "EDGE_ATTRS",

@@ -28,8 +28,9 @@ from typing import IO
 import networkx as nx
 
 from circuits._io import NON_FINITE_KEY, atomic_write, strict_json
-from circuits.graph.circuit import KIND_COLORS, sort_key, validate
+from circuits.graph.circuit import KIND_COLORS, sort_key
 from circuits.graph.dot import edge_width, read_dot, write_dot
+from circuits.graph.validate import validate
 
 FORMATS: dict[str, tuple[str, ...]] = {
     "graphml": (".graphml",),

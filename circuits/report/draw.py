@@ -34,8 +34,9 @@ from matplotlib.patches import FancyArrowPatch, FancyBboxPatch
 from matplotlib.path import Path as MplPath
 
 from circuits.config import Config, option
-from circuits.graph.circuit import KIND_COLORS, validate
+from circuits.graph.circuit import KIND_COLORS
 from circuits.graph.io import atomic_write
+from circuits.graph.validate import validate
 from circuits.report.circuit_layout import (
     FONT_SIZE,
     LAYOUTS,

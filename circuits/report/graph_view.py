@@ -23,7 +23,8 @@ from pathlib import Path
 
 import networkx as nx
 
-from circuits.graph.circuit import KIND_COLORS, validate
+from circuits.graph.circuit import KIND_COLORS
+from circuits.graph.validate import validate
 from circuits.report.circuit_layout import CircuitLayout, _point_on, circuit_layout, node_text
 from circuits.report.circuit_selection import circuit_edges
 from circuits.report.circuit_style import (
