@@ -146,17 +146,22 @@ def run_interventions(
             blocks_run += (stop - start + 1) * len(batch) * n_prompts
             bar.update(len(batch))
         bar.close()
-    stats = {
-        "n_runs": len(ops),
-        "n_run": len(todo),
-        "n_noop": len(reach) - len(todo),
-        "n_prompts": n_prompts,
-        "blocks_run": blocks_run,
-        "blocks_floor": sum(stop - starts[i] + 1 for i in reach) * n_prompts,
-        "blocks_full": len(ops) * n_prompts * n_layers,
-        "seconds": time.perf_counter() - t0,
-    }
+    stats = _stats(len(ops), len(todo), [starts[i] for i in reach], n_prompts, stop, n_layers)
+    stats.update(blocks_run=blocks_run, seconds=time.perf_counter() - t0)
     return PatchedRuns(values, baselines, stats)
+
+
+def _stats(n_runs: int, n_run: int, reach_starts, n_prompts: int, stop: int, n_layers: int):
+    """The counts `run_interventions` reports; `reach_starts`: first patched block of each run
+    that reaches the metric."""
+    return {
+        "n_runs": n_runs,
+        "n_run": n_run,
+        "n_noop": len(reach_starts) - n_run,
+        "n_prompts": n_prompts,
+        "blocks_floor": sum(stop - s + 1 for s in reach_starts) * n_prompts,
+        "blocks_full": n_runs * n_prompts * n_layers,
+    }
 
 
 def _run_batch(model, base: Capture, metric: Metric, ops, start: int, stop: int, final: bool):
