@@ -170,6 +170,21 @@ class PlantedSecondary:
         return self.l_start + self.lifetime - 1
 
 
+def _calibrate_writes(model, token: str, token_id: int, targets: dict, neuron: int, lay) -> None:
+    """Set each planted MLP's write on the sink direction so the token's component changes by
+    `targets[layer]`, measured on a probe text: the neuron's activation depends on the RMS norm
+    of the token's residual, which the write itself changes (so layers go in order)."""
+    probe = model.to_tokens("ab" + token + "cd" + token + "e")
+    where = (probe[0] == token_id).nonzero()[:, 0]
+    for layer, target in sorted(targets.items()):
+        hook = f"blocks.{layer}.mlp.hook_post"
+        _, cache = model.run_with_cache(probe, names_filter=[hook], stop_at_layer=layer + 1)
+        act = float(cache[hook][0, where, neuron].mean())
+        model.original_model.model.layers[layer].mlp.down_proj.weight[lay.sink, neuron] = (
+            target / act
+        )
+
+
 def planted_secondary_model(
     token: str = ",",
     *,
@@ -224,14 +239,12 @@ def planted_secondary_model(
 
         _plant_sink_heads(model, sink_layers, lay, gain=1.0)
 
-        # Calibrate the write and the removal on a probe text: the neuron's activation depends
-        # on the RMS norm of the token's residual, which the write itself changes.
-        probe = model.to_tokens("ab" + token + "cd" + token + "e")
-        where = (probe[0] == token_id).nonzero()[:, 0]
-        for layer, target in ((l_start, sink_write), (l_start + lifetime, -sink_write)):
-            _, cache = model.run_with_cache(
-                probe, names_filter=[f"blocks.{layer}.mlp.hook_post"], stop_at_layer=layer + 1
-            )
-            act = float(cache[f"blocks.{layer}.mlp.hook_post"][0, where, neuron].mean())
-            hf.model.layers[layer].mlp.down_proj.weight[lay.sink, neuron] = target / act
+        _calibrate_writes(
+            model,
+            token,
+            token_id,
+            {l_start: sink_write, l_start + lifetime: -sink_write},
+            neuron,
+            lay,
+        )
     return PlantedSecondary(model, token, token_id, l_start, lifetime, neuron, sink_layers, lay)
