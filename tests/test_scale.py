@@ -59,6 +59,31 @@ def test_chunked_leaves_the_model_as_it_was(tiny):
     assert seen, "hook_pattern no longer fires after a chunked run"
 
 
+def test_chunked_reuses_two_buffers_and_allows_gradients(tiny):
+    from circuits.sinks.chunked import column_sums
+
+    tokens = tiny.to_tokens(TEXTS[0])
+    valid = torch.ones_like(tokens, dtype=torch.bool)
+    with torch.no_grad():
+        eager = tiny(tokens)
+        with column_sums(tiny, valid, max_elements=300) as sums:
+            logits = tiny(tokens)
+    # Every chunk of every layer wrote into the same two buffers, none larger than a chunk
+    # (300 scores, or one query row of every head when that is more).
+    largest = max(300, tiny.cfg.n_heads * tokens.shape[1])
+    assert sorted(sums._scratch) == ["pattern", "scores"]
+    assert all(0 < buf.numel() <= largest for buf in sums._scratch.values())
+    assert (logits - eager).abs().max() < 1e-5
+    with column_sums(tiny, valid, max_elements=300) as graded:
+        out = tiny(tokens)
+    out[0, -1].sum().backward()  # out= tensors take no gradient: this run makes its own
+    assert not graded._scratch
+    assert tiny.blocks[0].attn.original_component.q_proj.weight.grad.abs().sum() > 0
+    tiny.zero_grad(set_to_none=True)
+    for layer, received in sums.received.items():
+        assert torch.allclose(received, graded.received[layer].detach(), atol=1e-6)
+
+
 def test_chunked_refuses_per_query(tiny):
     with pytest.raises(ValueError, match="per_query"):
         measure(tiny, TEXTS[:1], batching=Batching(chunked=True), per_query=True, progress=False)

@@ -40,8 +40,8 @@ from circuits.sinks.attention import later_query_counts
 ATTENTION_NAME = "circuits_chunked"
 """The name this attention function is registered under in transformers."""
 MAX_CHUNK_ELEMENTS = 2**24
-"""Scores per query chunk (batch x head x rows x keys): 64 MB in float32, a few times that
-while the chunk's softmax and masks are alive."""
+"""Scores per query chunk (batch x head x rows x keys): 64 MB in float32; the scores and the
+float32 pattern each live in one buffer reused by every chunk and layer (`ColumnSums.scratch`)."""
 CHUNKED_FROM = 2048
 """`circuits.sinks.runner` computes sink scores in chunks when a chunk's longest text has more
 tokens than this (a full pattern of 2,048 tokens is 16 MB per head)."""
@@ -55,6 +55,23 @@ class ColumnSums:
     max_elements: int = MAX_CHUNK_ELEMENTS
     received: dict[int, Float[Tensor, "batch head pos"]] = field(default_factory=dict)
     diagonal: dict[int, Float[Tensor, "batch head pos"]] = field(default_factory=dict)
+    _scratch: dict[str, Tensor] = field(default_factory=dict, repr=False)
+
+    def scratch(self, name: str, shape: tuple[int, ...], like: Tensor, dtype=None) -> Tensor | None:
+        """A tensor of `shape` in a buffer kept across chunks and layers, to write a chunk's
+        scores or pattern into (`out=`): chunk-sized tensors made anew cost page faults (half
+        the CPU time at 16k tokens) and fragment the heap. None while `like` takes gradients
+        (`out=` tensors cannot), so such a run makes its own."""
+        if torch.is_grad_enabled() and like.requires_grad:
+            return None
+        dtype = dtype or like.dtype
+        n = 1
+        for size in shape:
+            n *= size
+        buf = self._scratch.get(name)
+        if buf is None or buf.numel() < n or buf.dtype != dtype or buf.device != like.device:
+            buf = self._scratch[name] = torch.empty(n, dtype=dtype, device=like.device)
+        return buf[:n].view(shape)
 
     def sink_score(self, layer: int) -> Float[Tensor, "batch head pos"]:
         """`circuits.sinks.attention.sink_score` of this layer: mean of A[i, j] over valid
@@ -168,12 +185,18 @@ def chunked_attention(
         k0 = 0 if sliding_window is None else max(0, q0 - sliding_window + 1)
         # Heads h = g_kv * groups + g share key head g_kv (transformers' repeat_kv order).
         q = query[:, :, q0:q1].reshape(b, n_kv, groups * (q1 - q0), -1)
-        scores = (q @ key[:, :, k0:q1].transpose(-1, -2)).view(b, n_heads, q1 - q0, q1 - k0)
-        scores.mul_(scaling)  # in place: each new chunk-sized tensor costs page faults
+        shape = (b, n_kv, groups * (q1 - q0), q1 - k0)
+        scores = torch.matmul(
+            q, key[:, :, k0:q1].transpose(-1, -2), out=sums.scratch("scores", shape, q)
+        )
+        scores = scores.view(b, n_heads, q1 - q0, q1 - k0).mul_(scaling)
         if softcap is not None:
             scores = torch.tanh(scores / softcap) * softcap
         scores = _masked(scores, q0, k0, attention_mask, sliding_window)
-        pattern = torch.softmax(scores, dim=-1, dtype=torch.float32)
+        pattern = torch.softmax(
+            scores, dim=-1, dtype=torch.float32,
+            out=sums.scratch("pattern", tuple(scores.shape), scores, torch.float32),
+        )  # fmt: skip
         received[..., k0:q1] += torch.einsum("bhqk,bq->bhk", pattern, valid[:, q0:q1])
         diagonal[..., q0:q1] = pattern.diagonal(offset=q0 - k0, dim1=-2, dim2=-1)
         weights = pattern.to(query.dtype).reshape(b, n_kv, groups * (q1 - q0), q1 - k0)
