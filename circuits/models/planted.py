@@ -239,12 +239,6 @@ def planted_secondary_model(
 
         _plant_sink_heads(model, sink_layers, lay, gain=1.0)
 
-        _calibrate_writes(
-            model,
-            token,
-            token_id,
-            {l_start: sink_write, l_start + lifetime: -sink_write},
-            neuron,
-            lay,
-        )
+        writes = {l_start: sink_write, l_start + lifetime: -sink_write}
+        _calibrate_writes(model, token, token_id, writes, neuron, lay)
     return PlantedSecondary(model, token, token_id, l_start, lifetime, neuron, sink_layers, lay)
