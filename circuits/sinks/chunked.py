@@ -24,6 +24,7 @@ that does not call the registered function (the run then names the layers that d
 
 from __future__ import annotations
 
+import math
 from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
@@ -65,9 +66,7 @@ class ColumnSums:
         if torch.is_grad_enabled() and like.requires_grad:
             return None
         dtype = dtype or like.dtype
-        n = 1
-        for size in shape:
-            n *= size
+        n = math.prod(shape)
         buf = self._scratch.get(name)
         if buf is None or buf.numel() < n or buf.dtype != dtype or buf.device != like.device:
             buf = self._scratch[name] = torch.empty(n, dtype=dtype, device=like.device)
