@@ -1,5 +1,6 @@
-"""Small statistics the tracers share: a least-squares line (scipy's `linregress`) and the
-variance spectrum of a point cloud (PCA by singular values)."""
+"""Small statistics the tracers share: the fewest texts an interval is made from (`MIN_N`), a
+least-squares line (scipy's `linregress`) and the variance spectrum of a point cloud (PCA by
+singular values)."""
 
 from __future__ import annotations
 
@@ -11,6 +12,19 @@ import torch
 from jaxtyping import Float
 from scipy.stats import linregress
 from torch import Tensor
+
+MIN_N = 5
+"""The fewest items (texts) an interval is made from or shown for: below it a result shows
+"n too small" instead (a bootstrap over 1-4 texts gives an interval that only says n is small,
+e.g. 0.50 (0.50-0.50) from one text)."""
+
+N_TOO_SMALL = f"n too small (< {MIN_N})"
+"""What a table or text shows in place of an interval from fewer than `MIN_N` items."""
+
+
+def has_interval(n: int) -> bool:
+    """Whether `n` items are enough for an interval (`MIN_N`)."""
+    return n >= MIN_N
 
 
 @dataclass
