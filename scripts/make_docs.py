@@ -1,0 +1,188 @@
+"""Docs made from runs: every marked number and table in the Markdown docs is filled in from
+the committed run folders, so a number in the docs is the number a named run wrote.
+
+Two kinds of marks (HTML comments, invisible when the Markdown is rendered):
+
+    <!--v docs/p0/smollm2-135m heldout_faithfulness .2f-->0.82<!--/v-->
+        one value: RUN (a run folder holding summary.json, or a .json file), KEY (a dotted path
+        into the document; in a run folder's summary.json a first segment not found at the top
+        is looked up under "summary"; integers index lists), FORMAT (a Python format spec,
+        e.g. `.2f`, `,d`, `.1%`; `s` for text)
+    <!--table NAME ARG ...-->
+    ...
+    <!--/table-->
+        a whole table, made by the function registered under NAME in TABLES from the ARGs
+        (run folders)
+
+    python scripts/make_docs.py           # rewrite every marked doc in place (atomically)
+    python scripts/make_docs.py --check   # exit 1 and list each mark that differs from its run
+
+`tests/test_docs_from_runs.py` runs the check, so a number typed by hand over a mark, or a run
+re-made without regenerating the docs, fails the tests.
+"""
+
+from __future__ import annotations
+
+import argparse
+import difflib
+import json
+import re
+import sys
+from collections.abc import Callable
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+
+VALUE = re.compile(r"<!--v (?P<run>\S+) (?P<key>\S+) (?P<fmt>\S+?)-->(?P<text>.*?)<!--/v-->")
+TABLE = re.compile(
+    r"(?P<open><!--table (?P<name>\S+)(?P<args>(?: \S+)*)-->\n)(?P<body>.*?)(?P<close><!--/table-->)",
+    re.S,
+)
+
+
+def load_doc(run: str) -> dict:
+    """The JSON document behind RUN: `RUN/summary.json` for a folder, else the file itself."""
+    path = ROOT / run
+    if path.is_dir():
+        path = path / "summary.json"
+    if not path.is_file():
+        raise ValueError(f"{run}: no such run (looked for {path.relative_to(ROOT)})")
+    return json.loads(path.read_text(encoding="utf-8"))
+
+
+def lookup(doc: dict, key: str):
+    """The value at dotted `key` in `doc` (a run summary's first segment falls back to
+    doc["summary"])."""
+    parts = key.split(".")
+    if parts[0] not in doc and isinstance(doc.get("summary"), dict):
+        doc = doc["summary"]
+    value = doc
+    for part in parts:
+        try:
+            value = value[int(part)] if isinstance(value, list) else value[part]
+        except (KeyError, IndexError, ValueError, TypeError):
+            raise ValueError(f"key {key!r}: no {part!r} there") from None
+    return value
+
+
+def render_value(run: str, key: str, fmt: str) -> str:
+    value = lookup(load_doc(run), key)
+    if value is None:
+        return "n/a"
+    return str(value) if fmt == "s" else format(value, fmt)
+
+
+# ---------------------------------------------------------------------------------------------
+# Tables
+
+
+def _ci(summary: dict, key: str, digits: int = 2) -> str:
+    low, high = summary[key]
+    return f"{low:.{digits}f}-{high:.{digits}f}"
+
+
+def p0_headline(*runs: str) -> str:
+    """One row a P0 edge-circuit run: edges, held-out faithfulness with its interval, |1 - f|,
+    random circuits of the same size, the complement, edge stability."""
+    rows = [
+        "| model | run | edges (of all) | held-out f (95 % CI) | abs(1 - f) | random, same size "
+        "| complement | edge stability |",
+        "|---|---|---|---|---|---|---|---|",
+    ]
+    for run in runs:
+        s = lookup(load_doc(run), "summary")
+        f = s["heldout_faithfulness"]
+        rows.append(
+            f"| {s['model']} | `{run}` | {s['edge_circuit_edges']:,} of "
+            f"{s['edge_circuit_of_all_edges']:,} | {f:.2f} ({_ci(s, 'heldout_faithfulness_ci')}) "
+            f"| {abs(1 - f):.2f} | {s['random_faithfulness_mean']:.3f} +- "
+            f"{s['random_faithfulness_sd']:.3f} | {s['complement_faithfulness']:.3f} "
+            f"| {s['edge_stability_mean']:.2f} |"
+        )
+    return "\n".join(rows)
+
+
+TABLES: dict[str, Callable[..., str]] = {"p0_headline": p0_headline}
+"""Table makers by the NAME a `<!--table NAME ...-->` mark gives; each returns Markdown."""
+
+
+# ---------------------------------------------------------------------------------------------
+# Rendering and checking
+
+
+def render(text: str, where: str) -> str:
+    """`text` with every mark filled in from its run; a bad mark raises one clear line."""
+
+    def value(m: re.Match) -> str:
+        try:
+            new = render_value(m["run"], m["key"], m["fmt"])
+        except ValueError as err:
+            raise ValueError(f"{where}: {err}") from None
+        return f"<!--v {m['run']} {m['key']} {m['fmt']}-->{new}<!--/v-->"
+
+    def table(m: re.Match) -> str:
+        name, args = m["name"], m["args"].split()
+        if name not in TABLES:
+            raise ValueError(f"{where}: unknown table {name!r}; known: {', '.join(TABLES)}")
+        try:
+            body = TABLES[name](*args)
+        except ValueError as err:
+            raise ValueError(f"{where}: table {name}: {err}") from None
+        return f"{m['open']}{body}\n{m['close']}"
+
+    return VALUE.sub(value, TABLE.sub(table, text))
+
+
+def marked_docs() -> list[Path]:
+    """The Markdown files under the repository that hold at least one mark (run folders' own
+    generated summary.md files hold none)."""
+    paths = [ROOT / "README.md", *sorted((ROOT / "docs").rglob("*.md"))]
+    return [
+        p for p in paths if p.is_file() and ("<!--v " in (t := p.read_text()) or "<!--table " in t)
+    ]
+
+
+def differences(path: Path) -> list[str]:
+    """One line per stretch of `path` whose text differs from what its runs give."""
+    old = path.read_text(encoding="utf-8").splitlines()
+    new = render("\n".join(old), str(path.relative_to(ROOT))).splitlines()
+    out = []
+    for tag, i1, i2, j1, j2 in difflib.SequenceMatcher(a=old, b=new, autojunk=False).get_opcodes():
+        if tag != "equal":
+            have = " / ".join(line.strip() for line in old[i1:i2]) or "(nothing)"
+            want = " / ".join(line.strip() for line in new[j1:j2]) or "(nothing)"
+            out.append(f"{path.relative_to(ROOT)}:{i1 + 1}: is {have!r}; the runs give {want!r}")
+    return out
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument(
+        "--check", action="store_true", help="change nothing; exit 1 on a difference"
+    )
+    args = parser.parse_args(argv)
+    try:
+        bad = [line for path in marked_docs() for line in differences(path)]
+        if not args.check:
+            for path in marked_docs():
+                text = path.read_text(encoding="utf-8")
+                new = render(text, str(path.relative_to(ROOT)))
+                if new != text:
+                    tmp = path.with_name(f".{path.name}.tmp")
+                    tmp.write_text(new, encoding="utf-8")
+                    tmp.replace(path)
+                    print(f"rewrote {path.relative_to(ROOT)}")
+            return 0
+    except ValueError as err:
+        print(f"error: {err}", file=sys.stderr)
+        return 2
+    for line in bad:
+        print(line)
+    print(
+        f"{len(bad)} marked line(s) differ from their runs" if bad else "docs agree with their runs"
+    )
+    return 1 if bad else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,75 @@
+"""The docs' marked numbers and tables equal what their committed runs wrote
+(`scripts/make_docs.py`), and the marks themselves work: a hand-typed number over a mark fails."""
+
+import importlib.util
+import json
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parent.parent
+
+
+@pytest.fixture(scope="module")
+def make_docs():
+    spec = importlib.util.spec_from_file_location("make_docs", ROOT / "scripts" / "make_docs.py")
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+def test_every_marked_number_in_the_docs_is_its_runs(make_docs, capsys):
+    assert make_docs.main(["--check"]) == 0, capsys.readouterr().out
+
+
+@pytest.fixture
+def fake_root(make_docs, tmp_path, monkeypatch):
+    run = tmp_path / "docs" / "p0" / "m"
+    run.mkdir(parents=True)
+    summary = {
+        "model": "m",
+        "edge_circuit_edges": 1234,
+        "edge_circuit_of_all_edges": 30930,
+        "heldout_faithfulness": 0.8237,
+        "heldout_faithfulness_ci": [0.74, 0.92],
+        "random_faithfulness_mean": 0.001,
+        "random_faithfulness_sd": 0.002,
+        "complement_faithfulness": -0.01,
+        "edge_stability_mean": 0.9,
+    }
+    (run / "summary.json").write_text(json.dumps({"summary": summary, "settings": {"a": 1}}))
+    monkeypatch.setattr(make_docs, "ROOT", tmp_path)
+    return tmp_path
+
+
+def test_a_value_mark_takes_its_runs_number(make_docs, fake_root):
+    text = "kept <!--v docs/p0/m heldout_faithfulness .2f-->0.99<!--/v--> of it in "
+    text += "<!--v docs/p0/m edge_circuit_edges ,d-->1<!--/v--> edges (<!--v docs/p0/m settings.a d-->x<!--/v-->)"
+    out = make_docs.render(text, "t.md")
+    assert "-->0.82<!--" in out and "-->1,234<!--" in out and "-->1<!--/v-->)" in out
+
+
+def test_a_hand_typed_number_over_a_mark_is_reported(make_docs, fake_root):
+    doc = fake_root / "README.md"
+    doc.write_text("f <!--v docs/p0/m heldout_faithfulness .2f-->0.99<!--/v-->\n")
+    (bad,) = make_docs.differences(doc)
+    assert "README.md:1" in bad and "0.99" in bad and "0.82" in bad
+    assert make_docs.main(["--check"]) == 1
+    assert make_docs.main([]) == 0 and "-->0.82<!--" in doc.read_text()
+    assert make_docs.differences(doc) == []
+
+
+def test_a_table_mark_is_made_from_its_runs(make_docs, fake_root):
+    text = "<!--table p0_headline docs/p0/m-->\nold\n<!--/table-->\n"
+    out = make_docs.render(text, "t.md")
+    assert "| m | `docs/p0/m` | 1,234 of 30,930 | 0.82 (0.74-0.92) | 0.18 |" in out
+    assert "old" not in out
+
+
+def test_a_mark_naming_a_missing_run_or_key_is_one_clear_error(make_docs, fake_root):
+    with pytest.raises(ValueError, match="t.md: docs/p0/nope: no such run"):
+        make_docs.render("<!--v docs/p0/nope f .2f-->1<!--/v-->", "t.md")
+    with pytest.raises(ValueError, match="key 'nope'"):
+        make_docs.render("<!--v docs/p0/m nope .2f-->1<!--/v-->", "t.md")
+    with pytest.raises(ValueError, match="unknown table 'nope'"):
+        make_docs.render("<!--table nope-->\n<!--/table-->", "t.md")
