@@ -1,6 +1,7 @@
 """EAP-IG / MIB graph JSON: a file written by hand reads in and is judged on pairs; a circuit
-written out reads back with plain `json` under EAP-IG's node and edge names; grouped-query k/v
-inputs fan out per query head and fold back."""
+written out reads back with plain `json` under EAP-IG's node and edge names, with MIB's sign
+(supporting edges positive); files of the old sign are recognised; grouped-query k/v inputs fan
+out per query head and fold back."""
 
 from __future__ import annotations
 
@@ -12,7 +13,14 @@ import pytest
 from circuits.discovery import DiscoveryConfig, circuit_graph, discover, judge_saved
 from circuits.discovery.pairs import tokenize
 from circuits.discovery.saved import eap_ig_circuit
-from circuits.graph.eap_ig import all_edges, from_eap_ig, read_eap_ig, shape_of, write_eap_ig
+from circuits.graph.eap_ig import (
+    all_edges,
+    from_eap_ig,
+    old_sign,
+    read_eap_ig,
+    shape_of,
+    write_eap_ig,
+)
 
 ROWS = [
     {"clean": f"When {a}n and {b}b ran, {b}b gave it to", "corrupt":
@@ -46,12 +54,14 @@ def test_a_hand_written_eap_ig_file_reads_in_and_is_judged(tiny, pairs, tmp_path
     path.write_text(json.dumps(HAND))
     data = read_eap_ig(path)
     edges = from_eap_ig(data, n_kv_heads=2)
+    # MIB's sign (positive supports) read back as estimated effects (negative supports)
+    assert not old_sign(data)
     assert edges == {
-        "embed->L0.H0.v": 0.5,  # v of query head 1 is kv head 0 (group of 2)
-        "L0.H1->L1.MLP": -0.25,
-        "L1.MLP->L2.H1.k": pytest.approx(0.3),  # a2.h2<k> and a2.h3<k>: one shared input
-        "L2.H2->target:logits": 1.0,
-        "L1.MLP->target:logits": 0.1,
+        "embed->L0.H0.v": -0.5,  # v of query head 1 is kv head 0 (group of 2)
+        "L0.H1->L1.MLP": 0.25,
+        "L1.MLP->L2.H1.k": pytest.approx(-0.3),  # a2.h2<k> and a2.h3<k>: one shared input
+        "L2.H2->target:logits": -1.0,
+        "L1.MLP->target:logits": -0.1,
     }
     g = eap_ig_circuit(data, tiny, str(path))
     result = judge_saved(tiny, g, pairs, n_random=2, n_boot=20)
@@ -76,7 +86,8 @@ def test_a_circuit_written_out_reads_back_with_plain_json(tiny, pairs, tmp_path)
     g = circuit_graph(circuit, tiny, data="test pairs", metric_spec={"metric": "pairs"})
     path = write_eap_ig(g, tmp_path / "circuit.json", shape_of(tiny))
     d = json.loads(path.read_text())
-    assert d["cfg"] == {"n_layers": 4, "n_heads": 4, "parallel_attn_mlp": False, "d_model": 64}
+    assert d["cfg"] == {"n_layers": 4, "n_heads": 4, "parallel_attn_mlp": False, "d_model": 64,
+                        "score_convention": "mib"}  # fmt: skip
     want_nodes = {"input", "logits"} | {f"m{l}" for l in range(4)}  # noqa: E741
     want_nodes |= {f"a{l}.h{h}" for l in range(4) for h in range(4)}  # noqa: E741
     assert set(d["nodes"]) == want_nodes
@@ -96,6 +107,37 @@ def test_a_circuit_written_out_reads_back_with_plain_json(tiny, pairs, tmp_path)
     assert len(back) == len(direct)
     again = judge_saved(tiny, eap_ig_circuit(d, tiny), pairs[5:], n_random=2, n_boot=10)
     assert again["faithfulness"] == pytest.approx(circuit.heldout.faithfulness, abs=1e-5)
+
+
+def _hand_circuit(ungrouped: bool = False) -> nx.DiGraph:
+    g = nx.DiGraph(config=json.dumps({"kv_inputs": "ungrouped" if ungrouped else "grouped"}))
+    g.add_edge("L0.H1", "L2.H1.k", edge_kind="direct", estimated_effect=-2.0)  # supports
+    g.add_edge("L1.MLP", "target:logit_diff", edge_kind="direct", estimated_effect=0.5)  # opposes
+    g.add_edge("embed", "L1.MLP", edge_kind="direct", effect=-0.25)  # exact effect only
+    return g
+
+
+def test_an_exported_circuit_reads_with_mibs_sign(tiny, tmp_path):
+    shape = shape_of(tiny)
+    d = json.loads(write_eap_ig(_hand_circuit(), tmp_path / "c.json", shape).read_text())
+    scores = {k: v["score"] for k, v in d["edges"].items() if v["in_graph"]}
+    # MIB attributes the loss (minus the logit difference): supporting edges are positive
+    assert scores == {"a0.h1->a2.h2<k>": 2.0, "a0.h1->a2.h3<k>": 2.0, "m1->logits": -0.5,
+                      "input->m1": 0.25}  # fmt: skip
+    # MIB's CPR circuits take the largest signed scores first (apply_topn, absolute=False)
+    ranked = sorted(d["edges"], key=lambda k: d["edges"][k]["score"], reverse=True)
+    assert ranked[:2] == ["a0.h1->a2.h2<k>", "a0.h1->a2.h3<k>"] and ranked[-1] == "m1->logits"
+    assert from_eap_ig(d, n_kv_heads=2) == {"L0.H1->L2.H1.k": -2.0, "L1.MLP->target:logits": 0.5,
+                                            "embed->L1.MLP": -0.25}  # fmt: skip
+    # a file of the old sign (no mark, scores only on circuit edges) reads as it was meant
+    old = dict(d, cfg={k: v for k, v in d["cfg"].items() if k != "score_convention"})
+    old["edges"] = {k: dict(v, score=-v["score"]) for k, v in d["edges"].items()}
+    assert old_sign(old) and not old_sign(d)
+    assert from_eap_ig(old, n_kv_heads=2) == from_eap_ig(d, n_kv_heads=2)
+    # the ungrouped graph's k input of query head 1 is a1's own: one edge, no fan-out
+    u = write_eap_ig(_hand_circuit(ungrouped=True), tmp_path / "u.json", shape)
+    kept = {k for k, v in json.loads(u.read_text())["edges"].items() if v["in_graph"]}
+    assert "a0.h1->a2.h1<k>" in kept and len(kept) == 3
 
 
 def test_only_logit_circuits_have_an_eap_ig_form(tiny):

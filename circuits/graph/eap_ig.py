@@ -18,9 +18,20 @@ while here a key/value input is one per key/value head, shared by the query head
 (heads g*G .. g*G+G-1 for key/value head g, G = n_heads / n_kv_heads). Writing, the edge
 `s -> L3.H1.k` becomes the G edges `s->a3.h{G+0}<k>` ... `s->a3.h{2G-1}<k>`, each with the
 shared input's score; reading, those G edges become one, in the circuit when any of them is,
-scored by their mean. Circuits whose metric reads anything but the logits have no EAP-IG form.
-Scores are this library's `estimated_effect` where the graph has one (the metric change when the
-edge alone is ablated, as EAP-IG's scores are), else `effect`.
+scored by their mean. A circuit found on the ungrouped graph (`kv_inputs` "ungrouped" in its
+settings: one k and one v input per query head, as MIB's graph) maps one to one. Circuits whose
+metric reads anything but the logits have no EAP-IG form.
+
+Signs. EAP-IG and MIB attribute the loss, minus the logit difference, so an edge that supports
+the behaviour scores positive there (MIB's CPR circuits take the largest signed scores first).
+This library's graphs carry the opposite quantity, the metric change when the edge alone is
+ablated (`estimated_effect`, else the exact `effect`; negative = supports), so a written `score`
+is minus that, and reading turns a file's scores back into estimated effects (`from_eap_ig`).
+Files written here say so in their cfg (`"score_convention": "mib"`). Before that mark existed
+this library wrote the estimated effect itself as the score; such a file is recognised by the
+missing mark together with scores only on circuit edges (every edge outside the circuit scores
+exactly 0 and some circuit edge does not; EAP-IG and MIB score every edge), and its scores are
+read as the estimated effects they are.
 """
 
 from __future__ import annotations
@@ -36,6 +47,9 @@ from circuits._io import atomic_write
 _SENDER = re.compile(r"^(?:embed|L(\d+)\.(?:H(\d+)|MLP))$")
 _RECEIVER = re.compile(r"^L(\d+)\.(?:H(\d+)\.([qkv])|MLP)$")
 _EDGE = re.compile(r"^(input|a(\d+)\.h(\d+)|m(\d+))->(logits|m(\d+)|a(\d+)\.h(\d+)<([qkv])>)$")
+SCORE_CONVENTION = "mib"
+"""The cfg mark of files written with MIB's sign (score = attribution of the loss: positive
+supports); files without it and with scores on circuit edges only are this library's old ones."""
 
 
 def shape_of(model) -> dict:
@@ -86,33 +100,55 @@ def _receiver_names(node: str, group: int) -> list[str]:
     return [f"a{layer}.h{h}<{kind}>" for h in heads]
 
 
-def to_eap_ig(g: nx.DiGraph, shape: dict) -> dict:
-    """The EAP-IG graph dict of circuit graph `g` (its `direct` edges are the circuit) for a
-    model of `shape` (`shape_of`)."""
+def _kv_group(g: nx.DiGraph, shape: dict) -> int:
+    """Query heads per k/v input of the circuit's graph: 1 when it was found on the ungrouped
+    graph (its settings say kv_inputs "ungrouped"), else n_heads / n_kv_heads."""
+    try:
+        settings = json.loads(g.graph.get("config") or "{}")
+    except (TypeError, json.JSONDecodeError):
+        settings = {}
+    if isinstance(settings, dict) and settings.get("kv_inputs") == "ungrouped":
+        return 1
+    return int(shape["n_heads"]) // int(shape.get("n_kv_heads") or shape["n_heads"])
+
+
+def eap_ig_dict(edges: dict[str, tuple[float, bool]], shape: dict, group: int = 1) -> dict:
+    """The EAP-IG graph dict of a model of `shape` from this library's edges
+    {"sender->receiver input": (score, in circuit)}, scores already in MIB's sign (positive
+    supports). A k/v input shared by `group` query heads fans out to each of them. Every edge
+    of the model's EAP-IG graph is listed; edges not given score 0, outside the circuit."""
     n_layers, n_heads = int(shape["n_layers"]), int(shape["n_heads"])
-    group = n_heads // int(shape.get("n_kv_heads") or n_heads)
-    edges = {name: {"score": 0.0, "in_graph": False} for name in all_edges(n_layers, n_heads)}
-    for u, v, d in g.edges(data=True):
-        if d.get("edge_kind") != "direct":
-            continue
-        score = float(d.get("estimated_effect", d.get("effect", 0.0)))
+    out = {name: {"score": 0.0, "in_graph": False} for name in all_edges(n_layers, n_heads)}
+    for edge, (score, kept) in edges.items():
+        u, v = edge.split("->", 1)
         for child in _receiver_names(v, group):
             name = f"{_sender_name(u)}->{child}"
-            if name not in edges:
+            if name not in out:
                 raise ValueError(f"edge {u}->{v} ({name}) is outside a {n_layers}-layer, "
                                  f"{n_heads}-head model; give the shape of the model it was "
                                  "found on")  # fmt: skip
-            edges[name] = {"score": score, "in_graph": True}
+            out[name] = {"score": float(score), "in_graph": bool(kept)}
     nodes = {"input": False, "logits": False}
     for layer in range(n_layers):
         nodes.update({f"a{layer}.h{h}": False for h in range(n_heads)} | {f"m{layer}": False})
-    for name, e in edges.items():
+    for name, e in out.items():
         if e["in_graph"]:
             parent, child = name.split("->")
             nodes[parent] = nodes[re.sub(r"<[qkv]>$", "", child)] = True
     cfg = {"n_layers": n_layers, "n_heads": n_heads, "parallel_attn_mlp": False,
-           "d_model": int(shape["d_model"])}  # fmt: skip
-    return {"cfg": cfg, "nodes": {k: {"in_graph": v} for k, v in nodes.items()}, "edges": edges}
+           "d_model": int(shape["d_model"]), "score_convention": SCORE_CONVENTION}  # fmt: skip
+    return {"cfg": cfg, "nodes": {k: {"in_graph": v} for k, v in nodes.items()}, "edges": out}
+
+
+def to_eap_ig(g: nx.DiGraph, shape: dict) -> dict:
+    """The EAP-IG graph dict of circuit graph `g` (its `direct` edges are the circuit) for a
+    model of `shape` (`shape_of`), each circuit edge scored minus its estimated (else exact)
+    effect: MIB's sign, positive supports."""
+    edges = {}
+    for u, v, d in g.edges(data=True):
+        if d.get("edge_kind") == "direct":
+            edges[f"{u}->{v}"] = (-float(d.get("estimated_effect", d.get("effect", 0.0))), True)
+    return eap_ig_dict(edges, shape, _kv_group(g, shape))
 
 
 def write_eap_ig(g: nx.DiGraph, path: str | Path, shape: dict) -> Path:
@@ -165,11 +201,24 @@ def is_eap_ig(data) -> bool:
     return isinstance(data, dict) and {"cfg", "nodes", "edges"} <= set(data)
 
 
+def old_sign(data: dict) -> bool:
+    """True for a file this library wrote before it used MIB's sign (see the module docstring):
+    no score_convention mark, every edge outside the circuit scored exactly 0, some circuit
+    edge not."""
+    if data["cfg"].get("score_convention") == SCORE_CONVENTION:
+        return False
+    edges = [e for e in data["edges"].values() if isinstance(e, dict)]
+    outside = all(not e.get("score") for e in edges if not e.get("in_graph"))
+    return outside and any(e.get("score") for e in edges if e.get("in_graph"))
+
+
 def from_eap_ig(data: dict, n_kv_heads: int | None = None, source: str = "graph") -> dict:
-    """The circuit of an EAP-IG graph dict in this library's edge names:
-    {"sender->receiver": score} for every edge in the graph (in_graph), with the logits as
-    `target:logits`. `n_kv_heads` (default: n_heads) folds per-query-head k/v edges into the
-    shared inputs of a grouped-query model."""
+    """The circuit of an EAP-IG graph dict in this library's edge names and sign:
+    {"sender->receiver": estimated effect} for every edge in the graph (in_graph), with the
+    logits as `target:logits`; the estimated effect is minus the file's score (MIB's sign,
+    positive supports), or the score itself in this library's old files (`old_sign`).
+    `n_kv_heads` (default: n_heads) folds per-query-head k/v edges into the shared inputs of a
+    grouped-query model."""
     if not is_eap_ig(data):
         raise ValueError(f"{source}: not an EAP-IG graph (needs 'cfg', 'nodes' and 'edges')")
     cfg = data["cfg"]
@@ -181,6 +230,7 @@ def from_eap_ig(data: dict, n_kv_heads: int | None = None, source: str = "graph"
         raise ValueError(f"{source}: a parallel attention/MLP model; only sequential blocks "
                          "are supported")  # fmt: skip
     group = n_heads // (n_kv_heads or n_heads)
+    sign = 1.0 if old_sign(data) else -1.0
     kept: dict[str, list[float]] = {}
     for name, info in data["edges"].items():
         m = _EDGE.match(name)
@@ -206,7 +256,7 @@ def from_eap_ig(data: dict, n_kv_heads: int | None = None, source: str = "graph"
             head = int(ch) // group if kind in "kv" else int(ch)
             receiver = f"L{cl}.H{head}.{kind}"
         score = info.get("score")
-        kept.setdefault(f"{sender}->{receiver}", []).append(float(score or 0.0))
+        kept.setdefault(f"{sender}->{receiver}", []).append(sign * float(score or 0.0))
     return {name: sum(v) / len(v) for name, v in kept.items()}
 
 
@@ -223,7 +273,10 @@ def read_eap_ig(path: str | Path) -> dict:
 
 
 __all__ = [
+    "SCORE_CONVENTION",
     "all_edges",
+    "eap_ig_dict",
+    "old_sign",
     "export_eap_ig",
     "read_json_if_eap_ig",
     "shape_of_graph",
