@@ -7,6 +7,11 @@ from circuits._lazy import lazy_exports
 
 _EXPORTS = {
     "EmergenceConfig": "config",
+    "PhaseRuleConfig": "config",
+    "checkpoint_phase": "phase_rule",
+    "run_verdicts": "phase_rule",
+    "measure_model": "phases",
+    "measure_run": "run_phases",
     "PHASES": "measure",
     "measure_checkpoint": "measure",
     "phase": "measure",

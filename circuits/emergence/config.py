@@ -60,3 +60,46 @@ class EmergenceConfig(Config):
     n_fit: int = option(8, "texts the edge circuit is fitted on", low=2)
     n_heldout: int = option(8, "held-out texts it is judged on", low=2)
     seed: int = option(0, "seeds the text split, the random baselines and the resamples", low=0)
+
+
+@dataclass(frozen=True)
+class PhaseRuleConfig(Config):
+    """The phase rule of issue 37 (`circuits.emergence.phase_rule`), fixed before the runs it
+    judges: what makes a sink, a position-1 phase, a location, a settled state and a plateau."""
+
+    eps: float = option(0.3, "Gu et al.'s eps: a head is a sink head when alpha > eps", low=0,
+                        high=1)  # fmt: skip
+    formed_rate: float = option(
+        0.18, "a sink has formed when Gu's Sink^eps rate (share of all heads) is at least this "
+        "(0.18: the final rate of Gu et al.'s 60 M model)", low=0, high=1,
+    )  # fmt: skip
+    p1_rate: float = option(
+        0.1, "a position-1 phase: at least this share of heads has alpha at position 1 > eps",
+        low=0, high=1, low_open=True,
+    )  # fmt: skip
+    jump_factor: float = option(
+        2.0, "the sink's block: the first block across which the P0 norm ratio grows this many "
+        "times", low=1, low_open=True,
+    )  # fmt: skip
+    early_blocks: int = option(2, "settled: the sink's block is one of the first this-many",
+                               low=1)  # fmt: skip
+    window: int = option(
+        3, "checkpoints read together at formation and at the end (a location must agree "
+        "across them, else undecided)", low=1,
+    )  # fmt: skip
+    library_mass: float = option(
+        0.3, "the library's older rule: a sink when the all-head P0 mass is at least this",
+        low=0, high=1,
+    )  # fmt: skip
+    plateau_share: float = option(
+        0.02, "loss plateau: the first checkpoint whose held-out loss is within this share of "
+        "the total drop (first to last checkpoint) of the final loss", low=0, high=1,
+    )  # fmt: skip
+    coincide_share: float = option(
+        0.1, "settled and plateau coincide when their steps differ by at most this share of "
+        "the run", low=0, high=1,
+    )  # fmt: skip
+    search_share: float = option(0.5, "most-attended position: searched among this first "
+                                 "share of positions", low=0, high=1, low_open=True)  # fmt: skip
+    n_boot: int = option(200, "bootstrap resamples of the texts for the rates' intervals", low=10)
+    seed: int = option(0, "seeds the bootstrap", low=0)

@@ -18,7 +18,7 @@ from __future__ import annotations
 
 import hashlib
 import platform
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 import numpy as np
 
@@ -79,4 +79,44 @@ def backcopy_corpus(config: BackcopyConfig = BackcopyConfig()) -> Corpus:  # noq
         source=f"synthetic back-copy letters (circuits.training.backcopy; {settings})",
         licence="none needed (generated)",
         heldout_rule=f"the last {config.heldout_bytes} bytes",
+    )
+
+
+MIX_CHUNK = 256
+"""The mixed corpus alternates chunks of this many natural bytes and back-copy letters."""
+
+
+def interleave(a: np.ndarray, b: np.ndarray, chunk: int) -> np.ndarray:
+    """Chunks of `chunk` bytes taken in turn from `a` and `b` (as many whole pairs as both
+    have)."""
+    n = min(len(a), len(b)) // chunk
+    pairs = np.stack([a[: n * chunk].reshape(n, chunk), b[: n * chunk].reshape(n, chunk)], 1)
+    return pairs.reshape(-1)
+
+
+def mixed_corpus(
+    natural: Corpus,
+    config: BackcopyConfig = BackcopyConfig(),  # noqa: B008 (frozen)
+    chunk: int = MIX_CHUNK,
+) -> Corpus:
+    """`natural` (e.g. the standard library's source) with back-copy letters interleaved in
+    chunks of `chunk` bytes, half and half, in the training and the held-out part: in the
+    letter chunks most heads have nothing to read; in the natural ones they do."""
+    sizes = {"train_bytes": len(natural.train), "heldout_bytes": len(natural.heldout)}
+    letters = backcopy_letters(replace(config, **sizes))
+    train = interleave(natural.train, letters[: len(natural.train)], chunk)
+    heldout = interleave(natural.heldout, letters[len(natural.train) :], chunk)
+    return Corpus(
+        train=train,
+        heldout=heldout,
+        root=natural.root,
+        n_train_files=natural.n_train_files,
+        n_heldout_files=natural.n_heldout_files,
+        sha256=hashlib.sha256(train.tobytes() + heldout.tobytes()).hexdigest(),
+        python=natural.python,
+        source=f"{natural.source}, in chunks of {chunk} bytes alternating with back-copy "
+        f"letters (circuits.training.backcopy; n_letters={config.n_letters}, "
+        f"n_triggers={config.n_triggers}, seed={config.seed})",
+        licence=natural.licence,
+        heldout_rule=f"{natural.heldout_rule} (natural chunks); later letters (letter chunks)",
     )

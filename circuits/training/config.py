@@ -45,7 +45,19 @@ class TrainConfig(Config):
     weight_decay: float = option(0.1, "AdamW weight decay", low=0)
     grad_clip: float = option(1.0, "gradient norm clip", low=0, low_open=True)
     seed: int = option(0, "seeds the weights and the batches", low=0)
+    bos: bool = option(
+        True,
+        "start every window with <bos> (False: n_ctx bytes from a random offset, so position 0 "
+        "holds whatever byte the window starts with; seed 001 stresses sinks formed so)",
+    )
     n_checkpoints: int = option(24, "log-spaced checkpoints (step 0 is kept too)", low=1)
+    checkpoint_every: float = option(
+        0.0,
+        "also a checkpoint every this share of the schedule, e.g. 0.015 for every 1.5 percent of the "
+        "steps (0: log-spaced only)",
+        low=0,
+        high=1,
+    )
     first_checkpoint: int = option(10, "the first log-spaced checkpoint step", low=1)
     save_every: int = option(100, "steps between resume states", low=1)
     eval_every: int = option(250, "steps between held-out losses (and at each checkpoint)", low=1)
@@ -53,10 +65,14 @@ class TrainConfig(Config):
     log_every: int = option(50, "steps between progress lines", low=1)
 
     def checkpoint_steps(self) -> list[int]:
-        """Step 0 and `n_checkpoints` steps log-spaced from `first_checkpoint` to `steps`."""
+        """Step 0, `n_checkpoints` steps log-spaced from `first_checkpoint` to `steps`, and
+        with `checkpoint_every` a step every that share of `steps`."""
         first = min(self.first_checkpoint, self.steps)
-        grid = np.geomspace(first, self.steps, self.n_checkpoints)
-        return sorted({0, *(int(round(s)) for s in grid)})
+        grid = {int(round(s)) for s in np.geomspace(first, self.steps, self.n_checkpoints)}
+        if self.checkpoint_every > 0:
+            every = max(1, int(round(self.checkpoint_every * self.steps)))
+            grid |= set(range(every, self.steps + 1, every))
+        return sorted({0, *grid})
 
 
 __all__ = ["LMConfig", "TrainConfig"]

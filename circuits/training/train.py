@@ -40,22 +40,30 @@ BATCH_SEED_STRIDE = 1_000_003
 def batch_at(
     train: np.ndarray, step: int, config: TrainConfig, n_ctx: int
 ) -> Int[Tensor, "batch pos"]:
-    """The training windows of `step`: <bos> then n_ctx - 1 bytes from a seeded random offset."""
+    """The training windows of `step`: <bos> then n_ctx - 1 bytes from a seeded random offset
+    (with `config.bos` False: n_ctx bytes, no <bos>)."""
     gen = torch.Generator().manual_seed(config.seed * BATCH_SEED_STRIDE + step)
     starts = torch.randint(0, len(train) - n_ctx, (config.batch_size,), generator=gen)
-    return _windows(train, starts.tolist(), n_ctx)
+    return windows_at(train, starts.tolist(), n_ctx, config.bos)
 
 
-def heldout_windows(corpus: Corpus, n_ctx: int, n_windows: int) -> Int[Tensor, "batch pos"]:
+def heldout_windows(
+    corpus: Corpus, n_ctx: int, n_windows: int, bos: bool = True
+) -> Int[Tensor, "batch pos"]:
     """The fixed held-out windows: evenly spaced offsets through the held-out bytes."""
     starts = np.linspace(0, len(corpus.heldout) - n_ctx, n_windows).astype(int)
-    return _windows(corpus.heldout, starts.tolist(), n_ctx)
+    return windows_at(corpus.heldout, starts.tolist(), n_ctx, bos)
 
 
-def _windows(data: np.ndarray, starts: list[int], n_ctx: int) -> Int[Tensor, "batch pos"]:
-    body = np.stack([data[s : s + n_ctx - 1] for s in starts])
-    bos = torch.full((len(starts), 1), BOS_ID, dtype=torch.long)
-    return torch.cat([bos, bytes_to_ids(body)], dim=1)
+def windows_at(
+    data: np.ndarray, starts: list[int], n_ctx: int, bos: bool = True
+) -> Int[Tensor, "batch pos"]:
+    """Token windows of n_ctx tokens at byte offsets `starts`: <bos> + n_ctx - 1 bytes, or
+    n_ctx bytes when `bos` is False."""
+    body = bytes_to_ids(np.stack([data[s : s + n_ctx - int(bos)] for s in starts]))
+    if not bos:
+        return body
+    return torch.cat([torch.full((len(starts), 1), BOS_ID, dtype=torch.long), body], dim=1)
 
 
 def lr_at(step: int, config: TrainConfig) -> float:
@@ -168,7 +176,7 @@ def train_lm(
     model = build_model(lm, config.seed).train()
     opt = _optimizer(model, config)
     step, rows = _load_state(out, model, opt)
-    windows = heldout_windows(corpus, lm.n_ctx, config.eval_windows)
+    windows = heldout_windows(corpus, lm.n_ctx, config.eval_windows, config.bos)
     save_at = set(config.checkpoint_steps())
     tokens_per_step = config.batch_size * lm.n_ctx
     if step == 0 and 0 in save_at:

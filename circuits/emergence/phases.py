@@ -1,0 +1,106 @@
+"""The phase measurements of one checkpoint (issue 37): per layer, the attention mass at
+position 0 and at position 1 and the most-attended position; per head, Gu et al.'s alpha at
+positions 0 and 1 and the share of heads above eps (their Sink^eps rate, with a bootstrap
+interval over texts); the P0 norm ratio after every block and the first block across which it
+jumps. Read straight from a transformers model (`phase_inputs`), so a small checkpoint takes
+a fraction of a second; `circuits.emergence.phase_rule` judges them."""
+
+from __future__ import annotations
+
+import torch
+from jaxtyping import Float, Int
+from torch import Tensor
+
+from circuits.emergence.config import PhaseRuleConfig
+from circuits.sinks.attention import gu_alpha
+
+
+def _block_output(store: list, index: int):
+    def hook(_module, _args, out):
+        store[index] = (out[0] if isinstance(out, tuple) else out).detach()
+
+    return hook
+
+
+@torch.no_grad()
+def phase_inputs(
+    hf_model, tokens: Int[Tensor, "text pos"]
+) -> tuple[Float[Tensor, "layer text head query key"], Float[Tensor, "block text pos"]]:
+    """Every layer's attention pattern and the residual norms after the embedding and after
+    every block (L + 1 rows), from a transformers causal LM (eager attention)."""
+    if hasattr(hf_model, "set_attn_implementation"):
+        hf_model.set_attn_implementation("eager")
+    layers = hf_model.model.layers
+    store: list = [None] * (len(layers) + 1)
+    handles = [hf_model.model.embed_tokens.register_forward_hook(_block_output(store, 0))]
+    handles += [m.register_forward_hook(_block_output(store, i + 1)) for i, m in enumerate(layers)]
+    try:
+        out = hf_model(input_ids=tokens, output_attentions=True)
+    finally:
+        for h in handles:
+            h.remove()
+    attn = torch.stack([a.float() for a in out.attentions])
+    norms = torch.stack([s.float().norm(dim=-1) for s in store])
+    return attn, norms
+
+
+def _rate_interval(alpha: Float[Tensor, "text layer head"], eps: float, config) -> list[float]:
+    """The share of heads whose text-mean alpha exceeds eps: point, bootstrap 2.5 %, 97.5 %."""
+    gen = torch.Generator().manual_seed(config.seed)
+    n = alpha.shape[0]
+    idx = torch.randint(0, n, (config.n_boot, n), generator=gen)
+    boot = (alpha[idx].mean(1) > eps).float().mean((-2, -1))
+    point = float((alpha.mean(0) > eps).float().mean())
+    return [point, float(boot.quantile(0.025)), float(boot.quantile(0.975))]
+
+
+def received_mass(attn: Float[Tensor, "layer text head query key"], key: int) -> Tensor:
+    """Per layer: attention to `key` averaged over heads, texts and the later queries q > key."""
+    return attn[:, :, :, key + 1 :, key].mean((1, 2, 3))
+
+
+def norm_ratio(norms: Float[Tensor, "block text pos"]) -> Float[Tensor, " block"]:
+    """P0 norm / median norm of the other positions, per text, then the mean over texts."""
+    return (norms[..., 0] / norms[..., 1:].median(-1).values).mean(-1)
+
+
+def first_jump(ratio: list[float], factor: float) -> int | None:
+    """The first block b whose output's P0 norm ratio is at least `factor` times its input's
+    (ratio[0] is the embedding's), or None."""
+    for b in range(len(ratio) - 1):
+        if ratio[b + 1] >= factor * ratio[b]:
+            return b
+    return None
+
+
+def phase_row(
+    attn: Float[Tensor, "layer text head query key"],
+    norms: Float[Tensor, "block text pos"],
+    config: PhaseRuleConfig,
+) -> dict:
+    """The per-checkpoint measurements (plain lists and numbers, for JSON)."""
+    alpha = gu_alpha(attn).permute(1, 0, 2, 3)  # text layer head key
+    a0, a1 = alpha[..., 0], alpha[..., 1]
+    n_search = max(2, int(attn.shape[-1] * config.search_share))
+    received = torch.stack([received_mass(attn, k) for k in range(n_search)], -1)
+    ratio = norm_ratio(norms).tolist()
+    heads0 = (a0.mean(0) > config.eps).sum(-1)
+    return {
+        "gu_rate": _rate_interval(a0, config.eps, config),
+        "gu_rate_p1": _rate_interval(a1, config.eps, config),
+        "sink_heads_by_layer": heads0.tolist(),
+        "p1_heads_by_layer": (a1.mean(0) > config.eps).sum(-1).tolist(),
+        "p0_mass_by_layer": received[:, 0].tolist(),
+        "p1_mass_by_layer": received[:, 1].tolist(),
+        "top_position_by_layer": received.argmax(-1).tolist(),
+        "all_head_p0_mass": float(received[:, 0].mean()),
+        "max_head_alpha0": float(a0.mean(0).max()),
+        "p0_norm_ratio": ratio,
+        "jump_block": first_jump(ratio, config.jump_factor),
+        "onset_layer": next((i for i, n in enumerate(heads0.tolist()) if n), None),
+    }
+
+
+def measure_model(hf_model, tokens: Int[Tensor, "text pos"], config: PhaseRuleConfig) -> dict:
+    """`phase_row` of a transformers causal LM on `tokens`."""
+    return phase_row(*phase_inputs(hf_model.eval(), tokens), config)

@@ -1,0 +1,75 @@
+"""The phase measurements over a training run's checkpoints (`measure_run`) and on a final
+model (`measure_final`), judged by the phase rule (`circuits.emergence.phase_rule`)."""
+
+from __future__ import annotations
+
+import json
+import sys
+import time
+from pathlib import Path
+
+from circuits.emergence.config import PhaseRuleConfig
+from circuits.emergence.phase_rule import run_verdicts
+from circuits.emergence.phases import measure_model
+
+N_TEXTS = 32
+"""Held-out windows per checkpoint (each the run's context long, Gu et al. use 64 tokens)."""
+
+
+def run_settings(run: Path) -> dict:
+    path = Path(run) / "run.json"
+    if not path.is_file():
+        raise ValueError(f"{run} has no run.json: pass a folder written by train_lm")
+    return json.loads(path.read_text(encoding="utf-8"))
+
+
+def run_windows(run: Path, corpus, n_texts: int = N_TEXTS):
+    """The run's held-out windows: its context, its <bos> setting, evenly spaced."""
+    from circuits.training.train import heldout_windows
+
+    doc = run_settings(run)
+    return heldout_windows(corpus, doc["model"]["n_ctx"], n_texts, doc["train"].get("bos", True))
+
+
+def checkpoint_rows(run: Path, tokens, config: PhaseRuleConfig, progress: bool) -> list[dict]:
+    """One measured row per checkpoint of `run`, in step order."""
+    from transformers import LlamaForCausalLM
+
+    folders = sorted((Path(run) / "checkpoints").glob("step_*"))
+    rows = []
+    for folder in folders:
+        if not (folder / "config.json").is_file():
+            continue
+        training = json.loads((folder / "training.json").read_text(encoding="utf-8"))
+        model = LlamaForCausalLM.from_pretrained(folder, attn_implementation="eager")
+        row = {k: training.get(k) for k in ("step", "tokens", "heldout_loss")}
+        rows.append(row | measure_model(model, tokens, config))
+        if progress:
+            print(f"[phases] {Path(run).name} step {row['step']}: Gu rate "
+                  f"{rows[-1]['gu_rate'][0]:.3f}, jump block {rows[-1]['jump_block']}",
+                  file=sys.stderr, flush=True)  # fmt: skip
+    if not rows:
+        raise ValueError(f"{run}/checkpoints holds no finished checkpoint; train the run first")
+    return sorted(rows, key=lambda r: r["step"])
+
+
+def measure_run(run: str | Path, corpus, config: PhaseRuleConfig = PhaseRuleConfig(),  # noqa: B008
+                n_texts: int = N_TEXTS, progress: bool = True) -> dict:  # fmt: skip
+    """Every checkpoint of `run` measured on `n_texts` held-out windows of `corpus`, and what
+    the phase rule says of the series."""
+    t0 = time.perf_counter()
+    run = Path(run)
+    doc = run_settings(run)
+    rows = checkpoint_rows(run, run_windows(run, corpus, n_texts), config, progress)
+    steps = [r["step"] for r in rows]
+    losses = [r["heldout_loss"] for r in rows]
+    verdicts = run_verdicts(rows, steps, losses, doc["model"]["n_layers"], config)
+    return {
+        "run": run.name,
+        "settings": doc,
+        "rule": config.to_dict(),
+        "n_texts": n_texts,
+        "rows": rows,
+        "summary": verdicts,
+        "seconds": time.perf_counter() - t0,
+    }
