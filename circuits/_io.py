@@ -15,15 +15,15 @@ import os
 import re
 import shutil
 import socket
-import sys
 import tempfile
-import time
 from collections.abc import Iterator
 from pathlib import Path
 from typing import IO
 
 import numpy as np
 import pandas as pd
+
+from circuits.provenance import check_schema_version, code_identity, finished, schema_stamp
 
 NON_FINITE_KEY = "non_finite"
 """Top-level key of a strict JSON document listing the paths whose value was NaN / inf (now null)."""
@@ -179,7 +179,9 @@ def check_out_folder(folder: str | Path) -> Path:
 
 
 def read_marker(folder: str | Path) -> dict | None:
-    """The run record in `folder`'s `MARKER` file, or None when it has none (or not ours)."""
+    """The run record in `folder`'s `MARKER` file, or None when it has none (or not ours); a
+    record of the layout before schema versions reads as it is, one of a newer schema version
+    than this code reads is refused with a ValueError (`check_schema_version`)."""
     path = Path(folder) / MARKER
     if path.is_symlink() or not path.is_file():
         return None
@@ -187,37 +189,44 @@ def read_marker(folder: str | Path) -> dict | None:
         record = json.loads(path.read_text(encoding="utf-8"))
     except (OSError, ValueError):
         return None
-    return record if isinstance(record, dict) and record.get("written_by") == "circuits" else None
+    if not isinstance(record, dict) or record.get("written_by") != "circuits":
+        return None
+    check_schema_version(record, path)
+    return record
 
 
-def _run_record(identity: dict | None) -> dict:
-    from circuits import __version__
-
+def run_record(identity: dict | None, record: dict | None = None) -> dict:
+    """What `MARKER` holds: who wrote the folder, the schema version, the run's `identity` and
+    its provenance (`record`, from `circuits.provenance.provenance`, ended now)."""
     return {
         "written_by": "circuits",
-        "version": __version__,
-        "command": sys.argv[1:] if Path(sys.argv[0]).name == "circuits" else None,
-        "started": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
+        **schema_stamp(),
         "run": identity or {},
+        "provenance": finished(record),
     }
 
 
 @contextlib.contextmanager
-def atomic_folder(folder: str | Path, identity: dict | None = None) -> Iterator[Path]:
+def atomic_folder(
+    folder: str | Path, identity: dict | None = None, record: dict | None = None
+) -> Iterator[Path]:
     """Yield a fresh temp folder beside `folder`; on success it becomes `folder` (an existing
     `folder` is replaced as a whole, never mixed with the new files), on an exception it is
     removed and `folder` is left as it was. `folder` must pass `check_out_folder` (checked
-    again before it is replaced); the new folder holds `MARKER` with the run's `identity`.
-    Scratch folders that killed runs left beside `folder` are removed first."""
+    again before it is replaced). Last, just before the rename, the new folder gets `MARKER`
+    with the run's `identity` and provenance (`record`, default: the code, command, software
+    and times; see `run_record`), so its end time is the run's. Scratch folders that killed
+    runs left beside `folder` are removed first."""
     folder = check_out_folder(folder).resolve()
+    code_identity()  # the code's state before this run's scratch appears beside it
     folder.parent.mkdir(parents=True, exist_ok=True)
     remove_stale_scratch(folder)
     prefix = _scratch_prefix(folder)
     tmp = Path(tempfile.mkdtemp(dir=folder.parent, prefix=prefix, suffix=".tmp"))
     try:
         os.chmod(tmp, 0o777 & ~_umask())
-        write_json(tmp / MARKER, _run_record(identity))
         yield tmp
+        write_json(tmp / MARKER, run_record(identity, record))
         old = None
         if folder.exists():
             check_out_folder(folder)  # files may have been put there while the run worked

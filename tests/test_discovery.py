@@ -270,6 +270,30 @@ def test_text_files_and_errors(tmp_path, tiny):
         DiscoveryConfig(target=1.5)
 
 
+def test_fit_texts_do_not_move_when_the_held_out_count_changes():
+    from collections import Counter
+
+    from circuits.discovery.texts import split_indices
+
+    kinds = ["prose"] * 40 + ["code"] * 40 + ["german"] * 40 + ["table"] * 40
+    fit, held = split_indices(kinds, 16, 16, seed=0)
+    for n_held in (4, 32, 100):
+        fit2, held2 = split_indices(kinds, 16, n_held, seed=0)
+        assert fit2 == fit and not set(fit2) & set(held2) and len(held2) == n_held
+    # The held-out texts do not move with n_fit while every kind has items for both parts.
+    assert split_indices(kinds, 40, 16, seed=0)[1] == held
+    assert split_indices(kinds, 16, 16, seed=1)[0] != fit  # the seed still chooses
+    for part in (fit, held):
+        assert Counter(kinds[i] for i in part) == dict.fromkeys(set(kinds), 4)
+    # A small kind is used up by fit and held-out together; both parts stay disjoint and as
+    # even as the items allow.
+    kinds = ["a"] * 30 + ["b"] * 5
+    fit, held = split_indices(kinds, 8, 8, seed=2)
+    assert not set(fit) & set(held) and len(fit) == len(held) == 8
+    assert Counter(kinds[i] for i in fit) == {"a": 4, "b": 4}
+    assert Counter(kinds[i] for i in held) == {"a": 7, "b": 1}
+
+
 def test_mismatched_text_sets_are_refused_before_any_forward(monkeypatch, tiny, tokens):
     import circuits.discovery.pipeline as pipeline
 

@@ -113,13 +113,13 @@ def test_split_is_seeded_and_stratified_by_kind():
         assert counts == {"a": n, "b": n, "c": n}
     assert (fit, held) == split_indices(kinds, 12, 9, seed=3)
     assert (fit, held) != split_indices(kinds, 12, 9, seed=4)
-    # One kind: the seeded permutation itself, held-out first (the secondary tracer's old split).
+    # One kind: the seeded permutation, fit from its front, held-out from its back.
     order = np.random.default_rng(0).permutation(10).tolist()
-    assert split_indices(["x"] * 10, 3, 4, seed=0) == (order[4:7], order[:4])
+    assert split_indices(["x"] * 10, 3, 4, seed=0) == (order[:3], order[::-1][:4])
     texts = [f"t{i}" for i in range(10)]
     assert split_texts(texts, 3, 4) == (
-        [texts[i] for i in order[4:7]],
-        [texts[i] for i in order[:4]],
+        [texts[i] for i in order[:3]],
+        [texts[i] for i in order[::-1][:4]],
     )
     with pytest.raises(ValueError, match="cannot give 8 fit"):
         split_indices(["x"] * 10, 8, 4)

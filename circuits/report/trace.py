@@ -1,8 +1,9 @@
 """`write_trace`: any trace (`circuits.tracing.result.TraceResult`) as one folder, the same
 layout for every tracer:
 
-    summary.json         summary, settings, seconds, resumed steps and the trace's further details
-                         (strict JSON)
+    summary.json         schema version, provenance (`circuits.provenance`), summary, settings,
+                         seconds, resumed steps and the trace's further details (strict JSON;
+                         written last, with the run's end time)
     {table}.csv          every table of `trace.tables()`
     circuit.{graphml,gexf,json,dot,md}   the circuit graph in every format (when there is one)
     {figure}.png         every figure of `trace.figures()`, and circuit.png (the drawing)
@@ -20,6 +21,7 @@ from pathlib import Path
 
 from circuits._io import atomic_folder, check_out_folder, write_csv, write_json
 from circuits.graph import io as graph_io
+from circuits.provenance import dirty_note, finished, provenance, schema_stamp
 from circuits.report.attention import attention_views
 from circuits.report.draw import draw_circuit, save_figure
 from circuits.report.html import GraphView, Image, KeyValues, Section, Table, write_report
@@ -43,11 +45,14 @@ CAPTIONS = {
 """Captions every trace shares (a trace's own `captions()` win)."""
 
 
-def trace_json(trace) -> dict:
-    """The trace's JSON document: summary, settings, seconds (with the steps loaded from a
+def trace_json(trace, record: dict | None = None) -> dict:
+    """The trace's JSON document: the schema version, the provenance `record` (default: the
+    trace's own, ended now), summary, settings, seconds (with the steps loaded from a
     checkpoint, whose seconds are their original run's) and its details."""
     keys = trace.summary_keys()
     return {
+        **schema_stamp(),
+        "provenance": finished(record or trace_record(trace)),
         "summary": trace.summary(),
         **({"summary_keys": keys} if keys else {}),
         "settings": trace.settings(),
@@ -57,14 +62,21 @@ def trace_json(trace) -> dict:
     }
 
 
+def trace_record(trace, model=None) -> dict:
+    """The trace's provenance record (`trace.provenance`), or, for a trace made without one,
+    the code, command, software, `model` (when given) and its config's settings."""
+    return trace.provenance or provenance(model, settings=trace.config.to_dict())
+
+
 def write_trace(trace, folder: str | Path, model=None) -> Path:
     """Write `trace` into `folder` (see the module docstring); returns report.html's path. With
     `model` (the one traced), the report also shows the attention patterns of the heads the
     trace names (circuitsvis, offline)."""
     folder = check_out_folder(folder)
     title = f"{trace.title}: {trace.model}"
-    with atomic_folder(folder, {"trace": trace.title, "model": trace.model}) as tmp:
-        write_json(tmp / "summary.json", trace_json(trace))
+    record = trace_record(trace, model)
+    note = dirty_note(record)
+    with atomic_folder(folder, {"trace": trace.title, "model": trace.model}, record) as tmp:
         tables = trace.tables()
         for name, frame in tables.items():
             write_csv(tmp / f"{name}.csv", frame)
@@ -79,7 +91,7 @@ def write_trace(trace, folder: str | Path, model=None) -> Path:
         views = attention_views(model, texts, heads) if model is not None and heads else []
         captions = {**CAPTIONS, **trace.captions()}
         sections = [
-            Section("Finding", [trace.finding()]),
+            Section("Finding", [trace.finding(), *([f"*{note}*"] if note else [])]),
             Section(
                 "Figures",
                 [
@@ -109,5 +121,6 @@ def write_trace(trace, folder: str | Path, model=None) -> Path:
         if views:
             sections.append(Section("Attention of the heads named above", views))
         write_report(tmp / "report.html", title, sections, settings=trace.settings())
-        write_summary_md(tmp / "summary.md", trace, title, figures, captions)
+        write_summary_md(tmp / "summary.md", trace, title, figures, captions, record)
+        write_json(tmp / "summary.json", trace_json(trace, record))
     return folder / "report.html"

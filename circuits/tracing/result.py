@@ -5,19 +5,25 @@ Every tracer's result is a `TraceResult`: `summary()` (headline numbers, JSON-re
 `figures()` (name -> matplotlib Figure), `text()` (the findings in words, Markdown),
 `finding()` (the few sentences a report opens with), `captions()` (what each figure and table
 shows), `summary_keys()` (what each summary number means), `details()` (further JSON), plus
-`model`, `config` and `seconds`. `circuits.report.write_trace`
-writes any of them with one folder layout; notebooks show the short `repr` or the HTML table.
-How a pipeline runs its steps (timing, checkpoints, resume) is `circuits.tracing.steps`.
+`model`, `config`, `seconds` and `provenance` (what ran on what: `circuits.provenance`).
+`circuits.report.write_trace` writes any of them with one folder layout; `read_summary` reads
+its summary.json back. Notebooks show the short `repr` or the HTML table. How a pipeline runs
+its steps (timing, checkpoints, resume) is `circuits.tracing.steps`.
 """
 
 from __future__ import annotations
 
+import json
+from pathlib import Path
 from typing import Any
 
 import networkx as nx
 import pandas as pd
 
 from circuits._repr import summary_html
+from circuits.provenance import check_schema_version
+
+SUMMARY_FILE = "summary.json"
 
 
 class TraceResult:
@@ -33,6 +39,10 @@ class TraceResult:
     seconds: dict[str, float]
     resumed: tuple[str, ...] = ()
     """Steps loaded from a checkpoint instead of run (their `seconds` are the original run's)."""
+    provenance: dict | None = None
+    """The run's provenance record (`circuits.provenance.provenance`: model, texts with the fit
+    / held-out indices, config), made by the tracer when it finished; `write_trace` sets its
+    end time when it writes. None: only the code, command and software are known."""
 
     def summary(self) -> dict:
         raise NotImplementedError
@@ -81,3 +91,21 @@ class TraceResult:
 
     def _repr_html_(self) -> str:
         return summary_html(repr(self), self.summary())
+
+
+def read_summary(folder: str | Path) -> dict:
+    """The summary.json of a trace folder written by `circuits.report.write_trace`: the current
+    layout, or the one before schema versions (no `schema_version`, no `provenance`; read as
+    version 1); a newer schema version is refused with a ValueError in one line."""
+    path = Path(folder) / SUMMARY_FILE
+    try:
+        doc = json.loads(path.read_text(encoding="utf-8"))
+    except FileNotFoundError:
+        raise ValueError(f"{path}: no such file; give a folder written by a trace") from None
+    except ValueError as err:
+        raise ValueError(
+            f"{path} is not JSON ({err}); the run that wrote it did not finish"
+        ) from None
+    if not isinstance(doc, dict) or "summary" not in doc:
+        raise ValueError(f"{path} holds no trace summary (no 'summary' key)")
+    return {**doc, "schema_version": check_schema_version(doc, path)}

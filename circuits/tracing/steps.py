@@ -7,7 +7,6 @@ folder written for another key is refused with the differences, never silently r
 
 from __future__ import annotations
 
-import hashlib
 import json
 import pickle
 import random
@@ -22,6 +21,7 @@ import torch
 from tqdm.auto import tqdm
 
 from circuits._io import atomic_write, strict_json, write_json
+from circuits.provenance import texts_sha256
 
 KEY_FILE = "key.json"
 """In a checkpoint folder: the key of the run its steps belong to (strict JSON)."""
@@ -40,8 +40,7 @@ def run_key(model, config, texts: Sequence[str], kinds: Sequence[str] | None = N
         from circuits.generation import weights_sha256
 
         weights = f"tensors:{weights_sha256(model)}"
-    given = list(texts) if kinds is None else [list(texts), list(kinds)]
-    text_hash = hashlib.sha256(json.dumps(given, ensure_ascii=False).encode()).hexdigest()
+    text_hash = texts_sha256(texts, kinds)
     return {
         "model": info.key if info is not None else model.cfg.model_name,
         "weights": weights,

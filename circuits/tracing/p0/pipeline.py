@@ -19,6 +19,7 @@ from transformer_lens.model_bridge import TransformerBridge
 from circuits.discovery import EdgeCircuit, token_rows
 from circuits.discovery.texts import DEFAULT_TEXTS, PLAIN_KIND, read_kinded_texts
 from circuits.graph import edge_table
+from circuits.provenance import code_identity, provenance
 from circuits.sinks import measure_tokens
 from circuits.tracing.edge_fit import edge_split
 from circuits.tracing.figures import faithfulness_figure
@@ -242,6 +243,7 @@ def trace_p0(
     (`P0Trace.resumed` lists them); a folder written by another run is refused. The folder is
     kept: delete it (`circuits.tracing.steps.remove_checkpoints`) once the result is saved."""
     config = config.with_options(**overrides) if overrides else config
+    code_identity()  # the code's state as the run begins
     torch.manual_seed(config.seed)
     texts, kinds = _texts_and_kinds(texts, kinds)
     key = run_key(model, config, texts, kinds) if checkpoint is not None else None
@@ -268,6 +270,7 @@ def trace_p0(
         kinds=[kinds[i] for i in fit_items], seconds=steps.close(),
     )  # fmt: skip
     trace.resumed = tuple(steps.resumed)
+    trace.provenance = provenance(model, texts, kinds, (fit_items, held_items), config.to_dict())
     return trace
 
 

@@ -13,7 +13,9 @@ from matplotlib.figure import Figure
 from transformer_lens.model_bridge import TransformerBridge
 
 from circuits._io import json_finite
+from circuits.discovery.texts import texts_source
 from circuits.graph import edge_table, node_id
+from circuits.provenance import code_identity, provenance
 from circuits.sinks.rules import RULE_OPTIONS, RULES, Rule, get_rule
 from circuits.tracing.figures import faithfulness_figure
 from circuits.tracing.result import TraceResult
@@ -197,6 +199,7 @@ def trace_secondary(
     which events count as the sinks to trace. Traces are checked first: made by this model
     (key and GGUF hash), ids inside its vocabulary, each fitting its context."""
     config, rule = _config_and_rule(config, overrides)
+    code_identity()  # the code's state as the run begins
     torch.manual_seed(config.seed)
     _check_trace_models(model, texts)
     corpus = make_corpus(model, texts, config.max_tokens)
@@ -234,10 +237,24 @@ def trace_secondary(
         "tokens_by_part": corpus.parts(),
         "texts_with_natural_end": sum(e is not None for e in corpus.natural_ends),
     }
-    return SecondaryTrace(
+    trace = SecondaryTrace(
         run["model"], config, run, census, forming, fit, swaps, geometry, node_graph, edges,
         graph, steps.close(),
     )  # fmt: skip
+    trace.provenance = _provenance(model, texts, corpus, edges, config)
+    return trace
+
+
+def _provenance(model, texts: Sequence, corpus, edges: SecondaryEdges | None, config) -> dict:
+    """The run's provenance: the token rows it traced (with the file the texts came from when
+    they were read as plain texts) and the texts of the edge circuit's fit / held-out events."""
+    split = None
+    if edges is not None:
+        ev = edges.events
+        split = (ev.text[ev.split == "fit"].tolist(), ev.text[ev.split == "heldout"].tolist())
+    plain = all(isinstance(t, str) for t in texts)
+    source = texts_source(texts) if plain else None
+    return provenance(model, corpus.rows, None, split, config.to_dict(), source=source)
 
 
 def _config_and_rule(config: SecondaryConfig, overrides: dict) -> tuple[SecondaryConfig, Rule]:
