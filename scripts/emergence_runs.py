@@ -7,7 +7,7 @@ measure its checkpoints with the phase rule, one after the other, one thread.
 
 Stage 1: one seed of each family. Stage 2 (chosen by a rule fixed here, from stage 1's
 measurements): seeds 1 and 2 of the family with the highest final Gu rate, then its levers
-(weight decay and learning rate, seed 0). A run is not started when the deadline would fall
+(weight decay and learning rate, seed 0, then seed 1). A run is not started when the deadline would fall
 before its expected end (its steps times the slowest seconds per step seen so far); killed runs
 resume where they stopped when the queue is started again. Each measured run writes
 `ROOT/<run>/phases.json`.
@@ -48,7 +48,7 @@ FAMILIES = {
 """Family name: (corpus, <bos> prepended). Stage 1 runs them in this order."""
 LEVERS = (("weight_decay", 0.5), ("weight_decay", 0.0), ("lr", 6e-3), ("lr", 6e-4),
           ("weight_decay", 5.0))  # fmt: skip
-"""Stage 2's lever runs of the chosen family (seed 0), in queue order; with the family's own
+"""Stage 2's lever runs of the chosen family (seed 0, then the same at seed 1), in queue order; with the family's own
 run (weight decay 0.1, lr 2e-3) each lever has 3+ settings."""
 
 
@@ -77,8 +77,8 @@ def chosen_family(root: Path) -> str | None:
 def stage2(family: str) -> list[dict]:
     seeds = [{"name": run_name(family, s), "family": family, "seed": s, "lever": None}
              for s in (1, 2)]  # fmt: skip
-    levers = [{"name": run_name(family, 0, lv), "family": family, "seed": 0, "lever": lv}
-              for lv in LEVERS]  # fmt: skip
+    levers = [{"name": run_name(family, s, lv), "family": family, "seed": s, "lever": lv}
+              for s in (0, 1) for lv in LEVERS]  # fmt: skip
     return seeds + levers
 
 
