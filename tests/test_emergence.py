@@ -10,8 +10,11 @@ import pytest
 import torch
 
 from circuits.emergence import EmergenceConfig, emergence, expand_specs, load_result, phase
+from circuits.emergence import phase_rule as pr
 from circuits.emergence import series as series_mod
+from circuits.emergence.config import PhaseRuleConfig
 from circuits.emergence.measure import ELSEWHERE, MIDDLE, NO_SINK, NOT_MASSIVE, SETTLED
+from circuits.emergence.phases import first_jump, phase_row
 from circuits.training.backcopy import BackcopyConfig, backcopy_corpus
 from circuits.training.corpus import load_corpus
 from circuits.training.lm import LMConfig
@@ -249,3 +252,89 @@ def test_config_defaults_are_the_papers_and_the_sink_package_constants():
     assert (cfg.jump_factor, cfg.keep_share) == (P0Config().jump_factor, P0Config().keep_share)
     with pytest.raises(ValueError, match="formed_mass must be <= 1"):
         EmergenceConfig(formed_mass=1.5)
+
+
+# --- issue 37: the phase rule on planted series, and the per-checkpoint measurements ---------
+
+RULE = PhaseRuleConfig()
+N_LAYERS = 8
+
+
+def planted(rate: float, block: int | None, p1: float = 0.0, width: float = 0.02) -> dict:
+    """A measured row with Gu's rate `rate`, the P0 norm jump at `block`, position-1 rate `p1`
+    (intervals +- `width`); sink heads from the jump block on."""
+    heads = [0] * N_LAYERS if rate < RULE.formed_rate or block is None else (
+        [0] * block + [4] * (N_LAYERS - block))  # fmt: skip
+    return {
+        "gu_rate": [rate, max(rate - width, 0), rate + width],
+        "gu_rate_p1": [p1, max(p1 - width, 0), p1 + width],
+        "jump_block": block, "onset_layer": next((i for i, h in enumerate(heads) if h), None),
+        "sink_heads_by_layer": heads, "all_head_p0_mass": rate,
+    }  # fmt: skip
+
+
+def judge(rows: list[dict], losses: list[float] | None = None) -> dict:
+    steps = [100 * i for i in range(len(rows))]
+    losses = losses or [5.0 - 3.5 * (1 - 0.6**i) for i in range(len(rows))]
+    return pr.run_verdicts(rows, steps, losses, N_LAYERS, RULE)
+
+
+def test_a_sink_moving_from_middle_to_early_blocks_gives_the_planted_phases():
+    rows = [planted(0.0, None)] * 3 + [planted(0.3, 4)] * 4 + [planted(0.4, 1)] * 5
+    out = judge(rows)
+    assert out["phases"] == [pr.NO_SINK] * 3 + [pr.MIDDLE] * 4 + [pr.EARLY] * 5
+    assert out["formation"]["step"] == 300 and out["formation"]["jump_block"] == 4
+    v = out["verdicts"]
+    assert v["mid_layer_first_state"] == pr.HOLDS and v["final_first_two_state"] == pr.HOLDS
+    assert v["mid_layer_first_attention"] == pr.HOLDS  # sink heads from layer 4, then layer 1
+    assert v["position_1_phase"] == pr.FAILS
+    assert out["convergence"]["settled_step"] == 700
+
+
+def test_a_sink_passing_through_position_1_is_a_position_1_phase():
+    rows = [planted(0.0, None)] * 2 + [planted(0.1, None, p1=0.3)] * 2 + [planted(0.3, 1)] * 4
+    out = judge(rows)
+    assert out["phases"][2:4] == [pr.POSITION_1] * 2
+    assert out["position_1_steps"] == [200, 300]
+    assert out["verdicts"]["position_1_phase"] == pr.HOLDS
+    # formed directly in the first blocks: the middle-first prediction fails
+    assert out["verdicts"]["mid_layer_first_state"] == pr.FAILS
+
+
+def test_predictions_can_fail_be_undecided_or_not_testable():
+    never = judge([planted(0.05, 3)] * 6)
+    assert set(never["verdicts"].values()) == {pr.NOT_TESTABLE}
+    assert never["formation"] is None and never["convergence"]["verdict"] == pr.NOT_TESTABLE
+    stays_mid = judge([planted(0.0, None)] * 2 + [planted(0.3, 5)] * 6)
+    assert stays_mid["verdicts"]["final_first_two_state"] == pr.FAILS
+    assert stays_mid["convergence"]["settled_step"] is None
+    flicker = judge([planted(0.3, 3), planted(0.3, 1), planted(0.3, 4)] + [planted(0.3, 1)] * 3)
+    assert flicker["verdicts"]["mid_layer_first_state"] == pr.UNDECIDED
+    straddle = judge([planted(0.3, 1, p1=0.1, width=0.05)] * 4)  # [0.05, 0.15] straddles 0.1
+    assert straddle["verdicts"]["position_1_phase"] == pr.UNDECIDED
+
+
+def test_settled_coincides_with_the_loss_plateau_only_when_close():
+    rows = [planted(0.0, None)] * 4 + [planted(0.3, 1)] * 8
+    early = judge(rows, [5.0, 3.0, 2.0, 1.6] + [1.5] * 8)  # plateau at step 400 = settled
+    assert early["convergence"]["verdict"] == pr.HOLDS
+    late = judge(rows, [5.0 - 0.3 * i for i in range(12)])  # plateau only at the end
+    assert late["convergence"]["plateau_step"] == 1100 and late["convergence"]["verdict"] == (
+        pr.FAILS)  # fmt: skip
+
+
+def test_phase_row_reads_planted_attention_and_norms():
+    n_layers, n_texts, n_heads, t = 4, 6, 2, 16
+    attn = torch.tril(torch.ones(t, t)) / torch.arange(1, t + 1)[:, None]
+    attn = attn.expand(n_layers, n_texts, n_heads, t, t).clone()
+    attn[2:, :, 0] = 0
+    attn[2:, :, 0, :, 0] = 1  # head 0 of layers 2-3 attends only to position 0
+    norms = torch.ones(n_layers + 1, n_texts, t)
+    norms[3:, :, 0] = 5.0  # the P0 norm jumps across block 2 (output row 3)
+    row = phase_row(attn, norms, RULE)
+    assert row["gu_rate"][0] == pytest.approx(2 / 8)
+    assert row["sink_heads_by_layer"] == [0, 0, 1, 1] and row["onset_layer"] == 2
+    assert row["jump_block"] == 2 and row["p0_norm_ratio"][3] == pytest.approx(5.0)
+    assert row["top_position_by_layer"][2] == 0 and row["gu_rate_p1"][0] == 0
+    assert row["p0_mass_by_layer"][2] == pytest.approx(0.5 + 0.5 * row["p0_mass_by_layer"][0])
+    assert first_jump([1.0, 1.5, 2.9, 6.0], 2.0) == 2 and first_jump([1.0, 1.5], 2.0) is None

@@ -141,3 +141,37 @@ def test_backcopy_corpus_repeats_the_letter_before_each_trigger():
     assert corpus.manifest()["source"].startswith("synthetic back-copy letters")
     with pytest.raises(ValueError, match="must be below n_letters"):
         BackcopyConfig(n_letters=4, n_triggers=4)
+
+
+def test_checkpoint_every_adds_an_even_grid_to_the_log_spaced_steps():
+    log = set(TrainConfig(steps=4000).checkpoint_steps())
+    dense = TrainConfig(steps=4000, checkpoint_every=0.015).checkpoint_steps()
+    assert log <= set(dense) and set(range(60, 4000, 60)) <= set(dense)
+    assert len(dense) == len(log | set(range(60, 4001, 60)))
+
+
+def test_windows_without_bos_start_mid_text_and_train(tmp_path, corpus):
+    data = corpus.heldout
+    with_bos = train_mod.windows_at(data, [5, 9], 8, bos=True)
+    without = train_mod.windows_at(data, [5, 9], 8, bos=False)
+    assert (with_bos[:, 0] == train_mod.BOS_ID).all() and (without != train_mod.BOS_ID).all()
+    assert with_bos.shape == without.shape == (2, 8)
+    assert (with_bos[:, 1:] == without[:, :-1]).all()  # the same bytes, one later
+    config = FAST.with_options(bos=False)
+    assert (train_mod.batch_at(corpus.train, 3, config, 16) != train_mod.BOS_ID).all()
+    run = train_lm(tmp_path / "nobos", TINY, config, corpus, progress=False)
+    assert json.loads((run / "run.json").read_text())["train"]["bos"] is False
+
+
+def test_mixed_corpus_alternates_natural_chunks_and_backcopy_letters(corpus):
+    from circuits.training.backcopy import interleave, mixed_corpus
+
+    assert interleave(np.arange(6), np.arange(10, 16), 2).tolist() == [0, 1, 10, 11, 2, 3, 12,
+                                                                      13, 4, 5, 14, 15]  # fmt: skip
+    mix = mixed_corpus(corpus, chunk=64)
+    n = corpus.train.size // 64
+    assert mix.train.size == 2 * n * 64
+    chunks = mix.train.reshape(-1, 64)
+    assert (chunks[0::2].reshape(-1) == corpus.train[: n * 64]).all()
+    assert set(chunks[1::2].tobytes()) <= set(b"abcdefghijklmnop")
+    assert "back-copy" in mix.manifest()["source"] and mix.sha256 != corpus.sha256
