@@ -279,6 +279,12 @@ def finished(record: dict | None) -> dict:
     return {**record, "environment": env, "time": times(started)}
 
 
+def stamped(doc: dict, record: dict | None = None) -> dict:
+    """`doc` as a saved document (e.g. a summary.json): `schema_version` and `provenance` (the
+    `record`, ended now; see `finished`) first, then `doc`'s own keys."""
+    return {**schema_stamp(), "provenance": finished(record), **doc}
+
+
 def dirty_note(record: dict | None) -> str | None:
     """A one-line note when `record`'s code had uncommitted changes (or an unknown commit),
     else None; for reports, which refuse nothing for it."""
@@ -304,6 +310,7 @@ __all__ = [
     "process_started",
     "provenance",
     "schema_stamp",
+    "stamped",
     "texts_identity",
     "texts_sha256",
     "times",

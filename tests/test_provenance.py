@@ -174,3 +174,34 @@ def test_a_dirty_tree_is_noted_never_refused():
     assert dirty_note({"code": {"commit": "abc", "dirty": False}}) is None
     assert "unknown" in dirty_note({"code": {"commit": "unknown", "dirty": None}})
     assert finished(None)["code"] == code_identity()
+
+
+def test_a_written_trace_carries_its_provenance(tmp_path, monkeypatch):
+    from circuits.models.planted import P0_TEXTS, planted_p0_model
+    from circuits.provenance import texts_sha256
+    from circuits.report import write_trace
+    from circuits.tracing.p0 import P0Config, trace_p0
+
+    planted = planted_p0_model(folder=tmp_path / "model")
+    config = P0Config().with_options(
+        n_tokens=20, edge_n_tokens=20, edge_n_fit=4, edge_n_heldout=4, edge_n_stability=10,
+        edge_n_curve=8, edge_method="eap",
+    )  # fmt: skip
+    trace = trace_p0(planted.model, P0_TEXTS, config, progress=False)
+    texts = trace.provenance["texts"]
+    assert texts["sha256"] == texts_sha256(P0_TEXTS, ["text"] * len(P0_TEXTS))
+    assert [P0_TEXTS[i] for i in texts["fit_indices"]] == trace.texts
+    assert [P0_TEXTS[i] for i in texts["heldout_indices"]] == trace.heldout_texts
+    # A run from a tree with uncommitted changes is written as usual, with a note in its report.
+    dirty = {**trace.provenance, "code": {**trace.provenance["code"], "dirty": True}}
+    monkeypatch.setattr(trace, "provenance", dirty)
+    write_trace(trace, tmp_path / "out")
+    saved = read_summary(tmp_path / "out")
+    marker = read_marker(tmp_path / "out")
+    assert saved["schema_version"] == marker["schema_version"] == SCHEMA_VERSION
+    assert saved["provenance"]["settings"] == config.to_dict()
+    assert saved["provenance"]["texts"] == marker["provenance"]["texts"] == texts
+    assert saved["provenance"]["model"]["key"] == trace.model
+    assert saved["provenance"]["time"]["ended"] <= marker["provenance"]["time"]["ended"]
+    for name in ("summary.md", "report.html"):
+        assert "Made from a tree with uncommitted changes" in (tmp_path / "out" / name).read_text()

@@ -21,7 +21,7 @@ from pathlib import Path
 
 from circuits._io import atomic_folder, check_out_folder, write_csv, write_json
 from circuits.graph import io as graph_io
-from circuits.provenance import dirty_note, finished, provenance, schema_stamp
+from circuits.provenance import dirty_note, provenance, stamped
 from circuits.report.attention import attention_views
 from circuits.report.draw import draw_circuit, save_figure
 from circuits.report.html import GraphView, Image, KeyValues, Section, Table, write_report
@@ -50,9 +50,7 @@ def trace_json(trace, record: dict | None = None) -> dict:
     trace's own, ended now), summary, settings, seconds (with the steps loaded from a
     checkpoint, whose seconds are their original run's) and its details."""
     keys = trace.summary_keys()
-    return {
-        **schema_stamp(),
-        "provenance": finished(record or trace_record(trace)),
+    doc = {
         "summary": trace.summary(),
         **({"summary_keys": keys} if keys else {}),
         "settings": trace.settings(),
@@ -60,6 +58,7 @@ def trace_json(trace, record: dict | None = None) -> dict:
         "resumed_steps": list(trace.resumed),
         **trace.details(),
     }
+    return stamped(doc, record or trace_record(trace))
 
 
 def trace_record(trace, model=None) -> dict:
