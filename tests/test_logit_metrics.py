@@ -129,7 +129,7 @@ def test_a_logit_circuit_is_judged_again_from_its_saved_graph(tiny, tmp_path):
 def test_sparse_and_dense_edge_patching_agree(tiny, tokens, answers, monkeypatch):
     """Path patching (one ablated edge a row) and tiny circuits (a few kept edges) take the
     sparse paths; the dense sum gives the same values."""
-    import circuits.discovery.forward as forward
+    import circuits.discovery.feed as forward
 
     answer, wrong = answers
     runner = EdgeRunner(tiny, tokens, logit_diff(answer, wrong), positions=None, ablation="mean")

@@ -29,7 +29,8 @@ PLANTED_EDGES = {
 
 
 def test_registry_names_every_method_and_the_config_takes_only_those():
-    assert METHODS == ("eap", "eap_ig", "eap_ig_inputs", "mask") and set(REGISTRY) == set(METHODS)
+    assert METHODS == ("eap", "eap_ig", "eap_ig_inputs", "eap_ig_activations", "mask")
+    assert set(REGISTRY) == set(METHODS)
     for name in METHODS:
         assert callable(scorer(name)) and method_module(name).__name__.endswith(name)
     field = DiscoveryConfig.__dataclass_fields__["method"]

@@ -5,7 +5,8 @@ EAP (Syed et al. 2023): score(e) = d metric / d c_e at the clean model (every ed
 estimate of how much the metric falls when edge e alone is ablated.
 
 EAP-IG (Hanna et al. 2024) averages that gradient along a straight path from the ablated to the
-clean model (midpoint rule over `steps` points), along one of two paths:
+clean model (at `steps` points of a grid, `IG_POINTS`: midpoints by default, EAP-IG's and MIB's
+left points as an option), along one of three paths:
 
 - over the edge coefficients (`eap_ig`): every edge at coefficient alpha at once (alpha = 0 the
   fully ablated model, 1 the clean one), each sender's difference that of the current run. The
@@ -18,6 +19,9 @@ clean model (midpoint rule over `steps` points), along one of two paths:
   mean gradient at r's input. The scores of the edges out of `embed` sum to metric(clean) -
   metric(model on the ablated input) as steps grow; a late edge scores near its EAP value
   whenever the metric is near linear in the receiver's input.
+- over each layer's activations in turn (`eap_ig_activations`, MIB's `EAP-IG-activations`):
+  one node group at a time (the input, a block's attention heads, a block's MLP) moves from
+  its ablated to its clean output, every other node computed by the model; see its docstring.
 
 Scores are per prompt [batch, n_edges]; positive means the edge supports the metric (keeping it
 raises the metric). Texts are scored `batch` at a time (memory grows with `batch`, not with the
@@ -34,7 +38,6 @@ from torch import Tensor
 
 from circuits.discovery.distributed import per_text
 from circuits.discovery.forward import EdgeRunner, full_keep
-from circuits.discovery.pairs import Pairs
 
 
 def chunks(runner: EdgeRunner, batch: int | None) -> Iterator[EdgeRunner]:
@@ -68,16 +71,21 @@ clean run, to first order from either end."""
 
 
 def _gradient_at(
-    runner: EdgeRunner, keep: Float[Tensor, " edge"], *, clean_senders: bool = False
+    runner: EdgeRunner,
+    keep: Float[Tensor, " edge"],
+    *,
+    clean_senders: bool = False,
+    hooks: tuple = (),
 ) -> Float[Tensor, "batch edge"]:
     """d metric / d c_e per text at keep-coefficients `keep` (`EdgeRunner.run`'s
-    `clean_senders`: sender differences of the clean run instead of the current one)."""
+    `clean_senders`: sender differences of the clean run instead of the current one; `hooks`:
+    further forward hooks of the run)."""
     sp = runner.space
     n_batch = runner.tokens.shape[0]
     coef = runner.coefficients(keep[None]).repeat(n_batch, 1, 1)
     coef.requires_grad_(True)
     with torch.enable_grad():
-        values = runner.run(keep[None], per_row=coef, clean_senders=clean_senders)
+        values = runner.run(keep[None], per_row=coef, clean_senders=clean_senders, hooks=hooks)
         if not values.requires_grad:
             raise ValueError(
                 f"metric {runner.metric.name!r} is not differentiable (its value carries no "
@@ -95,9 +103,8 @@ def _swapped(runner: EdgeRunner) -> EdgeRunner:
             "gradient_at='corrupted' needs counterfactual pairs (the corrupted run is the "
             "partner texts' forward); with mean, zero or resample ablation use 'clean'"
         )
-    swapped = Pairs(p.corrupt, p.clean, p.answer, p.wrong)
-    return EdgeRunner(runner.model, swapped, runner.metric, positions=runner.positions,
-                      ablation="resample", seed=runner.seed)  # fmt: skip
+    return EdgeRunner(runner.model, p.swapped(), runner.metric, positions=runner.positions,
+                      ablation="resample", seed=runner.seed, kv_inputs=runner.kv_inputs)  # fmt: skip
 
 
 def eap(
@@ -114,57 +121,137 @@ def eap(
     return chunked(runner, lambda r: _gradient_at(r, full_keep(r.space)[0]), batch)
 
 
+IG_POINTS = {
+    "midpoint": lambda steps: [(k + 0.5) / steps for k in range(steps)],
+    "left": lambda steps: [k / steps for k in range(steps)],
+    "right": lambda steps: [k / steps for k in range(1, steps + 1)],
+}
+"""EAP-IG grid -> the `steps` points alpha of [0, 1] (0: ablated, 1: clean) it takes: midpoint
+(this library's default), left (EAP-IG-inputs in EAP-IG's and MIB's code, alpha = k / steps,
+k = 0..steps-1), right (their EAP-IG-activations, k = 1..steps)."""
+
+
+def ig_points(steps: int, grid: str = "midpoint") -> list[float]:
+    """The points alpha of grid `grid` (`IG_POINTS`) for `steps` integration steps."""
+    if not isinstance(steps, int) or isinstance(steps, bool) or steps < 1:
+        raise ValueError(f"steps must be a positive int (integration points), got {steps!r}")
+    if grid not in IG_POINTS:
+        raise ValueError(f"unknown EAP-IG grid {grid!r}; use one of {', '.join(IG_POINTS)}")
+    return IG_POINTS[grid](steps)
+
+
 def _integrated(
     runner: EdgeRunner,
-    path: Callable[[float], Tensor],
-    steps: int,
+    paths: list[tuple[Callable[[float], Tensor], tuple]],
+    alphas: list[float],
     batch: int | None,
     clean_senders: bool,
 ) -> Float[Tensor, "batch edge"]:
-    """Gradients at keep-coefficients `path(alpha)` averaged over the `steps` midpoints
-    alpha = (k + 0.5) / steps of [0, 1]."""
-    if not isinstance(steps, int) or isinstance(steps, bool) or steps < 1:
-        raise ValueError(f"steps must be a positive int (integration points), got {steps!r}")
+    """Gradients at keep-coefficients `path(alpha)` (with forward hooks `hooks`) averaged over
+    every (path, hooks) of `paths` and every alpha of `alphas`."""
 
     def one(part: EdgeRunner) -> Tensor:
-        total = _gradient_at(part, path(0.5 / steps), clean_senders=clean_senders)
-        for k in range(1, steps):
-            total = total + _gradient_at(part, path((k + 0.5) / steps), clean_senders=clean_senders)
-        return total / steps
+        total = None
+        for path, hooks in paths:
+            for alpha in alphas:
+                grad = _gradient_at(part, path(alpha), clean_senders=clean_senders, hooks=hooks)
+                total = grad if total is None else total + grad
+        return total / (len(paths) * len(alphas))
 
     return chunked(runner, one, batch)
 
 
 def eap_ig(
-    runner: EdgeRunner, steps: int = 5, *, batch: int | None = None
+    runner: EdgeRunner, steps: int = 5, *, batch: int | None = None, grid: str = "midpoint"
 ) -> Float[Tensor, "batch edge"]:
-    """EAP-IG over the edge coefficients, per prompt and edge: gradients averaged over `steps`
-    midpoints alpha = (k + 0.5) / steps, every edge at alpha (0: fully ablated, 1: clean)."""
-    return _integrated(runner, lambda a: full_keep(runner.space, 1, a)[0], steps, batch, False)
+    """EAP-IG over the edge coefficients, per prompt and edge: gradients averaged over the
+    `steps` points of `grid` (`IG_POINTS`), every edge at alpha (0: fully ablated, 1: clean)."""
+
+    def path(alpha: float) -> Tensor:  # every edge at alpha
+        return full_keep(runner.space, 1, alpha)[0]
+
+    return _integrated(runner, [(path, ())], ig_points(steps, grid), batch, False)
 
 
 def eap_ig_inputs(
-    runner: EdgeRunner, steps: int = 5, *, batch: int | None = None
+    runner: EdgeRunner, steps: int = 5, *, batch: int | None = None, grid: str = "midpoint"
 ) -> Float[Tensor, "batch edge"]:
     """EAP-IG over the model's input (Hanna et al.'s EAP-IG-inputs), per prompt and edge.
 
-    At each of `steps` midpoints alpha = (k + 0.5) / steps the input node's output (the
-    embedding, at the ablated positions) is ablated + alpha (clean - ablated), where ablated is
-    the runner's ablated value of `embed` (the partner text's embedding for pairs or resample,
-    the mean, or zero); every other node is computed by the model from it. Score of edge s -> r
+    At each of the `steps` points alpha of `grid` (`IG_POINTS`: midpoints by default; "left",
+    alpha = k / steps, is EAP-IG's and MIB's code) the input node's output (the embedding, at
+    the ablated positions) is ablated + alpha (clean - ablated), where ablated is the runner's
+    ablated value of `embed` (the partner text's embedding for pairs or resample, the mean, or
+    zero); every other node is computed by the model from it. Score of edge s -> r
     = (clean - ablated output of s) . (d metric / d x_r averaged over the points): how much the
-    metric falls when the edge alone is ablated, to first order along the input path. Complete on the input:
-    the scores of the edges out of `embed` sum to metric(clean) - metric(model on the ablated
-    input) as steps grow, where the metric is smooth along the path. From a zero input (zero
-    ablation) it need not be within reach: the first norm sees a vector near 0 at small alpha,
-    and on the tiny test model the P0 metric moves as much within alpha < 1e-4 as over the rest
-    of the path, which no practical number of midpoints resolves."""
+    metric falls when the edge alone is ablated, to first order along the input path. Complete
+    on the input: the scores of the edges out of `embed` sum to metric(clean) - metric(model on
+    the ablated input) as steps grow, where the metric is smooth along the path. From a zero
+    input (zero ablation) it need not be within reach: the first norm sees a vector near 0 at
+    small alpha, and on the tiny test model the P0 metric moves as much within alpha < 1e-4 as
+    over the rest of the path, which no practical number of midpoints resolves."""
     from_input = runner.space.edges[:, 1] == 0
 
     def path(alpha: float) -> Tensor:  # the input's edges at alpha, every other edge kept
         return torch.where(from_input, alpha, 1.0)
 
-    return _integrated(runner, path, steps, batch, True)
+    return _integrated(runner, [(path, ())], ig_points(steps, grid), batch, True)
 
 
-__all__ = ["GRADIENT_AT", "chunked", "chunks", "eap", "eap_ig", "eap_ig_inputs"]
+def _detach(act, hook):
+    return act.detach()
+
+
+def activation_groups(runner: EdgeRunner) -> list[tuple[list[int], tuple]]:
+    """The node groups EAP-IG-activations interpolates, in forward order: the input, then per
+    block its attention heads and its MLP; each as (senders, forward hooks that cut the
+    gradient through the group's output: MIB replaces that output by a constant)."""
+    sp = runner.space
+    groups: list[tuple[list[int], tuple]] = [([0], ())]
+    for layer in range(sp.n_layers):
+        first = 1 + layer * (sp.n_heads + 1)
+        groups.append((list(range(first, first + sp.n_heads)),
+                       ((f"blocks.{layer}.attn.hook_z", _detach),)))  # fmt: skip
+        groups.append(([first + sp.n_heads], ((f"blocks.{layer}.hook_mlp_out", _detach),)))
+    return groups
+
+
+def eap_ig_activations(
+    runner: EdgeRunner, steps: int = 5, *, batch: int | None = None
+) -> Float[Tensor, "batch edge"]:
+    """EAP-IG over the activations (MIB's `EAP-IG-activations`, Mueller et al. 2025, as
+    `get_scores_ig_activations` in Hanna et al.'s EAP-IG code), per prompt and edge.
+
+    For each node group in turn (`activation_groups`: the input; each block's attention heads
+    together; each block's MLP) and each of `steps` points alpha = k / steps, k = 1..steps
+    (their grid: the clean end included, the ablated one not), that group's output is fixed to
+    ablated + alpha (clean - ablated) (a constant: no gradient flows back through it), every
+    other node is computed by the model, and the gradient of the metric is taken at every
+    receiver's input. Score of edge s -> r = (clean - ablated output of s) . (d metric / d x_r
+    averaged over all groups and points), so each edge's gradient is an average over paths that
+    move one layer at a time, where `eap_ig` moves every edge's keep coefficient at once and
+    `eap_ig_inputs` the input alone. Costs (1 + 2 n_layers) x steps gradient passes."""
+    sp = runner.space
+    paths = []
+    for senders, hooks in activation_groups(runner):
+        moved = torch.isin(sp.edges[:, 1], torch.tensor(senders))
+
+        def path(alpha: float, moved=moved) -> Tensor:  # the group's out-edges at alpha
+            return torch.where(moved, alpha, 1.0)
+
+        paths.append((path, hooks))
+    return _integrated(runner, paths, ig_points(steps, "right"), batch, True)
+
+
+__all__ = [
+    "GRADIENT_AT",
+    "IG_POINTS",
+    "activation_groups",
+    "chunked",
+    "chunks",
+    "eap",
+    "eap_ig",
+    "eap_ig_activations",
+    "eap_ig_inputs",
+    "ig_points",
+]

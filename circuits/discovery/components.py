@@ -45,13 +45,17 @@ def head_outputs(model, layer: int, z: Float[Tensor, "n pos head d_head"]) -> Te
 
 
 def _project(model, layer: int, kind: str, x: Tensor) -> Tensor:
-    """q/k/v of every head from its own input: x [n, head, pos, d_model] -> [n, pos, head, d]."""
+    """q/k/v of every head from its own input: x [n, head, pos, d_model] -> [n, pos, head, d].
+    Given one k / v input per query head of a grouped-query model (the ungrouped graph), query
+    head h projects with the weights of its key/value head h // group."""
     block = model.blocks[layer]
     lin = getattr(block.attn, kind)
     n_heads = x.shape[1]
     normed = block.ln1.original_component(x)
-    w = lin.weight.view(n_heads, -1, lin.weight.shape[-1])
+    w = lin.weight.view(-1, model.cfg.d_head, lin.weight.shape[-1])
+    bias = None if lin.bias is None else lin.bias.view(w.shape[0], -1)
+    if w.shape[0] != n_heads:  # per query head: repeat each key/value head's weights
+        w = w.repeat_interleave(n_heads // w.shape[0], 0)
+        bias = None if bias is None else bias.repeat_interleave(n_heads // bias.shape[0], 0)
     out = torch.einsum("nhpd,hed->nphe", normed, w)
-    if lin.bias is not None:
-        out = out + lin.bias.view(n_heads, -1)
-    return out
+    return out if bias is None else out + bias

@@ -4,7 +4,8 @@ inputs (receivers) directly, through the residual stream.
 Senders write into the residual stream: the token embedding, every attention head (its share of
 the attention output), every MLP. Receivers read from it: every head's query input (one per
 query head), key and value inputs (one per key/value head: in grouped-query models the query
-heads of a group share them), every MLP's input, and the target sites a metric reads from the
+heads of a group share them; with `kv_inputs="ungrouped"` one per query head, as MIB's graph
+counts them), every MLP's input, and the target sites a metric reads from the
 residual stream (a `resid_*` hook, or the final residual for logit metrics). An edge s -> r
 exists when s writes before r reads: heads and MLPs of earlier blocks, and the heads of the same
 block for an MLP. A metric that reads attention patterns has no target receiver: the pattern of a
@@ -24,6 +25,8 @@ import torch
 from jaxtyping import Int
 from torch import Tensor
 
+from circuits.discovery.config import KvInputs
+
 _RESID = re.compile(r"^blocks\.(\d+)\.hook_(resid_pre|resid_mid|resid_post)$")
 _PATTERN = re.compile(r"^blocks\.(\d+)\.attn\.hook_pattern$")
 
@@ -31,7 +34,8 @@ _PATTERN = re.compile(r"^blocks\.(\d+)\.attn\.hook_pattern$")
 @dataclass(frozen=True)
 class Receiver:
     """One input that reads the residual stream. `kind` is q | k | v | mlp | target; `head` is
-    the query head (q) or key/value head (k, v), -1 otherwise; `hook` names the target site."""
+    the query head (q; k and v in the ungrouped graph) or key/value head (k, v), -1 otherwise;
+    `hook` names the target site."""
 
     kind: str
     layer: int
@@ -60,12 +64,15 @@ class EdgeSpace:
     """All senders, receivers and edges of a model's residual DAG up to what a metric reads.
 
     `n_senders[r]` is how many senders (in forward order) receiver r can see; `edges` is
-    [n_edges, 2] (receiver index, sender index), ordered by receiver then sender.
+    [n_edges, 2] (receiver index, sender index), ordered by receiver then sender. `n_kv` is the
+    number of k (and v) inputs per block: the model's key/value heads, or its query heads in the
+    ungrouped graph (`model_kv` is then the model's own count).
     """
 
     n_layers: int
     n_heads: int
     n_kv: int
+    model_kv: int
     senders: tuple[str, ...]
     receivers: tuple[Receiver, ...]
     n_senders: tuple[int, ...]
@@ -80,6 +87,11 @@ class EdgeSpace:
     def edge_names(self) -> list[str]:
         """`sender->receiver_node` per edge, e.g. `L0.H3->L2.MLP`."""
         return [f"{self.senders[s]}->{self.receivers[r].node}" for r, s in self.edges.tolist()]
+
+    @property
+    def ungrouped(self) -> bool:
+        """True when k / v inputs are per query head though the model groups them."""
+        return self.n_kv != self.model_kv
 
     def sender_layer(self, s: int) -> int:
         """Block of sender s (-1 for the embedding)."""
@@ -113,13 +125,15 @@ def _metric_targets(hooks, logits: bool, n_layers: int) -> tuple[list, list[int]
     return targets, sorted(set(patterns))
 
 
-def build_space(model, metric, positions=None) -> EdgeSpace:
+def build_space(model, metric, positions=None, kv_inputs: str = "grouped") -> EdgeSpace:
     """The residual DAG of `model` up to the last block `metric` reads. When edges are ablated
     at position 0 only (`positions` == [0]) the query inputs are left out: the query at position
-    0 attends to position 0 alone whatever it is, so no edge into it can change anything."""
+    0 attends to position 0 alone whatever it is, so no edge into it can change anything.
+    `kv_inputs` "ungrouped" counts k and v inputs per query head (`KvInputs`)."""
     cfg = model.cfg
     n_layers, n_heads = cfg.n_layers, cfg.n_heads
-    n_kv = getattr(cfg, "n_key_value_heads", None) or n_heads
+    model_kv = getattr(cfg, "n_key_value_heads", None) or n_heads
+    n_kv = n_heads if KvInputs(kv_inputs) is KvInputs.UNGROUPED else model_kv
     targets, patterns = _metric_targets(metric.hooks, metric.logits, n_layers)
     # A resid_pre target of block l is complete before block l runs.
     last = max([t[0] - (t[1] == "resid_pre") for t in targets] + patterns)
@@ -144,6 +158,7 @@ def build_space(model, metric, positions=None) -> EdgeSpace:
         n_layers=last + 1,
         n_heads=n_heads,
         n_kv=n_kv,
+        model_kv=model_kv,
         senders=tuple(senders),
         receivers=tuple(receivers),
         n_senders=tuple(seen),
@@ -153,4 +168,13 @@ def build_space(model, metric, positions=None) -> EdgeSpace:
     )
 
 
-__all__ = ["EdgeSpace", "Receiver", "build_space", "sender_index"]
+def mib_edge_count(n_layers: int, n_heads: int) -> int:
+    """Edges of MIB's (EAP-IG's) graph of a sequential model: per block, q, k and v of every
+    query head from the 1 + l (n_heads + 1) senders before it and the MLP from those and the
+    block's heads; then the logits from all 1 + n_layers (n_heads + 1) senders."""
+    per_block = (3 * n_heads * (1 + layer * (n_heads + 1)) + (1 + layer * (n_heads + 1) + n_heads)
+                 for layer in range(n_layers))  # fmt: skip
+    return sum(per_block) + 1 + n_layers * (n_heads + 1)
+
+
+__all__ = ["EdgeSpace", "Receiver", "build_space", "mib_edge_count", "sender_index"]

@@ -18,7 +18,10 @@ How receivers are fed without re-implementing attention: the model computes ever
 usual; hooks replace each head's q, k and v projections at the ablated positions by the
 projection of its own normalised input, replace the MLP's input (ln2.hook_in), and hand the
 metric its target's own input. Head outputs are read from hook_z through W_O (times the
-post-attention norm's scale in models that have one).
+post-attention norm's scale in models that have one). In the ungrouped graph of a grouped-query
+model (`kv_inputs="ungrouped"`) every query head has its own k and v: the k / v hooks hand the
+attention one per query head and the attention's key/value repetition is switched off for the
+patched run (`ungrouped_attention`).
 """
 
 from __future__ import annotations
@@ -31,17 +34,14 @@ import torch
 from jaxtyping import Float, Int
 from torch import Tensor
 
-from circuits.discovery.components import _project, head_outputs
-from circuits.discovery.config import ABLATIONS, Ablation
+from circuits.discovery.components import _project, head_outputs  # noqa: F401 (_project: old imports)
+from circuits.discovery.config import ABLATIONS, KV_INPUTS, Ablation
 from circuits.discovery.dag import EdgeSpace, build_space
+from circuits.discovery.feed import SPARSE_SHARE, Feed, ungrouped_attention
 from circuits.discovery.pairs import Pairs
-from circuits.discovery.where import _derangement, _reference_mask, _where, put, take
+from circuits.discovery.where import _derangement, _reference_mask, _where, take
 from circuits.patching.forward import MetricReady, capture_run, forward_from, hook_layer, tile
 from circuits.patching.metrics import Metric
-
-SPARSE_SHARE = 0.01
-"""Below this share of ablated (or of kept) edges into a block's inputs, and without gradients,
-receiver inputs sum only those senders' differences (the same values, far fewer operations)."""
 
 
 @dataclass
@@ -61,7 +61,9 @@ class EdgeRunner:
     `tokens` may be counterfactual `Pairs`: the clean texts run, an ablated sender takes its
     value in the partner text (ablation 'resample'), and `metric` None means the pairs' own.
     `run(keep)` takes a keep-coefficient per circuit and edge [circuits, n_edges] (1 kept, 0
-    ablated) and returns the metric per circuit and prompt [circuits, batch].
+    ablated) and returns the metric per circuit and prompt [circuits, batch]. `kv_inputs`:
+    "grouped" or "ungrouped" (`circuits.discovery.config.KvInputs`: k / v inputs per key/value
+    head or per query head).
     """
 
     def __init__(
@@ -73,8 +75,11 @@ class EdgeRunner:
         positions: Sequence[int] | Sequence[Sequence[int]] | None = (0,),
         ablation: str = "mean",
         seed: int = 0,
+        kv_inputs: str = "grouped",
     ) -> None:
         ablation = Ablation.parse(ablation)
+        if kv_inputs not in KV_INPUTS:
+            raise ValueError(f"unknown kv_inputs {kv_inputs!r}; use one of {', '.join(KV_INPUTS)}")
         self.corrupt, self.pairs = None, tokens if isinstance(tokens, Pairs) else None
         if isinstance(tokens, Pairs):  # resample from each text's own partner
             if ablation != "resample":
@@ -94,7 +99,10 @@ class EdgeRunner:
         uniform = bool((self.where == self.where[0]).all())
         self.positions = self.where[0].tolist() if uniform else self.where.tolist()
         self.model, self.tokens, self.metric = model, tokens, metric
-        self.space: EdgeSpace = build_space(model, metric, self.positions if uniform else None)
+        self.space: EdgeSpace = build_space(
+            model, metric, self.positions if uniform else None, kv_inputs
+        )
+        self.kv_inputs = kv_inputs
         n_layers = model.cfg.n_layers
         self.stop = (
             n_layers - 1 if metric.logits else max(hook_layer(h, n_layers) for h in metric.hooks)
@@ -209,7 +217,11 @@ class EdgeRunner:
 
         resid = tile(self.blocks.resid[start], n_batch, n_circ)
         kwargs = [tile(kw, n_batch, n_circ) for kw in self.blocks.block_kwargs[start:]]
-        with self.model.hooks(fwd_hooks=fwd + [(h, grab(h)) for h in live]):
+        layers = range(start, self.space.n_layers) if self.space.ungrouped else range(0)
+        with (
+            ungrouped_attention(self.model, layers),
+            self.model.hooks(fwd_hooks=fwd + [(h, grab(h)) for h in live]),
+        ):
             logits = forward_from(
                 self.model, resid.clone(), start, self.stop, kwargs, metric.logits,
                 metric.logit_pos,
@@ -238,6 +250,7 @@ class EdgeRunner:
         per_row: Tensor | None = None,
         start: int = 0,
         clean_senders: bool = False,
+        hooks: Sequence[tuple] = (),
     ) -> Float[Tensor, "circuit batch"]:
         """The metric per circuit and prompt [circuit, batch] with edges kept per `keep`.
 
@@ -248,132 +261,16 @@ class EdgeRunner:
         `clean_senders`: every sender's difference out_s - ablated_s is the clean run's, not the
         current run's. Where all edges out of a sender are kept nothing changes, and there
         d metric / d c[r, s] = (clean - ablated output of s) . d metric / d x_r: what the
-        input-path EAP-IG integrates (`attribution.eap_ig_inputs`)."""
+        input-path EAP-IG integrates (`attribution.eap_ig_inputs`). `hooks`: further forward
+        hooks (name, fn) of the patched run, after the receivers' own."""
         n_batch = self.tokens.shape[0]
         n_circ = keep.shape[0]
         if per_row is None:
             per_row = self.coefficients(keep).repeat_interleave(n_batch, 0)
-        feed = _Feed(self, per_row, n_circ, start, clean_senders)
-        values = self._forward(n_circ, start, *feed.hooks(start))
+        feed = Feed(self, per_row, n_circ, start, clean_senders)
+        fwd, targets = feed.hooks(start)
+        values = self._forward(n_circ, start, fwd + list(hooks), targets)
         return values.view(n_circ, n_batch)
-
-
-class _Feed:
-    """The receivers' inputs of one patched run of `runner` on `n_circ` copies of its texts:
-    forward hooks that feed receiver r x_r = resid - sum_s drop[r, s] * delta_s at the ablated
-    positions (drop = 1 - coef), and the sender differences delta_s = out_s - ablated_s they
-    collect as the run goes [rows, pos, d]. Senders before block `start` wrote what they wrote
-    in the clean run; with `clean_senders` every sender's difference is the clean run's."""
-
-    def __init__(
-        self, runner: EdgeRunner, coef: Tensor, n_circ: int, start: int, clean_senders: bool
-    ) -> None:
-        sp = self.space = runner.space
-        self.model, self.coef, self.drop = runner.model, coef, 1 - coef
-        self.where = runner.where.repeat(n_circ, 1)
-        self.ablated = runner.clean.ablated.repeat(n_circ, 1, 1, 1)
-        known = len(sp.senders) if clean_senders else (1 + start * (sp.n_heads + 1) if start else 0)
-        clean = (runner.clean.outputs - runner.clean.ablated)[:, :known].repeat(n_circ, 1, 1, 1)
-        self.deltas: list[Tensor] = list(clean.unbind(1))
-        self.resid: Tensor | None = None  # the stream entering the current block, ablated positions
-
-    def _sparse_sum(self, x: Tensor, w: Tensor) -> Tensor:
-        """x [n, rows, pos, d] plus sum_s w[n, row, s] * delta_s over the nonzero w."""
-        nz = w.nonzero()
-        for s in nz[:, 2].unique().tolist():
-            i, r = nz[nz[:, 2] == s, :2].unbind(1)  # (row, receiver) pairs, unique
-            x[i, r] += w[i, r, s][:, None, None] * self.deltas[s][i].to(x.device).float()
-        return x
-
-    def inputs(self, rows: list[int], resid: Tensor) -> Tensor:
-        """Inputs of receivers `rows` [n, len(rows), pos, d] at the ablated positions."""
-        n, grad = self.space.n_senders[rows[0]], self.coef.requires_grad
-        d = self.drop[:, rows, :n].to(resid.device)
-        deltas = self.deltas[:n]
-        # Summed in float32, handed back in the model's dtype (bfloat16 / float16 models).
-        # Every sender's difference moves to the receiving block's device. Without gradients
-        # and with few ablated edges (path patching) or few kept ones (small circuits), only
-        # those senders are summed: the same values, far fewer operations.
-        if not grad and (d != 0).float().mean() < SPARSE_SHARE:
-            x = resid.float().unsqueeze(1).repeat(1, len(rows), 1, 1)
-            return self._sparse_sum(x, -d).to(resid.dtype)
-        if not grad and (d != 1).float().mean() < SPARSE_SHARE:
-            total = sum(delta.to(resid.device).float() for delta in deltas)
-            x = (resid.float() - total).unsqueeze(1).repeat(1, len(rows), 1, 1)
-            return self._sparse_sum(x, 1 - d).to(resid.dtype)
-        stack = torch.stack([delta.to(resid.device) for delta in deltas], 1).float()
-        x = resid.unsqueeze(1) - torch.einsum("nrs,nspd->nrpd", d, stack)
-        return x.to(resid.dtype)
-
-    def _add(self, out: Tensor, first: int) -> None:
-        """Senders `first`.. output `out` [rows, senders, pos, d] in this run (unless known)."""
-        if len(self.deltas) > first:  # taken from the clean run
-            return
-        for i in range(out.shape[1]):
-            self.deltas.append(out[:, i] - self.ablated[:, first + i].to(out.device))
-
-    def hooks(self, start: int) -> tuple[list, dict]:
-        """Forward hooks of blocks `start`.. (and of the final residual for logit metrics), and
-        the replacement of each other target's value (`EdgeRunner._forward`'s `targets`)."""
-        sp, where, fwd, targets = self.space, self.where, [], {}
-        for layer in range(start, sp.n_layers):
-            first = 1 + layer * (sp.n_heads + 1)
-            fwd.append((f"blocks.{layer}.hook_resid_pre", self._resid_pre(layer)))
-            fwd += [(f"blocks.{layer}.attn.{k}.hook_out", self._qkv(layer, k))
-                    for k in ("q", "k", "v") if sp.group(layer, k)]  # fmt: skip
-            fwd.append((f"blocks.{layer}.attn.hook_z", self._heads_out(layer, first)))
-            fwd.append((f"blocks.{layer}.ln2.hook_in", self._mlp_in(layer)))
-            fwd.append((f"blocks.{layer}.hook_mlp_out", self._mlp_out(first + sp.n_heads)))
-        for r, rec in enumerate(sp.receivers):
-            if rec.kind != "target":
-                continue
-
-            def target(act, r=r):
-                return put(act, where, self.inputs([r], take(act, where))[:, 0])
-
-            if rec.hook == "ln_final.hook_in":
-                fwd.append((rec.hook, lambda act, hook, t=target: t(act)))
-            else:
-                targets[rec.hook] = target
-        return fwd, targets
-
-    def _resid_pre(self, layer: int):
-        def hook(act, hook):
-            self.resid = take(act, self.where)
-            if layer == 0:
-                self._add(self.resid.unsqueeze(1), 0)
-
-        return hook
-
-    def _qkv(self, layer: int, kind: str):
-        rows = self.space.group(layer, kind)
-
-        def hook(act, hook):
-            x = _project(self.model, layer, kind, self.inputs(rows, self.resid))
-            return put(act, self.where, x)
-
-        return hook
-
-    def _heads_out(self, layer: int, first: int):
-        def hook(act, hook):
-            out = head_outputs(self.model, layer, take(act, self.where)).transpose(1, 2)
-            self._add(out, first)
-
-        return hook
-
-    def _mlp_in(self, layer: int):
-        rows = self.space.group(layer, "mlp")
-
-        def hook(act, hook):
-            return put(act, self.where, self.inputs(rows, take(act, self.where))[:, 0])
-
-        return hook
-
-    def _mlp_out(self, index: int):
-        def hook(act, hook):
-            self._add(take(act, self.where).unsqueeze(1), index)
-
-        return hook
 
 
 def full_keep(space: EdgeSpace, n: int = 1, value: float = 1.0) -> Tensor:
@@ -381,4 +278,12 @@ def full_keep(space: EdgeSpace, n: int = 1, value: float = 1.0) -> Tensor:
     return torch.full((n, space.n_edges), float(value))
 
 
-__all__ = ["ABLATIONS", "CleanRun", "EdgeRunner", "full_keep", "head_outputs"]
+__all__ = [
+    "ABLATIONS",
+    "SPARSE_SHARE",
+    "CleanRun",
+    "EdgeRunner",
+    "full_keep",
+    "head_outputs",
+    "ungrouped_attention",
+]

@@ -8,6 +8,12 @@ partner", the counterfactual ablation of IOI path patching, EAP-IG and the MIB b
 
 A pairs file is JSONL, one pair a line: {"clean": str, "corrupt": str, "answer": str,
 "wrong": str}; answer and wrong are the text of one token each (e.g. " Mary", with its space).
+
+Pairs of several token lengths (`tokenize(..., pad=True)`) are right-padded to the longest, as
+MIB's evaluation pads them, and the metric is read at each pair's last real token (`last`).
+Causal attention makes this exact without an attention mask: a real position never attends to a
+later (padding) one, rotary positions count from the first token, and the metric reads nothing
+after the last real token, so padded positions change no metric value and no gradient there.
 """
 
 from __future__ import annotations
@@ -29,12 +35,15 @@ FIELDS = ("clean", "corrupt", "answer", "wrong")
 @dataclass(frozen=True)
 class Pairs:
     """Clean and corrupt token rows [pair, pos] (one length), and the answer and wrong token id
-    of each pair [pair]. Indexing (`pairs[:8]`, `pairs[[0, 3]]`) gives the pairs selected."""
+    of each pair [pair]. `last`: each pair's last real token when the rows are right-padded
+    (None: the last position of every row). Indexing (`pairs[:8]`, `pairs[[0, 3]]`) gives the
+    pairs selected."""
 
     clean: Int[Tensor, "pair pos"]
     corrupt: Int[Tensor, "pair pos"]
     answer: Int[Tensor, " pair"]
     wrong: Int[Tensor, " pair"]
+    last: Int[Tensor, " pair"] | None = None
 
     def __post_init__(self) -> None:
         if self.clean.shape != self.corrupt.shape or self.clean.ndim != 2:
@@ -44,6 +53,13 @@ class Pairs:
             )
         if not self.answer.shape == self.wrong.shape == (self.clean.shape[0],):
             raise ValueError("answer and wrong need one token id per pair")
+        if self.last is not None and (
+            self.last.shape != self.answer.shape
+            or bool(((self.last < 0) | (self.last >= self.clean.shape[1])).any())
+        ):
+            raise ValueError(
+                f"last needs one position per pair inside the {self.clean.shape[1]}-token rows"
+            )
 
     @property
     def shape(self) -> torch.Size:
@@ -55,12 +71,43 @@ class Pairs:
     def __getitem__(self, rows) -> Pairs:
         if isinstance(rows, int):
             rows = [rows]
-        return Pairs(self.clean[rows], self.corrupt[rows], self.answer[rows], self.wrong[rows])
+        last = None if self.last is None else self.last[rows]
+        return Pairs(self.clean[rows], self.corrupt[rows], self.answer[rows], self.wrong[rows],
+                     last)  # fmt: skip
+
+    def swapped(self) -> Pairs:
+        """The pairs with clean and corrupt texts exchanged (same answers, same last tokens)."""
+        return Pairs(self.corrupt, self.clean, self.answer, self.wrong, self.last)
 
     @property
     def metric(self) -> Metric:
-        """logit(answer) - logit(wrong) at the last position, per pair."""
-        return logit_diff(self.answer, self.wrong, pos=-1)
+        """logit(answer) - logit(wrong) at the last (real) position, per pair."""
+        if self.last is None:
+            return logit_diff(self.answer, self.wrong, pos=-1)
+        return last_token_logit_diff(self.answer, self.wrong, self.last)
+
+
+def last_token_logit_diff(
+    answer: Int[Tensor, " pair"], wrong: Int[Tensor, " pair"], last: Int[Tensor, " pair"]
+) -> Metric:
+    """logit(answer) - logit(wrong) at each pair's own position `last` (right-padded pairs of
+    several lengths; MIB's `get_logit_positions`). Rows are runs x pairs, pair fastest."""
+    positions = tuple(sorted(set(last.tolist())))
+    column = torch.tensor([positions.index(p) for p in last.tolist()])
+
+    def fn(acts, logits: Tensor) -> Tensor:
+        reps = logits.shape[0] // len(column)
+        rows = torch.arange(logits.shape[0], device=logits.device)
+        at = logits[rows, column.repeat(reps).to(logits.device)]
+        return (
+            at[rows, answer.repeat(reps).to(at.device)] - at[rows, wrong.repeat(reps).to(at.device)]
+        )
+
+    def texts(rows: list[int]) -> Metric:
+        return last_token_logit_diff(answer[rows], wrong[rows], last[rows])
+
+    name = f"logit_diff({len(answer)} per-text ids, at the last real token)"
+    return Metric(name, (), fn, logits=True, logit_pos=positions, texts=texts)
 
 
 def check_rows(rows: Sequence[dict], source: str) -> None:
@@ -112,10 +159,11 @@ def single_token(model, text: str, where: str) -> int:
     return int(ids[0])
 
 
-def tokenize(model, rows: Sequence[dict], source: str = "pairs") -> Pairs:
+def tokenize(model, rows: Sequence[dict], source: str = "pairs", *, pad: bool = False) -> Pairs:
     """`rows` (dicts with FIELDS) as Pairs: texts tokenized as the model's `to_tokens` does (its
-    BOS token first when it has one); every clean and corrupt text must have the same number of
-    tokens."""
+    BOS token first when it has one); a pair's clean and corrupt texts must have the same number
+    of tokens. All pairs must have one length, unless `pad`: then shorter pairs are right-padded
+    to the longest and the metric is read at each pair's last real token (`Pairs.last`)."""
     check_rows(rows, source)
     clean, corrupt, answer, wrong = [], [], [], []
     for i, row in enumerate(rows, 1):
@@ -126,23 +174,47 @@ def tokenize(model, rows: Sequence[dict], source: str = "pairs") -> Pairs:
                 f"{where}: clean is {len(a)} tokens, corrupt {len(b)}; a pair must have the same "
                 "token length (the partner's values replace the clean ones position by position)"
             )
-        if clean and len(a) != len(clean[0]):
+        if clean and len(a) != len(clean[0]) and not pad:
             raise ValueError(
                 f"{where}: {len(a)} tokens, but pair 1 has {len(clean[0])}; all pairs of one run "
-                "must have the same token length (split the file by length)"
+                "must have the same token length (split the file by length, or pad them)"
             )
         clean.append(a)
         corrupt.append(b)
         answer.append(single_token(model, row["answer"], where))
         wrong.append(single_token(model, row["wrong"], where))
-    return Pairs(
-        torch.stack(clean), torch.stack(corrupt), torch.tensor(answer), torch.tensor(wrong)
+    last = torch.tensor([len(a) - 1 for a in clean])
+    n_pos = int(last.max()) + 1
+    fill = _pad_id(model.tokenizer)
+    clean, corrupt = (
+        torch.stack([torch.cat([t, t.new_full((n_pos - len(t),), fill)]) for t in texts])
+        for texts in (clean, corrupt)
     )
+    return Pairs(clean, corrupt, torch.tensor(answer), torch.tensor(wrong),
+                 last if pad else None)  # fmt: skip
 
 
-def read_pairs(model, path: str | Path) -> Pairs:
-    """A pairs file (see the module docstring) tokenized for `model`."""
-    return tokenize(model, read_rows(path), str(path))
+def _pad_id(tokenizer) -> int:
+    """The token right-padding fills in (its value never reaches a real position)."""
+    for name in ("pad_token_id", "eos_token_id", "bos_token_id"):
+        value = getattr(tokenizer, name, None)
+        if isinstance(value, int):
+            return value
+    return 0
 
 
-__all__ = ["FIELDS", "Pairs", "check_rows", "read_pairs", "read_rows", "single_token", "tokenize"]
+def read_pairs(model, path: str | Path, *, pad: bool = False) -> Pairs:
+    """A pairs file (see the module docstring) tokenized for `model` (`pad`: see `tokenize`)."""
+    return tokenize(model, read_rows(path), str(path), pad=pad)
+
+
+__all__ = [
+    "FIELDS",
+    "Pairs",
+    "check_rows",
+    "last_token_logit_diff",
+    "read_pairs",
+    "read_rows",
+    "single_token",
+    "tokenize",
+]

@@ -7,12 +7,22 @@ should complete with the other one (the indirect object IO):
 
 Templates, names, places and objects below are written for this project (in the spirit of the
 paper's, not copied). Both name orders are used (ABBA: IO first; BABA: S first). The corrupted
-partner is the paper's ABC prompt: the same template, place and object with the IO, S1 and S2
-slots filled by three other distinct names, so that no name is repeated and the position of the
-repetition carries no information. Metric: logit(IO) - logit(S) at the last position
-(`Pairs.metric`). Every name, place and object must be one token with its leading space for the
-tokenizer at hand (`check_vocabulary`); pairs must also have one token length, so only the
-templates of the most common token length are used (`ioi_pairs` says which).
+partner is one of `PARTNERS`:
+
+- `abc` (the library's default): the paper's ABC prompt, the same template, place and object
+  with the IO, S1 and S2 slots filled by three other distinct names, so that no name is
+  repeated and the position of the repetition carries no information (13 of 14 positions of a
+  typical prompt differ from the clean one in at most three names);
+- `s2_io_flip` (MIB's default, `s2_io_flip_counterfactual`): the second mention of S replaced
+  by IO, every token before it identical, so that the partner repeats the other name and the
+  right answer flips to S.
+
+The same seed gives the same clean prompts under either partner. Metric: logit(IO) - logit(S) at
+the last (real) position (`Pairs.metric`). Every name, place and object must be one token with
+its leading space for the tokenizer at hand (`check_vocabulary`). Pairs of one run have one token
+length, so only the templates of the most common token length are used (`ioi_pairs` says which),
+unless they are padded (`pad=True`: every template, right-padded, the metric read at each
+pair's last real token, as MIB does).
 """
 
 from __future__ import annotations
@@ -51,10 +61,16 @@ TEMPLATES = (
 one of A / B that C is not. No template starts with a name: a name is one token only with its
 leading space."""
 
+PARTNERS = {
+    "abc": "three other distinct names in the IO, S1 and S2 slots (Wang et al.'s ABC)",
+    "s2_io_flip": "the second S replaced by IO, every token before it identical (MIB's default)",
+}
+"""Corrupted partner name -> what it is."""
+
 
 @dataclass(frozen=True)
 class IOIPrompt:
-    """One clean prompt with its ABC partner: `io` and `s` are the names (no space)."""
+    """One clean prompt with its partner (`PARTNERS`): `io` and `s` are the names (no space)."""
 
     clean: str
     corrupt: str
@@ -92,11 +108,15 @@ def ioi_prompts(
     places=PLACES,
     objects=OBJECTS,
     templates=TEMPLATES,
+    partner: str = "abc",
 ) -> list[IOIPrompt]:
-    """`n` IOI prompts with their ABC partners: template, order (ABBA / BABA, alternating),
-    names, place and object drawn with a seeded `random.Random(seed)`."""
+    """`n` IOI prompts with their `partner` prompts (`PARTNERS`): template, order (ABBA / BABA,
+    alternating), names, place and object drawn with a seeded `random.Random(seed)` (the same
+    draws, so the same clean prompts, for every partner)."""
     if n < 1:
         raise ValueError(f"n must be >= 1, got {n}")
+    if partner not in PARTNERS:
+        raise ValueError(f"unknown IOI partner {partner!r}; use one of {', '.join(PARTNERS)}")
     if len(names) < 5:
         raise ValueError(f"the ABC corruption needs at least 5 names, got {len(names)}")
     rng = random.Random(seed)
@@ -108,15 +128,22 @@ def ioi_prompts(
         order = "ABBA" if i % 2 == 0 else "BABA"
         a, b = (io, s) if order == "ABBA" else (s, io)
         clean = _fill(templates[t], a, b, s, place, obj)
-        corrupt = _fill(templates[t], c1, c2, c3, place, obj)
+        if partner == "abc":
+            corrupt = _fill(templates[t], c1, c2, c3, place, obj)
+        else:
+            corrupt = _fill(templates[t], a, b, io, place, obj)
         out.append(IOIPrompt(clean, corrupt, io, s, t, order))
     return out
 
 
-def ioi_pairs(model, n: int, seed: int = 0) -> tuple[Pairs, list[IOIPrompt]]:
-    """`n` IOI pairs tokenized for `model`, all of one token length: prompts are drawn from the
-    templates whose length is the most common one for this tokenizer. Raises when a word of the
-    lists is not one token."""
+def ioi_pairs(
+    model, n: int, seed: int = 0, *, partner: str = "abc", pad: bool = False
+) -> tuple[Pairs, list[IOIPrompt]]:
+    """`n` IOI pairs tokenized for `model` with their `partner` prompts (`PARTNERS`). Without
+    `pad`, all of one token length: prompts are drawn from the templates whose length is the
+    most common one for this tokenizer. With `pad`, from every template, right-padded to the
+    longest (the metric read at each pair's last real token, as MIB does). Raises when a word
+    of the lists is not one token."""
     bad = check_vocabulary(model.tokenizer)
     if bad:
         raise ValueError(
@@ -128,11 +155,10 @@ def ioi_pairs(model, n: int, seed: int = 0) -> tuple[Pairs, list[IOIPrompt]]:
         probe = _fill(template, NAMES[0], NAMES[1], NAMES[1], PLACES[0], OBJECTS[0])
         lengths[t] = int(model.to_tokens(probe).shape[1])
     common = Counter(lengths.values()).most_common(1)[0][0]
-    templates = tuple(TEMPLATES[t] for t, n_tok in lengths.items() if n_tok == common)
-    prompts = ioi_prompts(n, seed, templates=templates)
-    kept = [TEMPLATES.index(t) for t in templates]
+    kept = [t for t, n_tok in lengths.items() if pad or n_tok == common]
+    prompts = ioi_prompts(n, seed, templates=tuple(TEMPLATES[t] for t in kept), partner=partner)
     prompts = [IOIPrompt(p.clean, p.corrupt, p.io, p.s, kept[p.template], p.order) for p in prompts]
-    return tokenize(model, [p.row() for p in prompts], "ioi"), prompts
+    return tokenize(model, [p.row() for p in prompts], "ioi", pad=pad), prompts
 
 
 def name_positions(pairs: Pairs) -> dict[str, list[int]]:
@@ -150,6 +176,7 @@ def name_positions(pairs: Pairs) -> dict[str, list[int]]:
 __all__ = [
     "NAMES",
     "OBJECTS",
+    "PARTNERS",
     "PLACES",
     "TEMPLATES",
     "IOIPrompt",

@@ -23,6 +23,9 @@ REGISTRY: dict[str, str] = {
     "eap_ig_inputs": "EAP-IG over the model's input (Hanna et al. 2024's EAP-IG-inputs): the "
     "gradient averaged along the embedding moving from its ablated to its clean value, every "
     "edge kept",
+    "eap_ig_activations": "EAP-IG over each layer's activations (MIB's EAP-IG-activations, "
+    "Mueller et al. 2025): one node group at a time (input, a block's heads, a block's MLP) "
+    "moved from its ablated to its clean output, the gradient averaged over groups and points",
     "mask": "optimised hard-concrete edge masks, swept over the sparsity weight (Louizos et al. "
     "2018; Edge Pruning, Bhaskar et al. 2024)",
 }

@@ -9,8 +9,8 @@ from circuits.discovery.methods.base import EdgeScores
 
 def score(runner, config, *, progress=None, checkpoint=None) -> EdgeScores:
     """Coefficient-path EAP-IG per fit text: every edge at coefficient alpha at once, over
-    `config.ig_steps` points, `config.grad_batch` texts per pass."""
-    values = eap_ig(runner, config.ig_steps, batch=config.grad_batch)
+    `config.ig_steps` points of `config.ig_grid`, `config.grad_batch` texts per pass."""
+    values = eap_ig(runner, config.ig_steps, batch=config.grad_batch, grid=config.ig_grid)
     return EdgeScores(values, per_text=True, signed=True)
 
 

@@ -10,7 +10,7 @@ from circuits.discovery.methods.base import EdgeScores
 def score(runner, config, *, progress=None, checkpoint=None) -> EdgeScores:
     """Input-path EAP-IG per fit text: the embedding moved from its ablated to its clean value
     over `config.ig_steps` points, `config.grad_batch` texts per pass."""
-    values = eap_ig_inputs(runner, config.ig_steps, batch=config.grad_batch)
+    values = eap_ig_inputs(runner, config.ig_steps, batch=config.grad_batch, grid=config.ig_grid)
     return EdgeScores(values, per_text=True, signed=True)
 
 

@@ -1,0 +1,18 @@
+"""Method `eap_ig_activations`: EAP-IG over each layer's activations in turn (MIB's
+EAP-IG-activations, Mueller et al. 2025; `circuits.discovery.attribution.eap_ig_activations`)."""
+
+from __future__ import annotations
+
+from circuits.discovery.attribution import eap_ig_activations
+from circuits.discovery.methods.base import EdgeScores
+
+
+def score(runner, config, *, progress=None, checkpoint=None) -> EdgeScores:
+    """Activation-path EAP-IG per fit text: each node group (input, a block's heads, a block's
+    MLP) moved from its ablated to its clean output over `config.ig_steps` right points
+    (alpha = k / steps, k = 1..steps, as MIB's code), `config.grad_batch` texts per pass."""
+    values = eap_ig_activations(runner, config.ig_steps, batch=config.grad_batch)
+    return EdgeScores(values, per_text=True, signed=True)
+
+
+__all__ = ["score"]

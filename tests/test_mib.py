@@ -1,0 +1,175 @@
+"""MIB's protocol (Mueller et al. 2025, the circuit-localisation track): the s2_io_flip partner
+(a hand-made flip pair set), right-padded pairs of several lengths read at their last real token,
+the ungrouped graph (k / v per query head) with MIB's edge count, left-point EAP-IG,
+EAP-IG-activations, the preset, and CPR / CMD of a known curve."""
+
+from __future__ import annotations
+
+import pytest
+import torch
+
+from circuits.discovery.attribution import eap, eap_ig_activations, eap_ig_inputs, ig_points
+from circuits.discovery.dag import build_space, mib_edge_count
+from circuits.discovery.forward import EdgeRunner, full_keep
+from circuits.discovery.pairs import tokenize
+from circuits.tasks.ioi import NAMES, ioi_prompts
+
+# Hand-made IOI pairs for the byte tokenizer (one-letter names are one token each), with MIB's
+# s2_io_flip partner: the second mention of S replaced by IO, nothing before it changed.
+FLIP = [
+    {"clean": f"when {a} and {b} met, {s} gave it to", "corrupt":
+     f"when {a} and {b} met, {io} gave it to", "answer": io, "wrong": s}
+    for a, b, io, s in [("A", "P", "A", "P"), ("Q", "B", "B", "Q"), ("C", "R", "C", "R"),
+                        ("S", "D", "D", "S"), ("E", "T", "E", "T"), ("U", "F", "F", "U")]
+]  # fmt: skip
+# Two more of other lengths (padding): a longer and a shorter template.
+LONGER = {"clean": "once G and V met up, V gave it to", "corrupt":
+          "once G and V met up, G gave it to", "answer": "G", "wrong": "V"}  # fmt: skip
+SHORTER = {"clean": "as H and W met, W gave to", "corrupt": "as H and W met, H gave to",
+           "answer": "H", "wrong": "W"}  # fmt: skip
+
+
+@pytest.fixture(scope="module")
+def flip(tiny):
+    return tokenize(tiny, FLIP, "flip")
+
+
+def test_a_hand_made_flip_pair_set_differs_only_at_s2(tiny, flip):
+    s2 = [len(tiny.to_tokens(r["clean"].rsplit(" gave", 1)[0])[0]) - 1 for r in FLIP]
+    for i, at in enumerate(s2):
+        clean, corrupt = flip.clean[i], flip.corrupt[i]
+        assert torch.equal(clean[:at], corrupt[:at]) and torch.equal(
+            clean[at + 1 :], corrupt[at + 1 :]
+        )
+        assert clean[at] == flip.wrong[i] and corrupt[at] == flip.answer[i]  # S2 -> IO
+
+
+def test_the_flip_partner_keeps_the_clean_prompts_and_flips_s2():
+    abc, mib = ioi_prompts(30, seed=5), ioi_prompts(30, seed=5, partner="s2_io_flip")
+    assert [p.clean for p in abc] == [p.clean for p in mib]
+    for p in mib:
+        head, tail = p.clean.rsplit(f" {p.s} ", 1)
+        assert p.corrupt == f"{head} {p.io} {tail}"  # everything before S2 identical
+        names = [w.strip(",.") for w in p.corrupt.split() if w.strip(",.") in NAMES]
+        assert names.count(p.io) == 2 and names.count(p.s) == 1
+    with pytest.raises(ValueError, match="unknown IOI partner"):
+        ioi_prompts(2, partner="abba")
+
+
+def test_padded_pairs_score_as_each_pair_alone(tiny):
+    rows = [FLIP[0], LONGER, SHORTER]
+    padded = tokenize(tiny, rows, "mixed", pad=True)
+    assert padded.last.tolist() == [len(tiny.to_tokens(r["clean"])[0]) - 1 for r in rows]
+    with pytest.raises(ValueError, match="or pad them"):
+        tokenize(tiny, rows, "mixed")
+    runner = EdgeRunner(tiny, padded, None, positions=None, ablation="resample")
+    scores = eap(runner)
+    for i, row in enumerate(rows):
+        alone = EdgeRunner(tiny, tokenize(tiny, [row]), None, positions=None, ablation="resample")
+        assert torch.allclose(runner.clean.metric[i], alone.clean.metric[0], atol=1e-5)
+        assert torch.allclose(scores[i], eap(alone)[0], atol=1e-5)
+    assert padded[[2, 0]].last.tolist() == [padded.last[2], padded.last[0]]
+
+
+def test_the_ungrouped_graph_has_mibs_edge_count(tiny, flip):
+    metric = flip.metric
+    grouped, ungrouped = build_space(tiny, metric), build_space(tiny, metric, kv_inputs="ungrouped")
+    assert ungrouped.n_edges == mib_edge_count(4, 4) == 479 and ungrouped.ungrouped
+    assert grouped.n_edges < ungrouped.n_edges and not grouped.ungrouped
+    # MIB's formula on the real architectures (the issue's numbers)
+    assert mib_edge_count(12, 12) == 32_491  # GPT-2 small, MIB's 158 nodes
+    assert mib_edge_count(30, 9) == 123_211  # SmolLM2-135M
+    assert mib_edge_count(24, 14) == 179_749  # Qwen2.5-0.5B
+
+
+def _grouped_edge(grouped, ungrouped) -> torch.Tensor:
+    """For each ungrouped edge, the grouped edge it belongs to (a query head's k / v input ->
+    the shared input of its key/value head)."""
+    group = grouped.n_heads // grouped.n_kv
+    index = {name: i for i, name in enumerate(grouped.edge_names())}
+    out = []
+    for r, s in ungrouped.edges.tolist():
+        rec = ungrouped.receivers[r]
+        head = rec.head // group if rec.kind in ("k", "v") else rec.head
+        node = f"L{rec.layer}.H{head}.{rec.kind}" if rec.kind in "qkv" else rec.node
+        out.append(index[f"{ungrouped.senders[s]}->{node}"])
+    return torch.tensor(out)
+
+
+def test_the_ungrouped_run_is_the_grouped_one_where_a_group_agrees(tiny, flip):
+    g = EdgeRunner(tiny, flip, None, positions=None, ablation="resample")
+    u = EdgeRunner(tiny, flip, None, positions=None, ablation="resample", kv_inputs="ungrouped")
+    to_grouped = _grouped_edge(g.space, u.space)
+    with torch.no_grad():
+        assert torch.allclose(u.run(full_keep(u.space))[0], g.clean.metric, atol=1e-5)
+        empty = u.run(full_keep(u.space, 1, 0.0))[0]
+        corrupt = EdgeRunner(tiny, flip.swapped(), None, positions=None, ablation="resample")
+        assert torch.allclose(empty, corrupt.clean.metric, atol=1e-4)
+        keep = torch.rand(2, g.space.n_edges, generator=torch.Generator().manual_seed(0)) > 0.5
+        same = u.run(keep.float()[:, to_grouped])  # each query head as its group's input
+        assert torch.allclose(same, g.run(keep.float()), atol=1e-5)
+    # each query head's k / v input is its own: heads of a group score differently, and the
+    # shared input's gradient is the sum of its query heads' own
+    per_head, shared = eap(u), eap(g)
+    summed = torch.zeros_like(shared).index_add_(1, to_grouped, per_head)
+    assert torch.allclose(summed, shared, atol=1e-5) and per_head.abs().max() > 1e-3
+    k_edges = [
+        j for j, (r, _) in enumerate(u.space.edges.tolist()) if u.space.receivers[r].kind == "k"
+    ]
+    twins = {}
+    for j in k_edges:
+        twins.setdefault(int(to_grouped[j]), []).append(j)
+    assert any(
+        (per_head[:, js[0]] - per_head[:, js[1]]).abs().max() > 1e-4 for js in twins.values()
+    )
+
+
+@pytest.fixture(scope="module")
+def runner(tiny, flip):
+    return EdgeRunner(tiny, flip, None, positions=None, ablation="resample", kv_inputs="ungrouped")
+
+
+def test_left_points_are_mibs_grid(runner):
+    assert ig_points(4, "left") == [0.0, 0.25, 0.5, 0.75]
+    assert ig_points(2, "midpoint") == [0.25, 0.75] and ig_points(2, "right") == [0.5, 1.0]
+    # left(2) averages the gradients at 0 and 1/2, left(1) is the one at 0, midpoint(1) at 1/2
+    left2, left1 = (eap_ig_inputs(runner, s, grid="left") for s in (2, 1))
+    half = eap_ig_inputs(runner, 1, grid="midpoint")
+    assert torch.allclose(2 * left2 - left1, half, atol=1e-5) and (left1 - half).abs().max() > 1e-3
+    with pytest.raises(ValueError, match="unknown EAP-IG grid"):
+        ig_points(3, "simpson")
+
+
+def test_activations_ig_moves_one_group_at_a_time(runner, monkeypatch):
+    import circuits.discovery.attribution as attribution
+
+    groups = attribution.activation_groups(runner)
+    assert len(groups) == 1 + 2 * 4 and groups[0][0] == [0] and groups[-1][0] == [20]
+    # the input group alone is input-path EAP-IG on MIB's right points
+    monkeypatch.setattr(attribution, "activation_groups", lambda r: groups[:1])
+    alone = eap_ig_activations(runner, 3)
+    assert torch.allclose(alone, eap_ig_inputs(runner, 3, grid="right"), atol=1e-5)
+    # the last MLP alone at alpha = 1 (clean): its output is a constant, so its inputs get no
+    # gradient; the logits' inputs get EAP's; earlier inputs lose the path through that MLP
+    monkeypatch.setattr(attribution, "activation_groups", lambda r: groups[-1:])
+    last = eap_ig_activations(runner, 1)
+    sp, plain = runner.space, eap(runner)
+    kind = [sp.receivers[r].kind for r in sp.edges[:, 0].tolist()]
+    layer = [sp.receivers[r].layer for r in sp.edges[:, 0].tolist()]
+    into_mlp3 = torch.tensor([k == "mlp" and lay == 3 for k, lay in zip(kind, layer, strict=True)])
+    into_logits = torch.tensor([k == "target" for k in kind])
+    assert (last[:, into_mlp3] == 0).all() and (plain[:, into_mlp3] != 0).any()
+    assert torch.allclose(last[:, into_logits], plain[:, into_logits], atol=1e-5)
+    assert (last - plain)[:, ~into_mlp3 & ~into_logits].abs().max() > 1e-4
+
+
+def test_activations_ig_is_a_registry_method(tiny, flip):
+    from circuits.discovery.config import DiscoveryConfig
+    from circuits.discovery.methods import METHODS, scorer
+
+    assert "eap_ig_activations" in METHODS
+    runner = EdgeRunner(tiny, flip[:3], None, positions=None, ablation="resample")
+    cfg = DiscoveryConfig(method="eap_ig_activations", ig_steps=2, grad_batch=2)
+    scores = scorer("eap_ig_activations")(runner, cfg)
+    assert scores.per_text and scores.signed and scores.values.shape == (3, runner.space.n_edges)
+    assert torch.allclose(scores.values, eap_ig_activations(runner, 2), atol=1e-5)
