@@ -15,6 +15,7 @@ from matplotlib.patches import FancyArrowPatch
 
 from circuits.graph.circuit import add_component, add_effect, new_graph, record_threshold
 from circuits.graph.io import read
+from circuits.graph.schema import SCHEMA_VERSION, upgrade
 from circuits.report import sink_plots
 from circuits.report.draw import (
     ROLE_COLORS,
@@ -63,10 +64,21 @@ def test_a_negative_effect_under_ablation_means_the_source_supports_its_target()
         ("L1.MLP", "target:p0_mass"): "opposes",
         ("L2.H1", "target:p0_mass"): "observed",
     }
-    g.graph["effect_meaning"] = "attribution score: positive = the source supports the target"
+    g.graph["support_sign"] = 1  # attributions: a positive value supports
     assert support_sign(g) == 1
     assert edge_roles(g)["L1.MLP", "target:p0_mass"] == "supports"
     assert edge_roles(g)["L2.H1", "target:p0_mass"] == "observed"
+    g.graph["support_sign"] = 0
+    with pytest.raises(ValueError, match="support_sign is 0, not -1 or"):
+        support_sign(g)
+
+
+def test_roles_come_from_typed_attributes_not_from_prose():
+    g = ablation_graph()
+    g.graph["effect_meaning"] = "attribution score: positive = the source supports the target"
+    g.edges["L0.H0", "target:p0_mass"]["intervention"] = "none (observed)"
+    assert support_sign(g) == -1  # the prose says nothing to a graph of schema 2
+    assert edge_roles(g)["L0.H0", "target:p0_mass"] == "supports"
 
 
 @pytest.mark.parametrize(
@@ -80,10 +92,16 @@ def test_a_negative_effect_under_ablation_means_the_source_supports_its_target()
         ("something else entirely", -1),
     ],
 )
-def test_effect_meaning_sets_which_sign_supports(meaning, sign):
+def test_an_older_graph_gets_its_sign_from_effect_meaning_once_when_read(meaning, sign):
     g = ablation_graph()
+    for key in ("support_sign", "schema_version"):  # as saved before schema 2
+        del g.graph[key]
+    for *_, d in g.edges(data=True):
+        del d["edge_kind"]
     g.graph["effect_meaning"] = meaning
-    assert support_sign(g) == sign
+    upgrade(g)
+    assert support_sign(g) == sign and g.graph["schema_version"] == SCHEMA_VERSION
+    assert edge_roles(g)["L2.H1", "target:p0_mass"] == "observed"  # from its intervention
 
 
 def test_circuit_edges_follow_in_graph_then_thresholds_then_all():
@@ -210,15 +228,27 @@ def test_the_smollm2_edge_circuit_draws_its_strongest_edges_in_a_column(layout):
     assert fig.get_figwidth() <= 11.5
     drawn = circuit_edges(g).edges
     kinds = {k: [e for e in drawn if g.edges[e]["edge_kind"] == k] for k in ("direct", "read")}
-    assert len(kinds["direct"]) == 30 < g.number_of_edges()  # the 30 strongest direct edges
-    # ... with the structure that joins them to the target: an edge is drawn into it, and every
-    # drawn head input that leads on reaches it.
+    assert len(kinds["direct"]) == 30 < g.number_of_edges()  # as many direct edges as the rule
+    # ... a third of them into the inputs of the heads the target reads (how the P0 state is
+    # read), the rest the strongest of the others; with the structure that joins them to the
+    # target: an edge is drawn into it, and every drawn head input that leads on reaches it.
+    reads = {u for u, v in g.edges if g.edges[u, v]["edge_kind"] == "read"}
+    ends = {u for u, v in g.edges if g.edges[u, v]["edge_kind"] == "input" and v in reads}
+    readers = [e for e in kinds["direct"] if e[1] in ends]
+    assert len(readers) == 10 and all(int(e[1][1:3]) >= 12 for e in readers)  # late heads
+    others = [g.edges[e]["abs_effect"] for e in kinds["direct"] if e not in readers]
+    assert min(others) >= max(
+        g.edges[e]["abs_effect"]
+        for e in g.edges
+        if g.edges[e]["edge_kind"] == "direct" and e not in kinds["direct"] and e[1] not in ends
+    )
     target = next(n for n, k in g.nodes(data="kind") if k == "target")
     assert kinds["read"] and all(v == target for _, v in kinds["read"])
     nodes = {n for e in drawn for n in e}
     assert nodes == set(circuit_edges(g).nodes)  # no node without a drawn edge
     caption = fig.axes[0].get_xlabel().replace("\n", " ")
-    assert "the 30 strongest of 1,613 direct edges" in caption
+    assert "Drawn: 30 of the 1,613 direct edges: the 22 strongest" in caption
+    assert "and the 8 strongest into the inputs of the heads the target reads" in caption
 
 
 @pytest.mark.parametrize("layout", LAYOUTS)
@@ -333,10 +363,10 @@ def test_a_drawing_never_leaves_its_target_unconnected():
     target = next(n for n, k in g.nodes(data="kind") if k == "target")
     # |effect| >= 0.02 keeps only MLP -> MLP edges: none leads on to the heads the target reads.
     sel = circuit_edges(g, min_abs_effect=0.02)
-    assert sel.joining == 1 and any(v == target for _, v in sel.edges)
+    assert sel.readers >= 1 and any(v == target for _, v in sel.edges)
     direct = [e for e in sel.edges if g.edges[e]["edge_kind"] == "direct"]
     weakest_kept = min(g.edges[e]["abs_effect"] for e in direct)
-    assert weakest_kept < 0.02  # the joining edge, below the cut
+    assert weakest_kept < 0.02  # a reading edge, below the cut
     fig = draw_circuit(g, min_abs_effect=0.02)
     caption = fig.axes[0].get_xlabel().replace("\n", " ")
-    assert "and the strongest edge into a head the target reads" in caption
+    assert f"and the {sel.readers} strongest into the inputs of the heads the target" in caption

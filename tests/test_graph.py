@@ -8,6 +8,7 @@ import os
 import shutil
 import subprocess
 import xml.etree.ElementTree as ET
+from pathlib import Path
 
 import networkx as nx
 import numpy as np
@@ -44,6 +45,7 @@ from circuits.graph import (
 from circuits.graph import dot as gdot
 from circuits.graph import io as gio
 from circuits.graph.convention import ROLE_COLORS
+from circuits.graph.schema import SCHEMA_VERSION
 
 T = "target:p0_mass[L12-29]"
 
@@ -144,6 +146,7 @@ def test_add_effect_sets_typed_attributes():
         "sign": -1,
         "metric": "m",
         "intervention": "zero-ablation",
+        "edge_kind": "direct",
     }
     assert type(e["effect"]) is float
     assert g.nodes["L2.H3"] == {
@@ -494,7 +497,7 @@ def test_mermaid_is_written_for_markdown(tmp_path):
     assert "\n%% All 7 edges; " in text  # the caption says which edges are shown
     md = write(g, tmp_path / "c.md").read_text()
     caption, block = md.split("\n\n", 1)
-    assert caption.startswith("All 7 edges; ") and "Blue: supports" in caption
+    assert caption.startswith("All 7 edges; ") and "blue: supports" in caption
     assert block.startswith("```mermaid\nflowchart LR\n") and md.endswith("```\n")
     with pytest.raises(ValueError, match="mermaid is write-only"):
         read(tmp_path / "c.mmd")
@@ -673,7 +676,7 @@ def test_an_interrupted_write_leaves_no_file_and_keeps_the_old_one(tmp_path, mon
         "gexf": "_write_gexf",
         "json": "_write_json",
         "dot": "write_dot",
-        "mermaid": "_write_mermaid",
+        "mermaid": "write_mermaid",
     }[fmt]
 
     def broken(g, fh, *args, **kwargs):
@@ -725,3 +728,57 @@ def test_convert_and_the_export_command(tmp_path, capsys):
     assert (tmp_path / "x.gv").read_text() == "the run's own file"
     argv = ["export", str(src), "--format", "dot", "--out", str(tmp_path / "x.gv"), "--force"]
     assert main(argv) == 0 and typed(read(tmp_path / "x.gv")) == typed(sample())
+
+
+def test_edge_roles_are_typed_where_edges_are_made_and_checked_by_validate():
+    g = sample()
+    assert g.graph["support_sign"] == -1 and g.graph["schema_version"] == SCHEMA_VERSION
+    assert {d["edge_kind"] for *_, d in g.edges(data=True)} == {"direct"}
+    add_effect(g, "L2.H1", T, 0.4, intervention="none (observed P0 mass)")  # the old name's kind
+    add_effect(g, "L1.H0", T, 0.0, intervention="structure", edge_kind="read")
+    assert g.edges["L2.H1", T]["edge_kind"] == "observed"
+    assert g.edges["L1.H0", T]["edge_kind"] == "read"
+    with pytest.raises(ValueError, match="edge_kind 'wire' is not one of direct, observed"):
+        add_effect(g, "L1.H0", T, 0.0, intervention="x", edge_kind="wire")
+    with pytest.raises(ValueError, match=r"support_sign must be -1 \(effects are changes"):
+        new_graph("tiny", data="d", metric="m", seed=0, support_sign=0)
+    g.edges["L2.H1", T]["edge_kind"] = "wire"
+    g.graph["support_sign"] = 2
+    with pytest.raises(ValueError, match="(?s)support_sign=2.*edge_kind='wire'; use one of"):
+        validate(g)
+
+
+def test_a_graph_saved_before_typed_roles_reads_with_them_derived_once(tmp_path):
+    g = sample()
+    add_effect(g, "L2.H1", T, 0.4, intervention="none (observed P0 mass)")
+    add_effect(g, "L1.H0", "L1.H0.q", 0.0, intervention="structure: input of the head")
+    for key in ("support_sign", "schema_version"):
+        del g.graph[key]
+    for *_, d in g.edges(data=True):
+        del d["edge_kind"]
+    nx.write_graphml(g, tmp_path / "old.graphml")  # as circuits wrote it before schema 2
+    back = read(tmp_path / "old.graphml")
+    assert back.graph["support_sign"] == -1 and back.graph["schema_version"] == SCHEMA_VERSION
+    kinds = {(u, v): d["edge_kind"] for u, v, d in back.edges(data=True)}
+    assert kinds["L2.H1", T] == "observed" and kinds["L1.H0", "L1.H0.q"] == "input"
+    assert kinds["L1.MLP", T] == "direct"
+    assert typed(read(write(back, tmp_path / "again.graphml"))) == typed(back)
+
+
+def test_a_graph_of_a_newer_schema_is_refused_in_one_line(tmp_path):
+    g = sample()
+    g.graph["schema_version"] = SCHEMA_VERSION + 1
+    nx.write_graphml(g, tmp_path / "new.graphml")
+    with pytest.raises(
+        ValueError, match=r"uses graph schema \d+, newer than this circuits reads"
+    ) as err:
+        read(tmp_path / "new.graphml")
+    assert "\n" not in str(err.value)
+
+
+def test_every_graph_committed_under_docs_reads_with_typed_roles():
+    for path in sorted(Path(__file__).parents[1].glob("docs/**/circuit.graphml")):
+        g = read(path)
+        kinds = {d["edge_kind"] for *_, d in g.edges(data=True)}
+        assert g.graph["support_sign"] == -1, path
+        assert kinds <= {"direct", "observed", "input", "read"} and "direct" in kinds, path

@@ -47,6 +47,14 @@ def test_report_never_imports_tracing():
         assert not bad, f"{path.relative_to(ROOT)} imports {bad}"
 
 
+def test_graph_never_imports_report():
+    # What an edge means is typed on the graph (`circuits.graph.roles`): the graph, its files
+    # and its Mermaid export need nothing from the report, which draws on the graph.
+    for path in (ROOT / "graph").rglob("*.py"):
+        bad = sorted(m for m in _imports(path) if m.startswith("circuits.report"))
+        assert not bad, f"{path.relative_to(ROOT)} imports {bad}"
+
+
 def test_no_module_is_too_long():
     long = {
         str(p.relative_to(ROOT)): n

@@ -13,10 +13,12 @@ Nodes are model components named as everywhere in the library:
 
 Every node carries kind (str), layer, head, neuron (int, -1 when n/a), part (str, "" when n/a),
 label (str) and score (float). Every edge `component -> target` (or component -> component)
-carries effect (float), abs_effect (float), sign (+1/-1, +1 for a zero effect), metric (str) and
-intervention (str). Graph attributes: model, model_hash, data, metric, thresholds (a JSON object
-as text), seed, version (`circuits.__version__`). All attribute values are plain str, int, float
-or bool so that every export format can store them and read them back with their types.
+carries effect (float), abs_effect (float), sign (+1/-1, +1 for a zero effect), metric (str),
+intervention (str) and edge_kind (str: what the edge is, `circuits.graph.roles`). Graph
+attributes: model, model_hash, data, metric, thresholds (a JSON object as text), seed, version
+(`circuits.__version__`), support_sign (-1: a negative effect supports its target) and
+schema_version (`circuits.graph.schema`). All attribute values are plain str, int, float or
+bool so that every export format can store them and read them back with their types.
 """
 
 from __future__ import annotations
@@ -30,7 +32,8 @@ from typing import NamedTuple, SupportsFloat
 import networkx as nx
 import pandas as pd
 
-from circuits.graph.convention import SIGN_COLORS as SIGN_COLORS
+from circuits.graph.roles import EDGE_KINDS, REMOVAL_SIGN, SUPPORT_SIGNS
+from circuits.graph.schema import SCHEMA_VERSION, legacy_edge_kind
 from circuits.sites import NODE_KINDS
 
 KINDS = ("embed", *NODE_KINDS, "target")
@@ -52,6 +55,7 @@ EDGE_ATTRS: dict[str, type] = {
     "sign": int,
     "metric": str,
     "intervention": str,
+    "edge_kind": str,
 }
 GRAPH_ATTRS: dict[str, type] = {
     "model": str,
@@ -61,6 +65,8 @@ GRAPH_ATTRS: dict[str, type] = {
     "thresholds": str,
     "seed": int,
     "version": str,
+    "support_sign": int,
+    "schema_version": int,
 }
 SCALAR_TYPES = (str, int, float, bool)
 # GraphML / GEXF give these names a meaning of their own; a user attribute with one of them
@@ -68,14 +74,16 @@ SCALAR_TYPES = (str, int, float, bool)
 RESERVED_ATTRS = frozenset({"id", "weight", "start", "end", "viz", "pid"})
 
 KIND_COLORS = {
-    "embed": "#c7c7c7",
-    "head": "#aec7e8",
-    "attn": "#9edae5",
-    "mlp": "#ffbb78",
-    "neuron": "#ffdd99",
-    "resid": "#e0e0e0",
-    "target": "#98df8a",
+    "embed": "#eeeeee",
+    "head": "#ece6f3",
+    "attn": "#e2daee",
+    "mlp": "#d6d6d6",
+    "neuron": "#e4e4e4",
+    "resid": "#f6f6f6",
+    "target": "#d3ebc8",
 }
+"""Box fill per node kind: pale greys, lavender and green, never the blue or orange that mean a
+role (`circuits.graph.convention`)."""
 
 _ID_PATTERNS = [
     (re.compile(r"embed"), "embed"),
@@ -177,15 +185,23 @@ def new_graph(
     metric: str,
     seed: int,
     thresholds: Mapping[str, float | int] | None = None,
+    support_sign: int = REMOVAL_SIGN,
     **attrs: str | int | float | bool,
 ) -> nx.DiGraph:
     """An empty circuit graph with its provenance: model (key, hash), data, metric, seed.
 
     `model` is a registry key, a `ModelInfo` or a model from `load_model`; `model_hash` is the
-    GGUF sha256 or a model folder's weights hash, else "". Extra keyword attributes are stored too.
+    GGUF sha256 or a model folder's weights hash, else "". `support_sign` is the sign of an
+    effect that means "the source supports its target": -1 (default) for changes under removal
+    of the source, +1 for contributions or attributions. Extra keyword attributes are stored too.
     """
     import circuits
 
+    if support_sign not in SUPPORT_SIGNS or type(support_sign) is not int:
+        raise ValueError(
+            f"support_sign must be -1 (effects are changes under removal: negative supports) "
+            f"or +1 (contributions: positive supports), got {support_sign!r}"
+        )
     g = nx.DiGraph()
     g.graph.update(_model_identity(model))
     g.graph.update(
@@ -194,6 +210,8 @@ def new_graph(
         seed=seed,
         thresholds=json.dumps(dict(thresholds or {}), sort_keys=True),
         version=circuits.__version__,
+        support_sign=support_sign,
+        schema_version=SCHEMA_VERSION,
     )
     g.graph.update(attrs)
     _check_scalars(g.graph, "graph attribute")
@@ -254,15 +272,24 @@ def add_effect(
     *,
     intervention: str,
     metric: str | None = None,
+    edge_kind: str | None = None,
     **attrs: str | int | float | bool,
 ) -> tuple[str, str]:
     """Add the edge source -> target carrying a measured `effect` on `metric`.
 
     `metric` defaults to the graph's metric; `intervention` names what was done to `source`
-    (e.g. "zero-ablation", "mean-ablation", "patch:clean->corrupt"). Missing nodes are added.
+    (e.g. "zero-ablation", "mean-ablation", "patch:clean->corrupt"); `edge_kind` says what the
+    edge is (`circuits.graph.roles.EDGE_KINDS`: "direct" effect, "observed" value, "input" /
+    "read" structure; default: as graphs saved before it were read, from the intervention's
+    name, `circuits.graph.schema.legacy_edge_kind`). Missing nodes are added.
     """
     if source == target:
         raise ValueError(f"an effect needs two different nodes, got {source!r} twice")
+    if edge_kind is None:
+        kind = g.nodes[target]["kind"] if target in g else parse_node_id(target).kind
+        edge_kind = legacy_edge_kind(intervention, kind)
+    if edge_kind not in EDGE_KINDS:
+        raise ValueError(f"edge_kind {edge_kind!r} is not one of {', '.join(EDGE_KINDS)}")
     effect = float(effect)
     if not math.isfinite(effect):
         raise ValueError(f"effect {source} -> {target} is {effect}; drop or fix that measurement")
@@ -278,6 +305,7 @@ def add_effect(
         "sign": -1 if effect < 0 else 1,
         "metric": metric,
         "intervention": intervention,
+        "edge_kind": edge_kind,
         **attrs,
     }
     _check_scalars(data, f"attribute of edge {source} -> {target}")

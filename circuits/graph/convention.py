@@ -7,7 +7,7 @@ text follows it:
 
 Tables give changes under removal (negative supports) with a `role` column that says it in
 words; graphs whose values are attributions say so in their `effect_meaning` attribute and are
-coloured by role, not by sign (`circuits.report.circuit_style.support_sign`).
+coloured by role, not by sign (`support_sign`, `circuits.graph.roles`).
 """
 
 from __future__ import annotations

@@ -1,10 +1,11 @@
 """DOT for Graphviz, written and read here (no pygraphviz).
 
 Written for `dot`: one rank per layer (an invisible anchor node per rank, chained by invisible
-edges, keeps layers in columns), edges labelled with their effect, coloured by sign. Circuit data
-rides in `data_<name>` attributes holding JSON (a string stays quoted, so never empty), which
-Graphviz ignores; the only Graphviz attributes written are those in `DOT_ATTRS`, so no data value
-becomes a link, an image or a file Graphviz opens. The graph attribute `circuits_meta` holds the
+edges, keeps layers in columns), edges labelled with their effect, coloured by role
+(`circuits.graph.roles`: blue supports the target, orange opposes it, greys for observed values
+and structure). Circuit data rides in `data_<name>` attributes holding JSON (a string stays
+quoted, so never empty), which Graphviz ignores; the only Graphviz attributes written are those
+in `DOT_ATTRS`, so no data value becomes a link, an image or a file Graphviz opens. The graph attribute `circuits_meta` holds the
 graph attributes as JSON. The reader takes back what Graphviz writes too (`dot -Tcanon`:
 backslash-newline continuations, subgraphs, bare ids) and drops every presentation attribute
 and every invisible (layout) item.
@@ -20,7 +21,9 @@ from typing import IO
 
 import networkx as nx
 
-from circuits.graph.circuit import KIND_COLORS, SIGN_COLORS, sort_key
+from circuits.graph.circuit import KIND_COLORS, sort_key
+from circuits.graph.convention import ROLE_COLORS
+from circuits.graph.roles import edge_roles
 
 # The Graphviz attributes a DOT file written here sets, per statement: an allow-list. Node and
 # edge data go into `data_<name>` attributes instead, which mean nothing to Graphviz.
@@ -78,12 +81,14 @@ def write_dot(g: nx.DiGraph, fh: IO[bytes]) -> None:
     for n, data in g.nodes(data=True):
         look = {"fillcolor": KIND_COLORS[data["kind"]], "label": data["label"]}
         lines.append(f"  {_dot_str(n)} [{_dot_attrs('node', look, data)}];")
+    roles = edge_roles(g)
     for u, v, data in g.edges(data=True):
+        role = roles[u, v]
         look = {
-            "color": SIGN_COLORS[data["sign"]],
-            "fontcolor": SIGN_COLORS[data["sign"]],
+            "color": ROLE_COLORS[role],
+            "fontcolor": ROLE_COLORS[role],
             "penwidth": width(data["abs_effect"]),
-            "label": f"{data['effect']:+.3g}",
+            "label": "" if role == "structure" else f"{data['effect']:+.3g}",
         }
         lines.append(f"  {_dot_str(u)} -> {_dot_str(v)} [{_dot_attrs('edge', look, data)}];")
     # One column per rank: an invisible anchor node per rank, chained by invisible edges, keeps

@@ -28,8 +28,9 @@ from typing import IO
 import networkx as nx
 
 from circuits._io import NON_FINITE_KEY, atomic_write, strict_json
-from circuits.graph.circuit import KIND_COLORS, sort_key
-from circuits.graph.dot import edge_width, read_dot, write_dot
+from circuits.graph.dot import read_dot, write_dot
+from circuits.graph.mermaid import write_mermaid
+from circuits.graph.schema import upgrade
 from circuits.graph.validate import validate
 
 FORMATS: dict[str, tuple[str, ...]] = {
@@ -122,55 +123,6 @@ def _write_json(g: nx.DiGraph, fh: IO[bytes]) -> None:
     fh.write(strict_json(data, indent=1).encode("utf-8"))
 
 
-def _mermaid_text(text: str) -> str:
-    return text.replace('"', "#quot;").replace("\r", " ").replace("\n", " ")
-
-
-def _write_mermaid(g: nx.DiGraph, fh: IO[bytes], fenced: bool) -> None:
-    # The edges a drawing shows (the strongest, when the graph records a cap; GitHub renders a
-    # few hundred edges at most), with the caption saying which.
-    from circuits.report.circuit_selection import circuit_edges, drawn_graph
-    from circuits.report.circuit_style import ROLE_COLORS, drawing_caption, edge_roles, support_sign
-
-    sel = circuit_edges(g)
-    caption = drawing_caption(g, sel, 0, 0, sign=support_sign(g))
-    g = drawn_graph(g, sel)
-    roles = edge_roles(g)
-    edges, keep = list(g.edges), set(g.nodes)
-    caption += " Blue: supports the target (removing the source lowers it); orange: opposes it."
-    ids = {n: f"n{i}" for i, n in enumerate(sorted(keep, key=sort_key))}
-    lines = ["flowchart LR"]
-    columns: dict[str, list[str]] = {}
-    for n in ids:
-        kind, layer = g.nodes[n]["kind"], g.nodes[n]["layer"]
-        column = {"embed": "input", "target": "targets"}.get(kind, f"layer {layer}")
-        columns.setdefault(column, []).append(n)
-    for c, (column, nodes) in enumerate(columns.items()):
-        lines += [f'  subgraph col{c} ["{column}"]', "    direction TB"]
-        for n in nodes:
-            label = _mermaid_text(g.nodes[n]["label"])
-            shape = '(["{}"])' if g.nodes[n]["kind"] == "target" else '["{}"]'
-            lines.append(f"    {ids[n]}{shape.format(label)}:::{g.nodes[n]['kind']}")
-        lines.append("  end")
-    width = edge_width(g)
-    styles = []
-    for i, (u, v) in enumerate(edges):
-        data, role = g.edges[u, v], roles[u, v]
-        label = "" if role == "structure" else f'|"{data["effect"]:+.3g}"|'
-        lines.append(f"  {ids[u]} -->{label} {ids[v]}")
-        styles.append(
-            f"  linkStyle {i} stroke:{ROLE_COLORS[role]},stroke-width:{width(data['abs_effect'])}px"
-        )
-    lines += styles
-    lines += [f"  classDef {k} fill:{c},stroke:#555" for k, c in KIND_COLORS.items()]
-    text = "\n".join(lines) + "\n"
-    if fenced:
-        text = f"{caption}\n\n```mermaid\n{text}```\n"
-    else:
-        text = text.replace("\n", f"\n%% {caption}\n", 1)
-    fh.write(text.encode("utf-8"))
-
-
 def write(g: nx.DiGraph, path: str | Path, format: str | None = None) -> Path:
     """Write `g` to `path` in `format` (default: from the suffix) atomically; returns the path.
 
@@ -189,7 +141,7 @@ def write(g: nx.DiGraph, path: str | Path, format: str | None = None) -> Path:
         "gexf": _write_gexf,
         "json": _write_json,
         "dot": write_dot,
-        "mermaid": lambda g, fh: _write_mermaid(g, fh, fenced=path.suffix.lower() == ".md"),
+        "mermaid": lambda g, fh: write_mermaid(g, fh, fenced=path.suffix.lower() == ".md"),
     }
     with atomic_write(path, "wb") as fh:
         writers[fmt](g, fh)
@@ -256,7 +208,9 @@ def _set_nan(data: dict, where: str) -> None:
 
 
 def read(path: str | Path, format: str | None = None) -> nx.DiGraph:
-    """Read a circuit graph written by `write` (graphml, gexf, json or dot) and validate it."""
+    """Read a circuit graph written by `write` (graphml, gexf, json or dot) and validate it. A
+    graph saved before typed edge roles gets them (`circuits.graph.schema.upgrade`); one of a
+    newer schema than this code reads is refused."""
     fmt = format_of(path, format)
     if fmt not in READABLE:
         raise ValueError(f"{fmt} is write-only; read one of: {', '.join(READABLE)}")
@@ -270,8 +224,9 @@ def read(path: str | Path, format: str | None = None) -> nx.DiGraph:
         raise ValueError(f"{path} is not a circuit graph in {fmt} format: {err}") from err
     if not g.is_directed() or g.is_multigraph():
         raise ValueError(f"{path} holds an undirected or multi-graph; circuits are DiGraphs")
+    g = upgrade(nx.DiGraph(g), str(path))  # a graph saved before typed edge roles gets them
     try:
-        return validate(nx.DiGraph(g))
+        return validate(g)
     except ValueError as err:
         raise ValueError(f"{path} was read but is not a complete circuit graph: {err}") from err
 

@@ -1,5 +1,7 @@
 """Whether a graph is a circuit graph every exporter can write (`validate`): the attributes
-`circuits.graph.circuit` requires, their types, node ids that agree with their attributes."""
+`circuits.graph.circuit` requires, their types, node ids that agree with their attributes, and
+edge roles typed as `circuits.graph.roles` says (`edge_kind`, `support_sign`) at this code's
+`schema_version`."""
 
 from __future__ import annotations
 
@@ -16,6 +18,8 @@ from circuits.graph.circuit import (
     SCALAR_TYPES,
     parse_node_id,
 )
+from circuits.graph.roles import EDGE_KINDS, SUPPORT_SIGNS
+from circuits.graph.schema import SCHEMA_VERSION
 
 
 def validate(g: nx.Graph) -> nx.DiGraph:
@@ -23,14 +27,22 @@ def validate(g: nx.Graph) -> nx.DiGraph:
 
     Checks the required graph, node and edge attributes and their Python types, that node ids
     agree with their kind/layer/head/neuron/part, that abs_effect and sign agree with effect, and
-    that every other attribute is a str/int/float/bool with one type per name. Returns `g`.
+    that every other attribute is a str/int/float/bool with one type per name, that every
+    `edge_kind` is known and `support_sign` is -1 or +1, at this code's `schema_version`.
+    Returns `g`.
     """
     if not isinstance(g, nx.DiGraph) or g.is_multigraph():
         raise ValueError(f"a circuit graph is a networkx.DiGraph, got {type(g).__name__}")
     problems: list[str] = []
     _check_attrs(
-        g.graph, GRAPH_ATTRS, "the graph", "set it with circuits.graph.new_graph", problems
+        g.graph,
+        GRAPH_ATTRS,
+        "the graph",
+        "make graphs with circuits.graph.new_graph (one "
+        "saved by an older circuits: circuits.graph.read, or circuits.graph.upgrade(g))",
+        problems,
     )
+    _check_roles(g, problems)
     _check_nodes(g, problems)
     _check_edges(g, problems)
     for scope, items in (
@@ -44,6 +56,26 @@ def validate(g: nx.Graph) -> nx.DiGraph:
         more = f"\n  ... and {len(problems) - 10} more" if len(problems) > 10 else ""
         raise ValueError("not a valid circuit graph:\n  " + "\n  ".join(problems[:10]) + more)
     return g
+
+
+def _check_roles(g: nx.DiGraph, problems: list[str]) -> None:
+    """`support_sign` -1 / +1, `schema_version` this code's, each `edge_kind` a known kind."""
+    version = g.graph.get("schema_version")
+    if type(version) is int and version != SCHEMA_VERSION:
+        problems.append(
+            f"the graph has schema_version {version}, this code's is {SCHEMA_VERSION}; bring it "
+            "up to date with circuits.graph.upgrade(g) (circuits.graph.read does so)"
+        )
+    if type(g.graph.get("support_sign")) is int and g.graph["support_sign"] not in SUPPORT_SIGNS:
+        problems.append(
+            f"the graph has support_sign={g.graph['support_sign']}; it must be -1 (a negative "
+            "effect supports its target) or +1 (a positive one does)"
+        )
+    for u, v, kind in g.edges(data="edge_kind"):
+        if isinstance(kind, str) and kind not in EDGE_KINDS:
+            problems.append(
+                f"edge {u} -> {v} has edge_kind={kind!r}; use one of {', '.join(EDGE_KINDS)}"
+            )
 
 
 def _check_nodes(g: nx.DiGraph, problems: list[str]) -> None:

@@ -15,7 +15,7 @@ from dataclasses import dataclass, field
 import networkx as nx
 
 from circuits.graph.circuit import parse_node_id
-from circuits.report.circuit_style import is_observed
+from circuits.graph.roles import is_observed
 
 LAYOUTS = ("auto", "dot", "multipartite")
 FONT_SIZE = 8.5
@@ -74,12 +74,20 @@ def node_text(g: nx.DiGraph, n: str) -> str:
     return "\n".join(part for parts in wrap for part in parts)
 
 
-def _column(g: nx.DiGraph, n: str) -> tuple[int, str]:
+READ_COLUMN = "read by the target"
+"""The column, just before the targets, of the nodes whose only out-edges are "read" edges (the
+inputs of the heads the target reads, when a picture folds the heads away)."""
+
+
+def _column(g: nx.DiGraph, n: str, read_column: bool = False) -> tuple[int, str]:
     kind = g.nodes[n]["kind"]
     if kind == "embed":
         return (-1, "embed")
     if kind == "target":
         return (10**9, "targets")
+    out = [d["edge_kind"] for *_, d in g.out_edges(n, data=True)]
+    if read_column and out and all(k == "read" for k in out):
+        return (10**9 - 1, READ_COLUMN)
     layer = int(g.nodes[n]["layer"])
     return (layer, f"L{layer}")
 
@@ -188,7 +196,8 @@ def _multipartite_layout(g, nodes, edges, sizes, columns, ranksep) -> CircuitLay
     counts = [sum(columns[n] == key for n in nodes) for key in order]
     spread = max((abs(p[1]) for p in raw.values()), default=0.0)
     unit = spread / ((max(counts) - 1) / 2) if max(counts) > 1 and spread else 1.0
-    step = max(h for _, h in sizes.values()) + 1.1
+    # A tall column (e.g. the inputs the target reads) gets closer rows: a picture stays short.
+    step = max(h for _, h in sizes.values()) + max(0.35, min(1.1, 4.4 / max(counts)))
     for n in nodes:
         y_of[n] = raw[n][1] / unit * step
     pos = {n: (xs[index[columns[n]]], y_of[n]) for n in nodes}
@@ -203,9 +212,13 @@ def circuit_layout(
     method: str = "auto",
     fontsize: float = FONT_SIZE,
     ranksep: float | None = None,
+    read_column: bool = False,
 ) -> CircuitLayout:
     """Place `nodes` (default: all) one column per layer, in inches. `method`: "dot" (Graphviz,
-    a rank per layer, routed edges), "multipartite" (networkx) or "auto" (dot when installed)."""
+    a rank per layer, routed edges), "multipartite" (networkx) or "auto" (dot when installed).
+    `read_column`: the nodes that only feed "read" edges share one column before the targets
+    (`READ_COLUMN`; their layers are in their names), so that a picture of late readers stays
+    as wide as the page."""
     if method not in LAYOUTS:
         raise ValueError(f"unknown layout {method!r}; use one of {', '.join(LAYOUTS)}")
     nodes = list(g.nodes) if nodes is None else nodes
@@ -215,7 +228,7 @@ def circuit_layout(
     if method == "dot" and not graphviz_available():
         raise RuntimeError("layout='dot' needs Graphviz (apt-get install graphviz); "
                            "use layout='multipartite'")  # fmt: skip
-    columns_full = {n: _column(g, n) for n in nodes}
+    columns_full = {n: _column(g, n, read_column) for n in nodes}
     columns = {n: c[0] for n, c in columns_full.items()}
     sizes = {n: _box_size(node_text(g, n), fontsize) for n in nodes}
     if ranksep is None:
@@ -235,7 +248,7 @@ def circuit_layout(
 # -- edge routing -------------------------------------------------------------------------------
 
 
-def _point_on(points: list[tuple[float, float]], t: float) -> tuple[float, float]:
+def point_on(points: list[tuple[float, float]], t: float) -> tuple[float, float]:
     """The point a fraction `t` along a piecewise cubic Bezier (dot) or a polyline."""
     if len(points) >= 4 and (len(points) - 1) % 3 == 0:
         n_seg = (len(points) - 1) // 3
@@ -337,7 +350,7 @@ def label_spot(
     w, h = size
     best = None
     for t in (0.5, 0.4, 0.6, 0.3, 0.7, 0.22, 0.78, 0.15, 0.85):
-        px, py = _point_on(curve, t)
+        px, py = point_on(curve, t)
         box = (px - w / 2, py - h / 2, px + w / 2, py + h / 2)
         crossed = sum(
             box[0] <= x <= box[2] and box[1] <= y <= box[3] for pts in others for x, y in pts

@@ -33,15 +33,16 @@ from matplotlib.lines import Line2D
 from matplotlib.patches import FancyArrowPatch, FancyBboxPatch
 from matplotlib.path import Path as MplPath
 
+from circuits._repr import short_metric
 from circuits.config import Config, option
 from circuits.graph.circuit import KIND_COLORS
 from circuits.graph.io import atomic_write
+from circuits.graph.selection import Selection, circuit_edges, drawn_graph
 from circuits.graph.validate import validate
 from circuits.report.circuit_layout import (
     FONT_SIZE,
     LAYOUTS,
     CircuitLayout,
-    _point_on,
     circuit_layout,
     edge_curves,
     label_spot,
@@ -49,8 +50,8 @@ from circuits.report.circuit_layout import (
     node_boxes,
     node_text,
     overlap,
+    point_on,
 )
-from circuits.report.circuit_selection import Selection, circuit_edges, drawn_graph
 from circuits.report.circuit_style import (
     ROLE_COLORS,
     drawing_caption,
@@ -169,7 +170,7 @@ def draw_circuit(
                            roles=edge_roles(g, sign=sign))  # fmt: skip
     drawn = drawn_graph(g, picked)
     lay = circuit_layout(drawn, list(drawn.edges), list(drawn.nodes), method=opts.layout,
-                         fontsize=opts.fontsize)  # fmt: skip
+                         fontsize=opts.fontsize, read_column=True)  # fmt: skip
     scene = _Scene(drawn, lay, edge_roles(drawn, sign=sign), edge_curves(drawn, lay), opts)
     fig, ax = _canvas(scene)
     _draw_edges(ax, scene)
@@ -182,7 +183,7 @@ def draw_circuit(
         text = drawing_caption(g, picked, labelled, len(scene.effects), sign=sign)
         ax.set_xlabel("\n".join(textwrap.wrap(text, int(fig.get_figwidth() * 13))),
                       fontsize=opts.fontsize - 0.5, color="#444444", loc="left")  # fmt: skip
-    name = f"{drawn.graph['model']} | {drawn.graph['metric']}"
+    name = f"{drawn.graph['model']} | {short_metric(drawn.graph['metric'])}"
     ax.set_title(title or name, fontsize=opts.fontsize + 1.5)
     return fig
 
@@ -194,7 +195,7 @@ def _canvas(scene: _Scene) -> tuple[Figure, Axes]:
     x0, x1 = min(b[0] for b in boxes) - 0.15, max(b[2] for b in boxes) + 0.15
     y0, y1 = min(b[1] for b in boxes) - 0.15, max(b[3] for b in boxes) + 0.3
     for pts in scene.curves.values():
-        on = [_point_on(pts, i / 20) for i in range(21)]
+        on = [point_on(pts, i / 20) for i in range(21)]
         y0 = min(y0, *(p[1] - 0.1 for p in on))
         y1 = max(y1, *(p[1] + 0.1 for p in on))
     width, height = x1 - x0, y1 - y0
@@ -268,7 +269,7 @@ def _label_edges(ax: Axes, scene: _Scene) -> int:
     chosen = scene.observed + strongest[: scene.opts.max_edge_labels]
     boxes = node_boxes(scene.lay)
     taken: list[tuple[float, float, float, float]] = []
-    samples = {e: [_point_on(c, i / 60) for i in range(1, 60)] for e, c in scene.curves.items()}
+    samples = {e: [point_on(c, i / 60) for i in range(1, 60)] for e, c in scene.curves.items()}
     char_w, char_h = 0.55 * (fontsize - 1) / 72, 1.35 * (fontsize - 1) / 72
     labelled = 0
     for e in chosen:

@@ -5,7 +5,7 @@ Drawn by cytoscape.js (vendored in `circuits/report/vendor/`, inlined like circu
 bundle: no network needed). Nodes sit where the static picture puts them (`circuit_layout`:
 one column per layer) and edges carry the same meaning and colours as in `draw.draw_circuit`:
 blue supports the sink, orange opposes it, dashed grey is an observed value. Edges outside the
-circuit (see `circuit_style.circuit_edges`) are hidden behind a "show all edges" switch.
+circuit (see `circuits.graph.selection.circuit_edges`) are hidden behind a "show all edges" switch.
 
 A page inlines the library once, then any number of views:
 
@@ -24,9 +24,9 @@ from pathlib import Path
 import networkx as nx
 
 from circuits.graph.circuit import KIND_COLORS
+from circuits.graph.selection import circuit_edges
 from circuits.graph.validate import validate
-from circuits.report.circuit_layout import CircuitLayout, _point_on, circuit_layout, node_text
-from circuits.report.circuit_selection import circuit_edges
+from circuits.report.circuit_layout import CircuitLayout, circuit_layout, node_text, point_on
 from circuits.report.circuit_style import (
     ROLE_COLORS,
     edge_count_text,
@@ -194,7 +194,7 @@ def _route(lay, u: str, v: str) -> dict:
         return {}
     weights, distances = [], []
     for t in (0.2, 0.4, 0.6, 0.8):
-        px, py = _point_on(pts, t)
+        px, py = point_on(pts, t)
         px, py = px - sx, -py - sy
         w = (px * dx + py * dy) / length2
         dist = (px * dy - py * dx) / length2**0.5

@@ -67,7 +67,7 @@ def circuit_graph(
     for layer, head, mass in sink_heads:
         sid = add_component(g, node_id("head", layer, head), score=mass, role="sink")
         add_effect(g, sid, attn_target, mass, intervention="none (observed P0 mass)",
-                   metric="p0_mass")  # fmt: skip
+                   metric="p0_mass", edge_kind="observed")  # fmt: skip
         if comps:
             effects = effects_on(
                 model, tokens, [s for _, s in comps], p0_attention(layer, heads=[head])

@@ -156,5 +156,5 @@ def _head_edges(
         add_effect(
             g, head, score_target, float(base_m[li, h]),
             intervention="none: attention paid to the sink token (unpatched)",
-            metric="attention to the sink token",
+            metric="attention to the sink token", edge_kind="observed",
         )  # fmt: skip
