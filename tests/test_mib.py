@@ -10,6 +10,7 @@ import torch
 
 from circuits.discovery.attribution import eap, eap_ig_activations, eap_ig_inputs, ig_points
 from circuits.discovery.dag import build_space, mib_edge_count
+from circuits.discovery.evaluation import MIB_FRACTIONS, mib_areas
 from circuits.discovery.forward import EdgeRunner, full_keep
 from circuits.discovery.pairs import tokenize
 from circuits.tasks.ioi import NAMES, ioi_prompts
@@ -173,3 +174,55 @@ def test_activations_ig_is_a_registry_method(tiny, flip):
     scores = scorer("eap_ig_activations")(runner, cfg)
     assert scores.per_text and scores.signed and scores.values.shape == (3, runner.space.n_edges)
     assert torch.allclose(scores.values, eap_ig_activations(runner, 2), atol=1e-5)
+
+
+def test_cpr_and_cmd_of_a_known_curve():
+    # f = k at MIB's ten sizes: the trapezoid is exact for a line, so CPR is the integral of k
+    # and CMD that of 1 - k over [0.001, 1]
+    cpr, cmd = mib_areas(MIB_FRACTIONS, MIB_FRACTIONS)
+    assert cpr == pytest.approx((1 - 0.001**2) / 2) and cmd == pytest.approx(0.999 - cpr)
+    # a circuit twice as strong as the model everywhere: CPR 2 x 0.999, CMD 0.999
+    assert mib_areas(MIB_FRACTIONS, [2.0] * 10) == (pytest.approx(1.998), pytest.approx(0.999))
+
+
+def test_the_mib_protocol_runs_and_saves_every_size(tiny, flip, tmp_path):
+    import json
+
+    from circuits.discovery import discover
+    from circuits.discovery.protocol import PROTOCOLS, protocol, write_mib
+    from circuits.graph.eap_ig import shape_of
+
+    mib = protocol("mib")
+    assert (mib.partner, mib.pad, mib.n_fit, mib.n_heldout) == ("s2_io_flip", True, 100, 200)
+    cfg = mib.config(n_boot=10, n_stability=2, n_random=2, max_exact=2, n_curve=4)
+    assert (cfg.method, cfg.ig_steps, cfg.ig_grid, cfg.kv_inputs) == (
+        "eap_ig_inputs",
+        5,
+        "left",
+        "ungrouped",
+    )
+    assert set(PROTOCOLS) == {"library", "mib"}
+    with pytest.raises(ValueError, match="unknown protocol"):
+        protocol("acdc")
+    c = discover(tiny, flip[:4], flip[4:], None, positions=None, config=cfg)
+    n = c.runner.space.n_edges
+    assert n == mib_edge_count(4, 4)
+    for split in ("fit", "heldout"):
+        saved = c.summary()["mib"][split]
+        assert saved["fractions"] == list(MIB_FRACTIONS)
+        for rank in ("signed", "abs"):
+            kept, f = saved[f"n_edges_{rank}"], saved[f"faithfulness_{rank}"]
+            assert len(kept) == len(f) == 10 and f[-1] == pytest.approx(1.0, abs=1e-4)
+            assert all(k <= int(x * n) for k, x in zip(kept, MIB_FRACTIONS, strict=True))
+        assert saved["cpr"] == pytest.approx(
+            mib_areas(MIB_FRACTIONS, saved["faithfulness_signed"])[0]
+        )
+        assert saved["cmd"] == pytest.approx(mib_areas(MIB_FRACTIONS, saved["faithfulness_abs"])[1])
+    # MIB's file: every edge of MIB's graph, scores in MIB's sign, the circuit in the graph
+    d = json.loads(write_mib(c, shape_of(tiny), tmp_path / "importances.json").read_text())
+    assert len(d["edges"]) == n and d["cfg"]["score_convention"] == "mib"
+    assert sum(e["in_graph"] for e in d["edges"].values()) == c.n_edges
+    mean = c.scores.mean(0)
+    best = int(mean.argmax())  # the edge that supports the logit difference most
+    name = sorted(d["edges"], key=lambda k: d["edges"][k]["score"])[-1]
+    assert d["edges"][name]["score"] == pytest.approx(float(mean[best])) and mean[best] > 0

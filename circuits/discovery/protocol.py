@@ -1,0 +1,111 @@
+"""Named protocols for circuits of counterfactual pairs: one name for the settings of the pairs
+(partner, padding, how many) and of discovery (`DiscoveryConfig`), and the file a protocol's
+benchmark takes.
+
+`mib` is the circuit-localisation track of MIB (Mueller et al. 2025) as its code runs it
+(`hannamw/MIB-circuit-track` on `hannamw/EAP-IG`):
+
+- IOI pairs with the `s2_io_flip` partner (the second S replaced by IO; every token before it
+  identical), prompts of several lengths right-padded and read at their last real token, the
+  model's BOS first (this library's `to_tokens` prepends it when the tokenizer has one);
+- MIB's graph: q, k and v inputs per query head (`kv_inputs="ungrouped"`; Qwen2.5-0.5B 179,749
+  edges, SmolLM2-135M 123,211, GPT-2 small 32,491);
+- EAP-IG-inputs with 5 steps on the left points alpha = k / 5, k = 0..4 (`ig_grid="left"`);
+- circuits at MIB's ten sizes (`evaluation.MIB_FRACTIONS`, the top int(k x edges) edges, then
+  pruned), CPR = area under f with edges ranked by signed score, CMD = area under |1 - f| ranked
+  by |score|, judged on held-out pairs (`discover` saves f and the pruned edge count at every
+  size on fit and held-out pairs: `EdgeCircuit.mib`, the summary's "mib");
+- 100 fit pairs (MIB's default; its replicate.sh takes 1,000 for IOI) and at least 200 held-out.
+
+What cannot be the same here is said in docs/mib/README.md (weights, MIB's own IOI data set on
+the hub, bf16). `write_mib` writes what MIB's evaluator reads: every edge of MIB's graph with its
+importance in MIB's sign (positive supports) and the circuit's edges marked in the graph.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from circuits._io import atomic_write
+from circuits.discovery.config import DiscoveryConfig
+
+
+@dataclass(frozen=True)
+class Protocol:
+    """A named bundle of settings: `settings` (DiscoveryConfig fields), the IOI `partner`,
+    whether pairs of several lengths are padded (`pad`), and the default numbers of fit and
+    held-out pairs."""
+
+    name: str
+    about: str
+    settings: dict = field(default_factory=dict)
+    partner: str = "abc"
+    pad: bool = False
+    n_fit: int = 32
+    n_heldout: int = 32
+
+    def config(self, **overrides) -> DiscoveryConfig:
+        """The protocol's DiscoveryConfig, with `overrides` (field names) on top."""
+        return DiscoveryConfig().with_options(**{**self.settings, **overrides})
+
+
+MIB_SETTINGS = {
+    "method": "eap_ig_inputs",
+    "ig_steps": 5,
+    "ig_grid": "left",
+    "kv_inputs": "ungrouped",
+    "ablation": "resample",
+    "grow": "top",
+}
+"""The DiscoveryConfig fields MIB's protocol sets (the rest keep the library's defaults; MIB's
+sizes, CPR and CMD are computed by every discover run)."""
+
+PROTOCOLS = {
+    "library": Protocol(
+        "library", "this library's defaults: ABC partner, one token length, grouped k / v inputs, "
+        "midpoint EAP-IG", {"ablation": "resample"},
+    ),
+    "mib": Protocol(
+        "mib", "MIB's circuit track (Mueller et al. 2025): s2_io_flip partner, padded prompts, "
+        "k / v per query head, EAP-IG-inputs with 5 left points, 100 fit / 200 held-out pairs",
+        MIB_SETTINGS, partner="s2_io_flip", pad=True, n_fit=100, n_heldout=200,
+    ),
+}  # fmt: skip
+"""Protocol name -> its settings."""
+
+
+def protocol(name: str) -> Protocol:
+    """The protocol named `name` (one of PROTOCOLS), or a one-line error naming them."""
+    if name not in PROTOCOLS:
+        raise ValueError(f"unknown protocol {name!r}; use one of {', '.join(PROTOCOLS)}")
+    return PROTOCOLS[name]
+
+
+def mib_importances(circuit, shape: dict) -> dict:
+    """MIB's graph dict of a discovered circuit (`EdgeCircuit`) on a model of `shape`
+    (`circuits.graph.eap_ig.shape_of`): every edge scored with its mean score over the fit
+    texts (this library's scores already have MIB's sign: positive supports), the circuit's
+    edges in the graph. On the grouped graph of a grouped-query model a shared k / v input's
+    score goes to each query head of its group (MIB then counts it once per head: run with
+    kv_inputs="ungrouped" for MIB's own ranking)."""
+    from circuits.graph.eap_ig import eap_ig_dict
+
+    sp = circuit.runner.space
+    mean = circuit.scores.mean(0).tolist()
+    kept = circuit.mask.tolist()
+    edges = {name: (mean[e], kept[e]) for e, name in enumerate(sp.edge_names())}
+    return eap_ig_dict(edges, shape, sp.n_heads // sp.n_kv)
+
+
+def write_mib(circuit, shape: dict, path: str | Path) -> Path:
+    """`mib_importances` written to `path` as JSON (atomically): the file MIB's
+    `Graph.from_json` and `run_evaluation.py --circuit-files` read."""
+    text = json.dumps(mib_importances(circuit, shape))
+    with atomic_write(path) as fh:
+        fh.write(text)
+    return Path(path)
+
+
+__all__ = ["MIB_SETTINGS", "PROTOCOLS", "Protocol", "mib_importances", "protocol", "write_mib"]
