@@ -2,9 +2,9 @@
 
 `provenance()` builds it: the code (package version, git commit and whether the tree had
 uncommitted changes), the command line, the software (python, torch, transformers,
-transformer_lens) and torch's threads, the times, the model (key, exact name, quantisation,
-weights sha256, device, dtype), the texts (source file if known, sha256 of the texts and kinds
-used, count, fit / held-out indices) and the settings. `SCHEMA_VERSION` numbers the layout of
+transformer_lens) and torch's threads, the times, the model (`circuits.models.identity`: key,
+exact name, quantisation, weights sha256, device, dtype), the texts (source file if known,
+sha256 of the texts and kinds used, count, fit / held-out indices) and the settings. `SCHEMA_VERSION` numbers the layout of
 saved results; `check_schema_version` lets a reader load the previous layout and refuse a newer
 one in one line. Light: nothing here imports torch (a loaded one is asked for its threads).
 
@@ -24,7 +24,6 @@ import platform
 import subprocess
 import sys
 import time
-import weakref
 from collections import Counter
 from collections.abc import Sequence
 from importlib.metadata import PackageNotFoundError, version
@@ -49,7 +48,6 @@ SOFTWARE = {
 """Key in the record -> distribution whose version it gives."""
 
 _IMPORTED = time.time()
-_WEIGHT_HASHES: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()
 
 
 def check_schema_version(doc: dict, where: str | Path) -> int:
@@ -158,55 +156,6 @@ def times(started: float | None = None) -> dict:
     }
 
 
-def _weights_hash(model) -> tuple[str | None, str]:
-    """(sha256, what it is a hash of) of the model's weights: the verified GGUF's or the model
-    folder's weight files' when the loader knows it, else the weight tensors' (hashed once per
-    model object)."""
-    info = getattr(model, "circuits_info", None)
-    if info is not None and info.gguf_sha256:
-        return info.gguf_sha256, "gguf file"
-    if info is not None and info.weights_sha256:
-        return info.weights_sha256, "model folder's weight files"
-    if not hasattr(model, "original_model"):
-        return None, "none"
-    if model not in _WEIGHT_HASHES:
-        from circuits.generation import weights_sha256
-
-        _WEIGHT_HASHES[model] = weights_sha256(model)
-    return _WEIGHT_HASHES[model], "weight tensors"
-
-
-def model_identity(model) -> dict:
-    """What model ran: its key, exact name (the original model's hub name), quantisation of the
-    weights it was made from, a one-line description (e.g. "Qwen2.5-Coder-0.5B-Instruct, GGUF
-    Q4_K_M dequantised to float32"), where the weights came from, their sha256, device, dtype."""
-    from circuits.models.registry import MODELS, quantisation_of
-
-    info = getattr(model, "circuits_info", None)
-    cfg = model.cfg
-    dtype = str(cfg.dtype).removeprefix("torch.")
-    key = info.key if info is not None else cfg.model_name
-    name = info.hub_name if info is not None else cfg.model_name
-    quantised = bool(info is not None and info.quantised_source)
-    spec = MODELS.get(key)
-    gguf = spec.gguf_name if spec else info.source.split(":", 1)[1] if quantised else None
-    quant = quantisation_of(gguf) if quantised and gguf else None
-    weights, hash_of = _weights_hash(model)
-    short = name.rstrip("/").rsplit("/", 1)[-1]
-    made = f"GGUF {quant or 'file'} dequantised to {dtype}" if quantised else dtype
-    return {
-        "key": key,
-        "name": name,
-        "description": f"{short}, {made}",
-        "quantisation": quant,
-        "weights_source": info.source if info is not None else None,
-        "weights_sha256": weights,
-        "weights_sha256_of": hash_of,
-        "device": str(cfg.device),
-        "dtype": dtype,
-    }
-
-
 def texts_sha256(texts: Sequence, kinds: Sequence[str] | None = None) -> str:
     """sha256 of the texts (strings, or JSON-ready items such as token-id lists) as JSON, with
     their kinds when given: the same hash the checkpoints' run key uses."""
@@ -261,6 +210,8 @@ def provenance(
         "time": times(started),
     }
     if model is not None:
+        from circuits.models.identity import model_identity
+
         record["model"] = model_identity(model)
     if texts is not None:
         record["texts"] = texts_identity(texts, kinds, split, source)
@@ -306,7 +257,6 @@ __all__ = [
     "environment",
     "finished",
     "git_state",
-    "model_identity",
     "process_started",
     "provenance",
     "schema_stamp",

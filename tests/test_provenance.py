@@ -120,8 +120,8 @@ def test_the_record_holds_the_run(tiny):
 def test_a_gguf_model_is_named_with_its_quantisation():
     from types import SimpleNamespace
 
+    from circuits.models.identity import model_identity
     from circuits.models.registry import MODELS
-    from circuits.provenance import model_identity
 
     spec = MODELS["qwen2.5-0.5b"]
     info = SimpleNamespace(
