@@ -15,7 +15,15 @@ import torch
 from circuits.cli import build_parser
 from circuits.cli_options import config_from
 from circuits.discovery import token_rows
+from circuits.discovery.evaluation import faithfulness
 from circuits.discovery.kinds import ALL
+from circuits.discovery.size_rule import (
+    faithfulness_by_kind,
+    fallback,
+    fired_text,
+    first_meeting,
+    meets,
+)
 from circuits.discovery.texts import (
     DEFAULT_TEXTS,
     PLAIN_KIND,
@@ -188,3 +196,81 @@ def test_run_keys_change_with_every_nested_field(planted):
         assert run_key(model, P0Config().with_options(**{flat: value}), P0_TEXTS) != base, flat
     assert run_key(model, P0Config(), P0_TEXTS, KINDS) != base
     assert run_key(model, P0Config(), P0_TEXTS) == base
+
+
+def planted_curve(rows: list[tuple[float, float, float]]) -> pd.DataFrame:
+    """A fit curve by kind (rows: circuits by size; columns prose, code, all)."""
+    return pd.DataFrame(rows, columns=["prose", "code", ALL])
+
+
+def test_the_size_rules_pick_their_circuit_on_a_planted_curve():
+    band = (0.9, 1.1)
+    curve = planted_curve(
+        [
+            (0.40, 0.60, 0.50),
+            (0.80, 0.90, 0.85),  # target 0.8 reached overall: no margin for prose
+            (0.88, 1.02, 0.95),  # overall inside the band, prose not
+            (0.95, 1.05, 1.00),  # every kind inside: band_by_kind's circuit
+            (0.92, 1.20, 1.06),
+            (1.00, 1.00, 1.00),
+        ]
+    )
+    assert first_meeting(curve, "target", 0.8, band) == 1
+    assert first_meeting(curve, "band_by_kind", 0.8, band) == 3
+    assert fired_text("band_by_kind", True) == "band_by_kind"
+    # A kind whose f is undefined (model = empty on its texts) does not block the rule.
+    assert first_meeting(curve.assign(tables=np.nan), "band_by_kind", 0.8, band) == 3
+
+
+def test_the_size_rules_fall_back_when_no_circuit_meets_them():
+    band = (0.9, 1.1)
+    curve = planted_curve(
+        [
+            (0.50, 0.70, 0.60),
+            (0.85, 1.20, 1.02),  # largest distance from the band 0.10
+            (0.80, 1.15, 0.97),  # 0.10 too (a tie: the first is kept)
+            (0.88, 1.13, 1.00),  # 0.03: the nearest
+            (0.70, 1.30, 1.00),
+        ]
+    )
+    assert first_meeting(curve, "band_by_kind", 0.8, band) is None
+    assert fallback(curve, "band_by_kind", band) == 3
+    assert fallback(curve.drop(index=3).reset_index(drop=True), "band_by_kind", band) == 1
+    assert first_meeting(curve, "target", 1.05, band) is None
+    assert fallback(curve, "target", band) == len(curve) - 1
+    assert "nearest" in fired_text("band_by_kind", False)
+
+
+def test_faithfulness_by_kind_is_each_kinds_own():
+    rng = np.random.default_rng(0)
+    values, model, empty = rng.normal(size=(3, 6)), rng.normal(size=6) + 3, rng.normal(size=6)
+    kinds = ["a", "b", "a", "c", "b", "a"]
+    f = faithfulness_by_kind(values, model, empty, kinds)
+    assert list(f.columns) == ["a", "b", "c", ALL]
+    sel = np.array(kinds) == "b"
+    want = (values[1, sel].mean() - empty[sel].mean()) / (model[sel].mean() - empty[sel].mean())
+    assert f.loc[1, "b"] == pytest.approx(want)
+    assert f.loc[2, ALL] == pytest.approx(faithfulness(values[2], model, empty))
+    assert list(faithfulness_by_kind(values, model, empty, None).columns) == [ALL]
+    with pytest.raises(ValueError, match="give one kind a text"):
+        faithfulness_by_kind(values, model, empty, kinds[:5])
+
+
+@pytest.mark.parametrize("rule", ["band_by_kind", "target"])
+def test_the_planted_circuit_is_the_smallest_grown_one_meeting_the_rule(planted, rule):
+    """On the planted model: the chosen circuit meets its rule on the fit texts of every kind,
+    no smaller grown circuit does, and the curve by kind adds up to the overall curve."""
+    model, layers = planted.model, list(planted.sink_layers)
+    formation = Formation([1.0] * 4, [1.0] * 4, [1], layers)
+    config = SMALL.with_options(size_rule=rule)
+    circuit = edge_circuit(model, P0_TEXTS, KINDS, formation, config, first=None).circuit
+    s, by_kind = circuit.summary(), circuit.curve_by_kind
+    assert s["size_rule"] == rule and s["size_rule_fired"] == rule and s["reached_on_fit"]
+    fit = by_kind.pivot_table(index="top_n", columns="kind", values="faithfulness_fit")
+    assert sorted(fit.columns) == sorted(["prose", "code", ALL])
+    ok = meets(fit, rule, config.discovery.target, config.discovery.target_band)
+    assert ok.loc[circuit.n_top] and not ok.loc[fit.index < circuit.n_top].any()
+    assert fit.loc[circuit.n_top, ALL] == pytest.approx(s["fit_faithfulness"], abs=1e-6)
+    overall = by_kind[by_kind.kind == ALL].reset_index(drop=True)
+    np.testing.assert_allclose(overall.faithfulness_heldout, circuit.curve.faithfulness_heldout)
+    assert set(by_kind.loc[by_kind.kind != ALL, "n_fit"]) == {2}

@@ -19,10 +19,8 @@ from circuits.discovery.evaluation import (
 )
 from circuits.discovery.forward import EdgeRunner
 from circuits.discovery.pipeline import EdgeCircuit
+from circuits.discovery.size_rule import ALL  # the row of every held-out text together
 from circuits.patching.metrics import Metric
-
-ALL = "all"
-"""The row of every held-out text together (equals the circuit's `heldout` judgement)."""
 
 
 def judge_by_kind(

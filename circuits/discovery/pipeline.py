@@ -3,8 +3,10 @@
 1. Score every edge of the residual DAG on the fit texts (a method of
    `circuits.discovery.methods`: EAP, EAP-IG, optimised masks).
 2. Grow the circuit by score: for a grid of sizes n, keep the top-n edges, prune dead ends and
-   measure faithfulness on the fit texts; the circuit is the smallest n whose faithfulness
-   reaches `target` (the grid is refined between the last two sizes). The whole curve is kept.
+   measure faithfulness on the fit texts (overall and per kind of text); the circuit is the
+   smallest n meeting `size_rule` (`circuits.discovery.size_rule`: fit f inside `target_band`
+   for every kind, or reaching `target`; the grid is refined between the last two sizes). The
+   whole curve is kept, also per kind (`curve_by_kind`).
 3. Judge it on held-out texts: faithfulness with a bootstrap interval over texts, random
    circuits of the same number of edges (mean and spread), the complement (every edge but the
    circuit's), and the curve again (with the circuits the method proposes itself, e.g. the mask
@@ -36,7 +38,6 @@ from circuits.discovery.evaluation import (
     bootstrap_interval,
     evaluate,
     faithfulness,
-    grow_order,
     mib_areas,
     mib_curve,
     prune,
@@ -44,11 +45,19 @@ from circuits.discovery.evaluation import (
     top_mask,
 )
 from circuits.discovery.forward import EdgeRunner
+from circuits.discovery.growth import band_circuit, curve_frame, grow, order_edges
 from circuits.discovery.methods import METHODS, REGISTRY, scorer
 from circuits.discovery.methods.base import EdgeScores
 from circuits.discovery.pairs import Pairs
 from circuits.discovery.path_patching import edge_effects
 from circuits.discovery.phases import phase_bar
+from circuits.discovery.size_rule import (
+    ALL,
+    curve_by_kind,
+    faithfulness_by_kind,
+    fired_text,
+    kind_counts,
+)
 from circuits.patching.metrics import Metric
 
 
@@ -92,6 +101,8 @@ class EdgeCircuit:
     band: dict | None = None  # smallest curve circuit with held-out f in target_band, or None
     mib: dict = field(default_factory=dict)  # MIB scores per text set (fit, heldout)
     method_records: list[dict] = field(default_factory=list)  # the method's own figures
+    size_rule_fired: str = ""  # the size rule that chose the circuit, or its fallback
+    curve_by_kind: pd.DataFrame | None = None  # the curve per kind of text (size_rule)
 
     @property
     def edge_index(self) -> list[int]:
@@ -141,6 +152,8 @@ class EdgeCircuit:
             "n_edges": self.n_edges,
             "n_senders": len(nodes),
             "target_faithfulness": self.config.target,
+            "size_rule": self.config.size_rule,
+            "size_rule_fired": self.size_rule_fired,
             "reached_on_fit": self.reached,
             "fit_faithfulness": self.fit_faithfulness,
             "n_fit_texts": int(self.runner.tokens.shape[0]),
@@ -155,23 +168,7 @@ class EdgeCircuit:
             "target_band": list(self.config.target_band),
             **{f"band_{k}": v for k, v in (self.band or {"n_edges": None}).items()},
             **{f"{k}_{s}": self.mib[s][k] for s in self.mib for k in ("cpr", "cmd")},
-            "mib": self.mib,  # per size: fractions, pruned edge counts, faithfulness
         }
-
-
-def _order(space, scores: EdgeScores, cfg, direction: float, rows=None) -> Tensor:
-    """Edges in the order the circuit grows (`cfg.grow`) by their key (`cfg.rank_by`)."""
-    return grow_order(space, scores.key(cfg.rank_by, direction, rows), cfg.grow)
-
-
-def _sizes(n_edges: int, n: int, low: int = 1) -> list[int]:
-    grid = np.unique(np.round(np.geomspace(low, n_edges, n)).astype(int))
-    return [int(x) for x in grid]
-
-
-def _curve_values(runner, space, order, sizes, cfg) -> tuple[list[Tensor], Tensor]:
-    masks = torch.stack([prune(space, top_mask(order, n, space.n_edges)) for n in sizes])
-    return list(masks), evaluate(runner, masks, batch_size=cfg.batch_size)
 
 
 def discover(
@@ -185,8 +182,9 @@ def discover(
     config: DiscoveryConfig | None = None,
     progress: bool = False,
     checkpoint: str | Path | None = None,
+    kinds: tuple[Sequence[str], Sequence[str]] | None = None,
 ) -> EdgeCircuit:
-    """Find the smallest edge circuit whose faithfulness on `fit_tokens` reaches the target and
+    """Find the smallest edge circuit whose faithfulness on `fit_tokens` meets the size rule and
     judge it on `heldout_tokens` (see the module docstring). `positions` are where edges are
     ablated: the same for every text (default: position 0, the P0 sink; None: all), or one list
     per fit text, with `heldout_positions` one list per held-out text. With per-text positions
@@ -195,7 +193,9 @@ def discover(
     pos])`); it is called for the fit, held-out and exact-effect texts in turn. Counterfactual
     `Pairs` (with positions None, ablation 'resample' and metric None) are fitted and judged
     with their own logit differences and partners. `checkpoint`
-    (a folder) lets a method that trains (mask) resume where it stopped."""
+    (a folder) lets a method that trains (mask) resume where it stopped. `kinds`: the fit and
+    the held-out texts' kinds (one each), for the size rule and the curve by kind (None: one
+    kind)."""
     cfg = config or DiscoveryConfig()
     # Pairs carry their own metric (metric None): each runner takes its texts' answers.
     metric_at = metric if callable(metric) and not isinstance(metric, Metric) else lambda p: metric
@@ -208,27 +208,31 @@ def discover(
     done("scoring")
     empty_fit = evaluate(fit, torch.zeros(1, fit.space.n_edges, dtype=torch.bool))[0]
     direction = 1.0 if fit.clean.metric.mean() >= empty_fit.mean() else -1.0
-    grown = _grow(fit, scores, cfg, direction, empty_fit)
+    fit_kinds, held_kinds = kinds or (None, None)
+    grown = grow(fit, scores, cfg, direction, empty_fit, fit_kinds)
     done("curve")
     hit = grown["hit"]
-    reached = hit is not None
-    hit = hit if reached else len(grown["sizes"]) - 1
     n_top, mask = grown["sizes"][hit], grown["masks"][hit]
 
     held = _runner(model, heldout_tokens, metric_at, held_at, cfg)
-    heldout, f_held, empty_held = _judge(held, mask, grown["masks"], cfg)
+    heldout, f_held, empty_held = _judge(held, mask, grown["masks"], cfg, held_kinds)
     done("held-out")
     stability = _stability(fit.space, scores, n_top, cfg, direction)
     done("stability")
     direct = _direct(model, fit_tokens, metric_at, fit, mask, scores.values, cfg)
     done("exact effects")
-    curve = _curve_frame(grown, f_held)
+    curve = curve_frame(grown, f_held[ALL].tolist())
+    counts = {"fit": kind_counts(fit_kinds, fit.tokens.shape[0]),
+              "heldout": kind_counts(held_kinds, held.tokens.shape[0])}  # fmt: skip
     key = {s: scores.key(s, direction) for s in RankBy}
     mib = {"fit": _mib(fit, key, empty_fit, cfg), "heldout": _mib(held, key, empty_held, cfg)}
     done("MIB areas")
+    f_fit = float(grown["f_fit"][ALL].iloc[hit])
     return EdgeCircuit(
-        fit, cfg, scores.values, mask, n_top, curve, grown["f_fit"][hit], reached, heldout,
-        stability, direct, _band(curve, cfg.target_band), mib, scores.records,
+        fit, cfg, scores.values, mask, n_top, curve, f_fit, grown["met"], heldout, stability,
+        direct, band_circuit(curve, cfg.target_band), mib, scores.records,
+        fired_text(cfg.size_rule, grown["met"]),
+        curve_by_kind(curve, grown["f_fit"], f_held, counts),
     )  # fmt: skip
 
 
@@ -249,70 +253,9 @@ def _check_texts(fit_tokens, heldout_tokens, positions, heldout_positions):
 def _runner(model, tokens, metric_at: Callable, positions, cfg: DiscoveryConfig) -> EdgeRunner:
     """The edge runner of one text set, its metric built for its positions."""
     runner = EdgeRunner(model, tokens, metric_at(positions), positions=positions,
-                        ablation=cfg.ablation, seed=cfg.seed, kv_inputs=cfg.kv_inputs)  # fmt: skip
+                        ablation=cfg.ablation, seed=cfg.seed)  # fmt: skip
     runner.metric_at = metric_at  # scoring in chunks rebuilds per-text metrics for each chunk
     return runner
-
-
-def _curve_frame(grown: dict, f_held: list[float]) -> pd.DataFrame:
-    """One row per grown size: edges kept and faithfulness on fit and held-out texts."""
-    return pd.DataFrame(
-        {
-            "top_n": grown["sizes"],
-            "n_edges": [int(m.sum()) for m in grown["masks"]],
-            "faithfulness_fit": grown["f_fit"],
-            "faithfulness_heldout": f_held,
-            "source": grown["source"],
-        }
-    )
-
-
-def _grow(fit: EdgeRunner, scores: EdgeScores, cfg, direction: float, empty: Tensor) -> dict:
-    """The curve on the fit texts: top-n circuits in growth order on a geometric grid (refined
-    between the last two sizes before the target), then the method's own circuits. `hit`:
-    index of the first grid circuit reaching `cfg.target` (None if none does)."""
-    space = fit.space
-    order = _order(space, scores, cfg, direction)
-
-    def faith(values: Tensor) -> float:
-        return faithfulness(values.numpy(), fit.clean.metric.numpy(), empty.numpy())
-
-    sizes = _sizes(space.n_edges, cfg.n_curve)
-    masks, values = _curve_values(fit, space, order, sizes, cfg)
-    f_fit = [faith(v) for v in values]
-    hit = next((i for i, f in enumerate(f_fit) if f >= cfg.target), None)
-    if hit is not None and hit > 0 and sizes[hit] - sizes[hit - 1] > 1:
-        fine = [n for n in _sizes(sizes[hit], 8, sizes[hit - 1] + 1) if n < sizes[hit]]
-        if fine:
-            m2, v2 = _curve_values(fit, space, order, fine, cfg)
-            sizes, masks = sizes + fine, masks + m2
-            f_fit += [faith(v) for v in v2]
-            srt = sorted(range(len(sizes)), key=sizes.__getitem__)
-            sizes, masks, f_fit = ([x[i] for i in srt] for x in (sizes, masks, f_fit))
-            hit = next(i for i, f in enumerate(f_fit) if f >= cfg.target)
-    source = [f"{cfg.grow} growth"] * len(sizes)
-    if scores.circuits:
-        own = [prune(space, m) for m in scores.circuits]
-        values = evaluate(fit, torch.stack(own), batch_size=cfg.batch_size)
-        sizes += [int(m.sum()) for m in scores.circuits]
-        masks += own
-        f_fit += [faith(v) for v in values]
-        source += scores.labels
-    return {"sizes": sizes, "masks": masks, "f_fit": f_fit, "hit": hit, "source": source}
-
-
-def _band(curve: pd.DataFrame, band) -> dict | None:
-    """The smallest curve circuit whose held-out faithfulness lies in [band[0], band[1]]."""
-    inside = curve[curve.faithfulness_heldout.between(band[0], band[1])]
-    if inside.empty:
-        return None
-    row = inside.sort_values(["n_edges", "faithfulness_heldout"]).iloc[0]
-    return {
-        "n_edges": int(row.n_edges),
-        "heldout_faithfulness": float(row.faithfulness_heldout),
-        "fit_faithfulness": float(row.faithfulness_fit),
-        "source": str(row.source),
-    }
 
 
 def _mib(runner: EdgeRunner, key: dict, empty: Tensor, cfg) -> dict:
@@ -326,7 +269,9 @@ def _mib(runner: EdgeRunner, key: dict, empty: Tensor, cfg) -> dict:
     return out
 
 
-def _judge(runner: EdgeRunner, mask, curve_masks, cfg) -> tuple:
+def _judge(runner: EdgeRunner, mask, curve_masks, cfg, kinds) -> tuple:
+    """The circuit on `runner`'s texts (faithfulness with its interval, random circuits, the
+    complement) and the curve's circuits per kind (`kinds`) and `ALL`."""
     n_edges = runner.space.n_edges
     size = int(mask.sum())
     extra = [torch.zeros(n_edges, dtype=torch.bool), mask, ~mask]
@@ -340,6 +285,7 @@ def _judge(runner: EdgeRunner, mask, curve_masks, cfg) -> tuple:
     def faith(v):
         return faithfulness(v, model_v, empty_v)
 
+    f_curve = faithfulness_by_kind(curve_v, model_v, empty_v, kinds)
     held = HeldOut(
         n_texts=int(runner.tokens.shape[0]),
         faithfulness=faith(circ_v),
@@ -352,7 +298,7 @@ def _judge(runner: EdgeRunner, mask, curve_masks, cfg) -> tuple:
         empty_metric=float(empty_v.mean()),
         circuit_metric=float(circ_v.mean()),
     )
-    return held, [faith(v) for v in curve_v], torch.from_numpy(empty_v)
+    return held, f_curve, torch.from_numpy(empty_v)
 
 
 def _stability(space, scores: EdgeScores, n_top: int, cfg, direction: float) -> Tensor:
@@ -365,7 +311,7 @@ def _stability(space, scores: EdgeScores, n_top: int, cfg, direction: float) -> 
     kept = torch.zeros(space.n_edges)
     for _ in range(cfg.n_stability):
         rows = torch.randint(n, (n,), generator=gen)
-        order = _order(space, scores, cfg, direction, rows)
+        order = order_edges(space, scores, cfg, direction, rows)
         kept += prune(space, top_mask(order, n_top, space.n_edges)).float()
     return kept / cfg.n_stability
 
@@ -381,7 +327,7 @@ def _direct(model, tokens, metric_at, fit: EdgeRunner, mask, scores, cfg) -> dic
     positions = fit.positions[:n] if per_text else fit.positions
     runner = EdgeRunner(
         model, tokens[:n], metric_at(positions), positions=positions, ablation=cfg.ablation,
-        seed=cfg.seed, kv_inputs=cfg.kv_inputs,
+        seed=cfg.seed,
     )  # fmt: skip
     # Ablation values come from the fit texts' runner so the effects match the circuit's.
     runner.clean.ablated = fit.clean.ablated[: cfg.n_exact_texts]

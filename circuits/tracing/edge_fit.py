@@ -1,7 +1,7 @@
 """The one edge-circuit step every tracer runs: split its items (texts, traces) into fit and
 held-out ones, discover the circuit on the fit items (`circuits.discovery.discover`), judge it
-on the held-out ones, also by kind of text (`circuits.discovery.kinds`), and turn it into a
-circuit graph. A tracer says only what its items are (`EdgeTask`); the settings are its
+on the held-out ones, also by kind of text (`circuits.discovery.kinds`; the size rule and the
+curve by kind see the kinds of the fit and held-out items), and turn it into a circuit graph. A tracer says only what its items are (`EdgeTask`); the settings are its
 config's `edge` field (`EdgeFitConfig`)."""
 
 from __future__ import annotations
@@ -82,12 +82,12 @@ def fit_edges(
     fit, fit_pos = task.rows(fit_items)
     held, held_pos = task.rows(held_items)
     per_item = bool(fit_pos) and isinstance(fit_pos[0], list)
+    held_kinds = [task.kinds[i] for i in held_items]
     circuit = discover(
         model, fit, held, task.metric, positions=fit_pos,
         heldout_positions=held_pos if per_item else None, config=config.discovery,
-        progress=progress,
+        progress=progress, kinds=([task.kinds[i] for i in fit_items], held_kinds),
     )  # fmt: skip
-    held_kinds = [task.kinds[i] for i in held_items]
     by_kind = judge_by_kind(model, circuit, held, held_pos, task.metric(held_pos), held_kinds)
     data = (
         f"{len(fit_items)} fit + {len(held_items)} held-out {task.units} x "

@@ -5,6 +5,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING
 
 from circuits._repr import number, percent
+from circuits.discovery.size_rule import rule_text
 
 if TYPE_CHECKING:
     import pandas as pd
@@ -16,12 +17,12 @@ def edge_circuit_text(circuit: EdgeCircuit, *, what: str, units: str, how: str) 
     """The circuit's size, its faithfulness on the held-out `units` (keeping `what`) against
     random circuits of its size and the complement, its edge stability and its strongest edges
     (in `edges_frame` order); `how` says how it was found (method, growth, ablation)."""
-    s = circuit.summary()
+    s, cfg = circuit.summary(), circuit.config
     lo, hi = s["heldout_faithfulness_ci"]
     top = circuit.edges_frame().head(5)
     return (
-        f"the smallest circuit whose faithfulness on the fit {units} reaches "
-        f"{circuit.config.target} has {s['n_edges']:,} of {s['n_edges_total']:,} direct edges "
+        f"the smallest circuit {rule_text(cfg.size_rule, cfg.target, cfg.target_band, units)} "
+        f"has {s['n_edges']:,} of {s['n_edges_total']:,} direct edges "
         f"({s['n_senders']} sending components; {how}). On the held-out {units} it keeps "
         f"{number(s['heldout_faithfulness'])} of {what} (95% bootstrap interval "
         f"{number(lo)}-{number(hi)}; |1 - f| = {number(abs(1 - s['heldout_faithfulness']))})"
@@ -34,7 +35,8 @@ def edge_circuit_text(circuit: EdgeCircuit, *, what: str, units: str, how: str) 
         + (
             ""
             if s["reached_on_fit"]
-            else f"The target was NOT reached on the fit {units}: the whole DAG was kept. "
+            else f"No grown circuit met the size rule on the fit {units}: kept "
+            f"{s['size_rule_fired']}. "
         )  # fmt: skip
         + "Strongest edges (direct effect = metric change when that edge alone is ablated; "
         "negative: it supports the metric): "

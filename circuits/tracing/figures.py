@@ -14,7 +14,7 @@ if TYPE_CHECKING:
 
 def faithfulness_figure(circuit: EdgeCircuit, model: str) -> Figure:
     """Faithfulness against circuit size (edges after pruning) on the fit and the held-out
-    texts, with the target, the chosen circuit, and the random circuits of its size."""
+    texts, with the size rule's target or band, the chosen circuit, and the random circuits of its size."""
     curve = circuit.curve.sort_values("n_edges")
     curve = curve[curve.n_edges > 0]
     h = circuit.heldout
@@ -24,7 +24,12 @@ def faithfulness_figure(circuit: EdgeCircuit, model: str) -> Figure:
         curve.n_edges, curve.faithfulness_fit, "o-", label=f"fit ({circuit.scores.shape[0]} texts)"
     )
     ax.plot(curve.n_edges, curve.faithfulness_heldout, "s-", label=f"held-out ({h.n_texts} texts)")
-    ax.axhline(circuit.config.target, color="grey", ls=":", label=f"target {circuit.config.target}")
+    cfg = circuit.config
+    if cfg.size_rule == "target":
+        ax.axhline(cfg.target, color="grey", ls=":", label=f"target {cfg.target}")
+    else:
+        lo, hi = cfg.target_band
+        ax.axhspan(lo, hi, color="grey", alpha=0.15, label=f"band [{lo}, {hi}] (every kind, fit)")
     ax.axvline(
         circuit.n_edges, color="k", lw=0.8, label=f"circuit: {circuit.n_edges:,} direct edges"
     )

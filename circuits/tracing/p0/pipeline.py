@@ -122,6 +122,8 @@ class P0Trace(TraceResult):
             "random_faithfulness_sd": e["random_faithfulness_sd"],
             "complement_faithfulness": e["complement_faithfulness"],
             "fit_faithfulness": e["fit_faithfulness"],
+            "size_rule": e["size_rule"],
+            "size_rule_fired": e["size_rule_fired"],
             "target_reached_on_fit": e["reached_on_fit"],
             "edge_stability_mean": e["stability_mean"],
             "n_fit_texts": e["n_fit_texts"],
@@ -196,6 +198,7 @@ class P0Trace(TraceResult):
             "edge_circuit": self.edges.edges_frame(),
             "heldout_by_kind": self.edges_by_kind,
             "faithfulness_curve": self.edges.curve,
+            "faithfulness_curve_by_kind": self.edges.curve_by_kind,
         }
 
     def figures(self) -> dict[str, Figure]:

@@ -6,6 +6,7 @@ import math
 from typing import TYPE_CHECKING
 
 from circuits._repr import number, percent
+from circuits.discovery.size_rule import rule_text
 from circuits.tracing.edge_text import above_one, edge_circuit_text, kinds_text
 
 if TYPE_CHECKING:
@@ -103,7 +104,7 @@ def _left_out(trace: P0Trace) -> str:
 
 def finding_text(trace: P0Trace) -> str:
     """The finding in a few sentences, then the headline numbers (Markdown list)."""
-    s, e = trace.summary(), trace.edges.summary()
+    s, e, cfg = trace.summary(), trace.edges.summary(), trace.edges.config
     f, lo_hi = e["heldout_faithfulness"], e["heldout_faithfulness_ci"]
     late = trace.formation.late_layers
     sentence = (
@@ -125,7 +126,8 @@ def finding_text(trace: P0Trace) -> str:
         f"of {e['n_edges_total']:,}",
         f"- held-out faithfulness f: {number(f)} (95% interval {number(lo_hi[0])}-"
         f"{number(lo_hi[1])}), |1 - f| = {number(abs(1 - f))}; on the fit texts "
-        f"{number(e['fit_faithfulness'])} (target {trace.edges.config.target})",
+        f"{number(e['fit_faithfulness'])} (size rule: the smallest grown circuit "
+        f"{rule_text(cfg.size_rule, cfg.target, cfg.target_band)}; {e['size_rule_fired']})",
         f"- random circuits of the same size: {number(e['random_faithfulness_mean'])} +- "
         f"{number(e['random_faithfulness_sd'])}; the complement (every other edge): "
         f"{number(e['complement_faithfulness'])}",
@@ -152,6 +154,8 @@ CAPTIONS = {
     "faithfulness_curve": "How much of the late P0 attention circuits of each size keep, on the "
     "fit and the held-out texts; the vertical line is the chosen circuit, the cross the random "
     "circuits of its size (mean +- sd).",
+    "faithfulness_curve_by_kind": "the faithfulness curve per kind of text: for every circuit "
+    "size, f on the fit and on the held-out texts of each kind (and all), with their counts",
     "edge_circuit": "the circuit's direct edges; direct_effect: exact change of the late P0 "
     "attention when the edge alone is removed, estimated_effect: the method's estimate of the "
     "same (both negative = supports); role in words",
@@ -171,7 +175,13 @@ SUMMARY_KEYS = {
     "random_faithfulness_sd": "edge circuit: their standard deviation",
     "complement_faithfulness": "edge circuit: f of every edge but the circuit's",
     "fit_faithfulness": "edge circuit: f on the fit texts",
-    "target_reached_on_fit": "edge circuit: whether f on the fit texts reached the target",
+    "size_rule": "edge circuit: the rule that chose its size (band_by_kind: the smallest grown "
+    "circuit with fit f inside target_band for every kind of fit text and overall; target: the "
+    "smallest with fit f >= target)",
+    "size_rule_fired": "edge circuit: the rule that chose it, or the rule's fallback when no "
+    "grown circuit met it",
+    "target_reached_on_fit": "edge circuit: whether a grown circuit met the size rule on the fit "
+    "texts (the name is kept from the target rule)",
     "edge_stability_mean": "edge circuit: share of bootstrap resamples of the fit texts keeping "
     "an edge, mean over its edges",
     "n_fit_texts": "edge circuit: texts it was fitted on",
