@@ -5,9 +5,10 @@ measure its checkpoints with the phase rule, one after the other, one thread.
         --deadline 2026-12-05T00:05
     python scripts/emergence_runs.py plan --root runs/e37      # the runs, in queue order
 
-Stage 1: one seed of each family. Stage 2 (chosen by a rule fixed here, from stage 1's
-measurements): seeds 1 and 2 of the family with the highest final Gu rate, then its levers
-(weight decay and learning rate, seed 0, then seed 1). A run is not started when the deadline would fall
+Stage 1: seed 0 of three families. Stage 2 (chosen by a rule fixed here, from stage 1's
+measurements): seeds 1 and 2 of the family with the highest final Gu rate, then seed 0 of the
+other two families, then the chosen family's levers (weight decay and learning rate, seed 0,
+then seed 1). A run is not started when the deadline would fall
 before its expected end (its steps times the slowest seconds per step seen so far); killed runs
 resume where they stopped when the queue is started again. Each measured run writes
 `ROOT/<run>/phases.json`.
@@ -45,7 +46,11 @@ FAMILIES = {
     "stdlib-bos": ("stdlib", True),
     "backcopy-nobos": ("backcopy", False),
 }
-"""Family name: (corpus, <bos> prepended). Stage 1 runs them in this order."""
+"""Family name: (corpus, <bos> prepended)."""
+STAGE1 = ("mix-bos", "mix-nobos", "backcopy-bos")
+"""Stage 1's families (seed 0), in order; the other families' seed 0 runs after stage 2's
+seeds (amended at 20:52 UTC, before any run was measured: the machine's load made the first
+run 4-6x slower than measured alone)."""
 LEVERS = (("weight_decay", 0.5), ("weight_decay", 0.0), ("lr", 6e-3), ("lr", 6e-4),
           ("weight_decay", 5.0))  # fmt: skip
 """Stage 2's lever runs of the chosen family (seed 0, then the same at seed 1), in queue order; with the family's own
@@ -58,7 +63,7 @@ def run_name(family: str, seed: int, lever: tuple[str, float] | None = None) -> 
 
 
 def stage1() -> list[dict]:
-    return [{"name": run_name(f, 0), "family": f, "seed": 0, "lever": None} for f in FAMILIES]
+    return [{"name": run_name(f, 0), "family": f, "seed": 0, "lever": None} for f in STAGE1]
 
 
 def chosen_family(root: Path) -> str | None:
@@ -71,15 +76,17 @@ def chosen_family(root: Path) -> str | None:
             return None
         doc = json.loads(path.read_text(encoding="utf-8"))
         finals[run["family"]] = doc["rows"][-1]["gu_rate"][0]
-    return max(FAMILIES, key=lambda f: (finals[f], -list(FAMILIES).index(f)))
+    return max(STAGE1, key=lambda f: (finals[f], -STAGE1.index(f)))
 
 
 def stage2(family: str) -> list[dict]:
     seeds = [{"name": run_name(family, s), "family": family, "seed": s, "lever": None}
              for s in (1, 2)]  # fmt: skip
+    others = [{"name": run_name(f, 0), "family": f, "seed": 0, "lever": None}
+              for f in FAMILIES if f not in STAGE1]  # fmt: skip
     levers = [{"name": run_name(family, s, lv), "family": family, "seed": s, "lever": lv}
               for s in (0, 1) for lv in LEVERS]  # fmt: skip
-    return seeds + levers
+    return seeds + others + levers
 
 
 def configs(run: dict) -> tuple[str, LMConfig, TrainConfig]:
