@@ -49,9 +49,32 @@ class RankBy(StrEnum):
     """the signed score, in the direction that supports the metric (MIB's CPR circuits)"""
 
 
+class KvInputs(StrEnum):
+    """How the key and value inputs of a grouped-query model's heads are counted in the DAG."""
+
+    GROUPED = "grouped"
+    """one k and one v input per key/value head, shared by the query heads of its group (the
+    model's own computation; fewer edges)"""
+    UNGROUPED = "ungrouped"
+    """one k and one v input per query head, each head reading its own copy of the stream (MIB's
+    graph, TransformerLens's ungroup_grouped_query_attention); the same model, more edges"""
+
+
+class IgGrid(StrEnum):
+    """Where EAP-IG evaluates the gradient along its path, alpha in [0, 1] (0: ablated, 1: clean)."""
+
+    MIDPOINT = "midpoint"
+    """alpha = (k + 0.5) / steps, k = 0..steps-1 (the midpoint rule; this library's default)"""
+    LEFT = "left"
+    """alpha = k / steps, k = 0..steps-1 (EAP-IG's and MIB's code: the ablated end included, the
+    clean end not)"""
+
+
 ABLATIONS = tuple(Ablation)
 GROW = tuple(Grow)
 RANK_BY = tuple(RankBy)
+KV_INPUTS = tuple(KvInputs)
+IG_GRIDS = tuple(IgGrid)
 
 
 @dataclass(frozen=True)
@@ -63,7 +86,19 @@ class DiscoveryConfig(Config):
         "eap_ig", f"edge scores: {', '.join(METHODS)} (circuits.discovery.methods)", choices=METHODS
     )
     ig_steps: int = option(
-        8, "integration steps of eap_ig and eap_ig_inputs (midpoint rule)", low=1
+        8, "integration steps of eap_ig, eap_ig_inputs and eap_ig_activations", low=1
+    )
+    ig_grid: str = option(
+        "midpoint",
+        "points of the EAP-IG path: midpoint ((k + 0.5) / steps) or left (k / steps, EAP-IG's "
+        "and MIB's code); eap_ig_activations always takes MIB's right points (k / steps, k >= 1)",
+        choices=IG_GRIDS,
+    )
+    kv_inputs: str = option(
+        "grouped",
+        "grouped-query models: grouped (one k / v input per key/value head) or ungrouped (one "
+        "per query head, MIB's graph: more edges, same model)",
+        choices=KV_INPUTS,
     )
     gradient_at: str = option(
         "clean",
@@ -149,10 +184,14 @@ class DiscoveryConfig(Config):
 __all__ = [
     "ABLATIONS",
     "GROW",
+    "IG_GRIDS",
+    "KV_INPUTS",
     "METHODS",
     "RANK_BY",
     "Ablation",
     "DiscoveryConfig",
     "Grow",
+    "IgGrid",
+    "KvInputs",
     "RankBy",
 ]

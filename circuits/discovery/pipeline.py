@@ -168,6 +168,7 @@ class EdgeCircuit:
             "target_band": list(self.config.target_band),
             **{f"band_{k}": v for k, v in (self.band or {"n_edges": None}).items()},
             **{f"{k}_{s}": self.mib[s][k] for s in self.mib for k in ("cpr", "cmd")},
+            "mib": self.mib,  # per size: fractions, pruned edge counts, faithfulness
         }
 
 
@@ -253,7 +254,7 @@ def _check_texts(fit_tokens, heldout_tokens, positions, heldout_positions):
 def _runner(model, tokens, metric_at: Callable, positions, cfg: DiscoveryConfig) -> EdgeRunner:
     """The edge runner of one text set, its metric built for its positions."""
     runner = EdgeRunner(model, tokens, metric_at(positions), positions=positions,
-                        ablation=cfg.ablation, seed=cfg.seed)  # fmt: skip
+                        ablation=cfg.ablation, seed=cfg.seed, kv_inputs=cfg.kv_inputs)  # fmt: skip
     runner.metric_at = metric_at  # scoring in chunks rebuilds per-text metrics for each chunk
     return runner
 
@@ -327,7 +328,7 @@ def _direct(model, tokens, metric_at, fit: EdgeRunner, mask, scores, cfg) -> dic
     positions = fit.positions[:n] if per_text else fit.positions
     runner = EdgeRunner(
         model, tokens[:n], metric_at(positions), positions=positions, ablation=cfg.ablation,
-        seed=cfg.seed,
+        seed=cfg.seed, kv_inputs=cfg.kv_inputs,
     )  # fmt: skip
     # Ablation values come from the fit texts' runner so the effects match the circuit's.
     runner.clean.ablated = fit.clean.ablated[: cfg.n_exact_texts]
