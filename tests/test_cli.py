@@ -15,6 +15,7 @@ import pytest
 
 from circuits import cli
 from circuits._io import MARKER
+from circuits.cli import loading
 
 COMMANDS = ("models", "export", "generate", "p0", "faithfulness", "sinks", "trigger", "secondary")
 HEAVY = ("torch", "transformer_lens", "transformers")
@@ -52,7 +53,7 @@ def no_model(monkeypatch):
     def load(args):
         raise AssertionError("the model was loaded before the arguments were checked")
 
-    monkeypatch.setattr(cli, "load", load)
+    monkeypatch.setattr(loading, "load", load)
 
 
 @pytest.mark.parametrize(
@@ -191,7 +192,7 @@ def test_out_folder_check(tmp_path):
 
 
 def test_the_terminal_summary_rounds_numbers_and_folds_nested_dicts(capsys):
-    from circuits.cli_options import print_summary
+    from circuits.cli.output import print_summary
 
     print_summary(
         {"f": 1.433262786611564, "ci": [1.392312115430832, 1.46], "norm": 25101.873,

@@ -8,15 +8,17 @@ import json
 
 import pytest
 
-from circuits import cli, cli_pairs
+from circuits import cli
+from circuits.cli import loading
 
 ROWS = [
     {"clean": f"When {a}n and {b}b ran, {b}b gave it to", "corrupt":
      f"When {c}n and {d}b ran, {e}b gave it to", "answer": a, "wrong": b}
     for a, b, c, d, e in ["ABCDE", "BCDEA", "CDEAB", "DEABC", "EABCD", "FGHIJ", "GHIJF", "HIJFG"]
 ]  # fmt: skip
-FAST = ["--method", "eap", "--n-fit", "5", "--n-heldout", "3", "--n-boot", "10",
-        "--n-stability", "2", "--n-random", "2", "--n-curve", "4", "--max-exact", "3"]  # fmt: skip
+FAST = ["--edge-method", "eap", "--edge-n-fit", "5", "--edge-n-heldout", "3", "--edge-n-boot",
+        "10", "--edge-n-stability", "2", "--edge-n-random", "2", "--edge-n-curve", "4",
+        "--edge-max-exact", "3"]  # fmt: skip
 
 
 @pytest.fixture
@@ -27,7 +29,7 @@ def loads(tiny, monkeypatch):
         calls.append(args.model)
         return tiny
 
-    monkeypatch.setattr(cli_pairs, "load", load)
+    monkeypatch.setattr(loading, "load", load)
     return calls
 
 
@@ -53,7 +55,7 @@ def test_discover_on_a_pairs_file_writes_the_circuit(tmp_path, loads, capsys):
 @pytest.mark.parametrize(
     "change, message, loaded",
     [
-        (lambda r: r[:3], "holds 3 pairs; --n-fit 5 + --n-heldout 3 = 8 are needed", False),
+        (lambda r: r[:3], "holds 3 pairs; --edge-n-fit 5 + --edge-n-heldout 3 = 8 are needed", False),
         (lambda r: [{**r[0], "wrong": None}] + r[1:], "pair 1: field(s) wrong missing", False),
         (lambda r: r[:2] + [{**r[2], "corrupt": r[2]["corrupt"] + "!"}] + r[3:],
          "pair 3: clean is 34 tokens, corrupt 35", True),
@@ -71,9 +73,9 @@ def test_bad_pair_files_fail_in_one_line(tmp_path, loads, capsys, change, messag
 
 def test_discover_refuses_another_ablation(tmp_path, loads, capsys):
     argv = ["discover", "--pairs", str(_file(tmp_path, ROWS)), "--out", str(tmp_path / "o"),
-            "--ablation", "mean"]  # fmt: skip
+            "--edge-ablation", "mean"]  # fmt: skip
     assert cli.main(argv) == 2
-    assert "use --ablation resample" in capsys.readouterr().err and not loads
+    assert "use --edge-ablation resample" in capsys.readouterr().err and not loads
 
 
 def test_faithfulness_judges_a_pair_circuit_and_an_eap_ig_file(tmp_path, loads, capsys):
@@ -83,7 +85,7 @@ def test_faithfulness_judges_a_pair_circuit_and_an_eap_ig_file(tmp_path, loads, 
     found = json.loads((out / "summary.json").read_text())
     for circuit, extra in (
         (out / "circuit.json", []),
-        (out / "circuit.eap-ig.json", ["--model", "x"]),
+        (out / "circuit.eap-ig.json", ["--model", "qwen2.5-0.5b"]),
     ):
         judged = tmp_path / f"judged-{circuit.stem}"
         argv = ["faithfulness", str(circuit), "--pairs", str(pairs), "--out", str(judged), *extra,

@@ -160,12 +160,13 @@ def test_the_method_scores_per_text_in_chunks(runner):
 def test_the_cli_discovers_with_the_input_path(tiny, tmp_path, monkeypatch):
     from test_cli_pairs import FAST
 
-    from circuits import cli, cli_pairs
+    from circuits import cli
+    from circuits.cli import loading
 
-    monkeypatch.setattr(cli_pairs, "load", lambda args: tiny)
+    monkeypatch.setattr(loading, "load", lambda args: tiny)
     path = tmp_path / "pairs.jsonl"
     path.write_text("".join(json.dumps(r) + "\n" for r in ROWS))
-    fast = [*FAST[2:], "--method", "eap_ig_inputs", "--ig-steps", "2"]
+    fast = [*FAST[2:], "--edge-method", "eap_ig_inputs", "--edge-ig-steps", "2"]
     assert cli.main(["discover", "--pairs", str(path), "--out", str(tmp_path / "o"), *fast]) == 0
     summary = json.loads((tmp_path / "o" / "summary.json").read_text())
     assert (

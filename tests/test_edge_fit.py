@@ -13,7 +13,7 @@ import pytest
 import torch
 
 from circuits.cli import build_parser
-from circuits.cli_options import config_from
+from circuits.cli.options import config_from
 from circuits.discovery import token_rows
 from circuits.discovery.evaluation import faithfulness
 from circuits.discovery.kinds import ALL

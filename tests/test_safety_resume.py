@@ -14,6 +14,7 @@ import pandas as pd
 import pytest
 
 from circuits import cli
+from circuits.cli import loading
 from circuits.corpus import plain_hf_model
 from circuits.models.planted import P0_TEXTS, planted_p0_model
 from circuits.tracing.p0 import pipeline, trace_p0
@@ -149,7 +150,7 @@ def test_checkpoint_folder_is_checked_before_the_model_loads(tmp_path, capsys, m
     def load(args):
         raise AssertionError("the model was loaded before the arguments were checked")
 
-    monkeypatch.setattr(cli, "load", load)
+    monkeypatch.setattr(loading, "load", load)
     file = tmp_path / "file"
     file.write_text("x")
     out = ["p0", "--out", str(tmp_path / "out")]

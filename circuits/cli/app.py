@@ -1,0 +1,108 @@
+"""The `circuits` program: builds the parser from the command modules, parses, runs the checks
+that need no model, calls the command, and turns errors and interrupts into one line."""
+
+from __future__ import annotations
+
+import argparse
+import signal
+import sys
+
+from circuits.cli import (
+    claims,
+    discover,
+    emergence,
+    export,
+    faithfulness,
+    generate,
+    models,
+    p0,
+    secondary,
+    sinks,
+    train_lm,
+    trigger,
+)
+from circuits.cli.checks import check_model_args
+from circuits.cli.parser import CommandParser
+from circuits.cli.renames import renamed_in
+
+COMMANDS = (
+    models, export, generate, p0, faithfulness, sinks, trigger, secondary, claims, train_lm,
+    emergence, discover,
+)  # fmt: skip
+"""The command modules, in the order `circuits --help` lists them: each has `add(sub)`."""
+
+
+class Version(argparse.Action):
+    """--version: the package version and the commit of the code (read only when asked)."""
+
+    def __init__(self, option_strings, dest=argparse.SUPPRESS, **kw) -> None:
+        super().__init__(option_strings, dest, default=argparse.SUPPRESS, nargs=0, **kw)
+
+    def __call__(self, parser, namespace, values, option_string=None) -> None:
+        from circuits.provenance import code_identity
+
+        code = code_identity()
+        changes = ", with uncommitted changes" if code["dirty"] else ""
+        parser.exit(message=f"circuits {code['version']} (commit {code['commit'][:12]}{changes})\n")
+
+
+def build_parser() -> CommandParser:
+    """The parser of every command, with its renamed flags; imports no model code."""
+    parser = CommandParser(
+        prog="circuits", description="Mechanistic circuit analysis of attention sinks."
+    )
+    parser.add_argument("--version", action=Version, help="print the version and the commit")
+    sub = parser.add_commands()
+    for module in COMMANDS:
+        module.add(sub)
+    for name, command in parser.commands.items():
+        for old, new in renamed_in(name).items():
+            command.rename(old, new)
+    return parser
+
+
+class Interrupted(BaseException):
+    """SIGTERM, raised in the main thread so that temp outputs are cleaned up."""
+
+
+def _terminate(signum, frame) -> None:
+    raise Interrupted
+
+
+def parse(argv: list[str] | None = None) -> argparse.Namespace:
+    """The arguments; an unknown flag exits with its subcommand's usage and "did you mean"."""
+    parser = build_parser()
+    args, extras = parser.parse_known_args(argv)
+    if extras:
+        parser.commands[args.command].unknown(extras)
+    return args
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = parse(argv)
+    previous = signal.signal(signal.SIGTERM, _terminate)
+    where = f"; {args.out} was left as it was" if getattr(args, "out", None) else ""
+    try:
+        check_model_args(args)  # before torch: an unknown model key is refused at once
+        if hasattr(args, "threads"):  # commands that load a model
+            from circuits.threads import set_threads
+
+            set_threads(args.threads)
+        return args.func(args)
+    except (KeyboardInterrupt, Interrupted):
+        # On a line of its own: a progress bar may be half-drawn. A command that keeps its
+        # finished parts says where (`args.kept`).
+        kept = getattr(args, "kept", "")
+        print(f"\ncircuits {args.command}: interrupted{where}{kept}", file=sys.stderr)
+        return 130
+    except (ValueError, OSError, RuntimeError) as err:
+        # Library errors say what was wrong and how to fix it (every line: a graph's validation
+        # lists its reasons one a line); OSErrors name their file.
+        message = str(err) or type(err).__name__
+        print(f"circuits {args.command}: error: {message}", file=sys.stderr)
+        return 2
+    finally:
+        signal.signal(signal.SIGTERM, previous)
+
+
+__all__ = ["COMMANDS", "build_parser", "main", "parse"]

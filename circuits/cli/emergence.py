@@ -1,0 +1,65 @@
+"""`circuits emergence`: the P0-sink measurements at every checkpoint of a training run."""
+
+from __future__ import annotations
+
+import argparse
+
+from circuits.cli.checks import check_out, existing
+from circuits.cli.options import (
+    TEXTS_HELP,
+    config_from,
+    config_options,
+    corpus_option,
+    device_option,
+    texts_option,
+    threads_option,
+)
+from circuits.cli.parser import command
+
+
+def run(args: argparse.Namespace) -> int:
+    from circuits.emergence.config import EmergenceConfig
+
+    config = config_from(args, EmergenceConfig)
+    out = check_out(args.out)
+    existing(args.texts, "--texts", TEXTS_HELP)
+    from circuits.discovery.texts import read_texts
+    from circuits.emergence import emergence
+
+    texts = read_texts(args.texts) if args.texts else None
+    result = emergence(args.checkpoints, texts, config, corpus=args.corpus, device=args.device,
+                       cache=args.cache)  # fmt: skip
+    result.save(out)
+    print(result.text())
+    print(f"wrote {out}")
+    return 0
+
+
+def add(sub) -> None:
+    from circuits.emergence.config import EmergenceConfig
+
+    p = command(
+        sub,
+        "emergence",
+        "P0-sink metrics, formation, node and edge circuit at each checkpoint of a training run",
+        "One row a checkpoint, plots against the step, and the phases of the series.",
+    )
+    p.add_argument(
+        "checkpoints",
+        nargs="+",
+        metavar="CHECKPOINT",
+        help="in training order: a run folder of `circuits train-lm` (all its checkpoints), "
+        "model folders, owner/name@revision (hub), model keys",
+    )
+    p.add_argument("--out", required=True, help="output folder (replaced as a whole)")
+    texts_option(p, f"{TEXTS_HELP} (default: windows of the held-out part of --corpus)")
+    corpus_option(p, "the training corpus whose held-out part gives the default texts")
+    p.add_argument(
+        "--cache",
+        metavar="DIR",
+        help="keep each checkpoint's row here; a rerun measures only what is new",
+    )
+    device_option(p)
+    threads_option(p)
+    config_options(p, EmergenceConfig)
+    p.set_defaults(func=run)

@@ -1,0 +1,144 @@
+"""`circuits faithfulness`: a saved circuit judged on new texts, or on counterfactual pairs (a
+circuit found on pairs, or an EAP-IG / MIB graph JSON)."""
+
+from __future__ import annotations
+
+import argparse
+from pathlib import Path
+
+from circuits.cli import loading
+from circuits.cli.checks import existing
+from circuits.cli.options import TEXTS_HELP, count_int, model_options, texts_option
+from circuits.cli.output import print_summary
+from circuits.cli.pairs import make_pairs, pair_options, read_pair_rows
+from circuits.cli.parser import command
+
+
+def _graph_model(graph, given: str | None) -> str:
+    """The model to judge a saved circuit on: `given` (--model), else the one it was found on;
+    a different registry model is refused before anything loads."""
+    from circuits.models.registry import MODELS
+
+    found_on = graph.graph.get("model")
+    if given is None:
+        if not found_on:
+            raise ValueError("the graph does not name its model; pass --model")
+        return str(found_on)
+    if given != found_on and given in MODELS:
+        raise ValueError(
+            f"the circuit was found on model {found_on!r}, not {given!r}; leave out --model (the "
+            "graph's model is the default)"
+        )
+    return given
+
+
+def _check_text_lengths(graph, texts: list[str], model: str) -> None:
+    """Refuse texts shorter than the circuit's token length before the model loads, with the
+    model's cached tokenizer (no check when the model has no cache yet: the load checks)."""
+    from circuits.models.cache import entry_dir
+
+    folder = entry_dir(model) if "/" not in model else Path(model)
+    if "n_tokens" not in graph.graph or not (folder / "tokenizer.json").is_file():
+        return
+    from transformers import AutoTokenizer
+
+    tok = AutoTokenizer.from_pretrained(folder)
+    n_tokens = int(graph.graph["n_tokens"])
+    need = n_tokens - (int(graph.graph.get("first_token", -1)) >= 0)
+    short = [
+        i for i, t in enumerate(texts) if len(tok(t, add_special_tokens=False).input_ids) < need
+    ]
+    if short:
+        raise ValueError(
+            f"{len(short)} of the {len(texts)} texts (first: text {short[0]}) have fewer than "
+            f"the {need} tokens the circuit's length needs (it was found on texts of "
+            f"{n_tokens} tokens): give longer texts"
+        )
+
+
+def _on_texts(args: argparse.Namespace):
+    """(model, graph, texts) for --texts, checked before the model loads."""
+    from circuits.discovery.texts import read_texts
+    from circuits.graph.io import read
+
+    graph = read(args.circuit)
+    texts = read_texts(args.texts)
+    args.model = _graph_model(graph, args.model)
+    _check_text_lengths(graph, texts, args.model)
+    return loading.load(args), graph, texts
+
+
+def _on_pairs(args: argparse.Namespace):
+    """(model, graph, pairs) for --pairs / --task: a circuit found on pairs, or an EAP-IG graph
+    file, which names no model (then --model)."""
+    from circuits.graph.eap_ig import read_json_if_eap_ig
+
+    rows = read_pair_rows(args)  # checked before the model loads
+    data = read_json_if_eap_ig(args.circuit)
+    graph = None
+    if data is None:
+        from circuits.graph.io import read
+
+        graph = read(args.circuit)
+        args.model = _graph_model(graph, args.model)
+    elif args.model is None:
+        raise ValueError(f"{args.circuit} is an EAP-IG graph, which names no model; pass --model")
+    model = loading.load(args)
+    pairs = make_pairs(model, args, rows, args.n_pairs, shuffle=False)
+    if data is not None:
+        from circuits.discovery.saved import eap_ig_circuit
+
+        graph = eap_ig_circuit(data, model, str(args.circuit))
+    return model, graph, pairs
+
+
+def run(args: argparse.Namespace) -> int:
+    from circuits._io import check_writable_folder
+
+    # faithfulness.json is written into the folder (the folder is never replaced).
+    out = check_writable_folder(args.out) if args.out else None
+    existing(args.circuit, "CIRCUIT", "a circuit graph file (.graphml, .json ...)")
+    existing(args.texts, "--texts", TEXTS_HELP)
+    model, graph, texts = _on_pairs(args) if args.texts is None else _on_texts(args)
+    from circuits._io import write_json
+    from circuits.discovery.saved import judge_saved
+
+    result = judge_saved(
+        model, graph, texts, n_random=args.n_random, n_boot=args.n_boot, seed=args.seed
+    )
+    result = {"circuit": str(args.circuit), "model": args.model, **result}
+    print_summary(result)
+    if out is not None:
+        out.mkdir(parents=True, exist_ok=True)
+        write_json(out / "faithfulness.json", result)
+        print(f"wrote {out / 'faithfulness.json'}")
+    return 0
+
+
+def add(sub) -> None:
+    p = command(
+        sub,
+        "faithfulness",
+        "judge a saved circuit graph on new texts (faithfulness, interval, baselines)",
+        "Judge a circuit written by `circuits p0` on new texts: the model and the token length "
+        "are the graph's own (the texts are cut to that length). A circuit found on pairs, or "
+        "an EAP-IG / MIB graph JSON, is judged on --pairs or --task.",
+    )
+    p.add_argument(
+        "circuit",
+        help="a circuit graph written by `circuits p0` or `circuits discover` (.graphml, .json "
+        "...), or an EAP-IG / MIB graph JSON (judged on --pairs / --task, with --model)",
+    )
+    model_options(p, default=None, default_help="default: the one the graph names")
+    src = p.add_mutually_exclusive_group(required=True)
+    texts_option(src)
+    pair_options(src, p)
+    p.add_argument("--out", help="folder to write faithfulness.json into (optional)")
+    p.add_argument(
+        "--n-random", type=count_int, default=10, help="random circuits of its size (%(default)s)"
+    )
+    p.add_argument(
+        "--n-boot", type=count_int, default=1000, help="bootstrap resamples of texts (%(default)s)"
+    )
+    p.add_argument("--seed", type=count_int, default=0, help="random seed (%(default)s)")
+    p.set_defaults(func=run)

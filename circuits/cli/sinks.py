@@ -1,0 +1,67 @@
+"""`circuits sinks`: primary and secondary attention sinks measured on texts or traces."""
+
+from __future__ import annotations
+
+import argparse
+
+from circuits.cli import loading
+from circuits.cli.checks import check_out, existing
+from circuits.cli.options import count_int, model_options, out_option, positive_int
+from circuits.cli.parser import command
+
+
+def run(args: argparse.Namespace) -> int:
+    out = check_out(args.out)  # before torch is imported, so a bad --out is refused at once
+    existing(args.file, "--file", "a traces or problems file (.jsonl) or a text file")
+    from circuits._io import atomic_folder
+    from circuits.corpus import read_corpus
+    from circuits.report.sink_plots import plot_sink_report
+    from circuits.sinks import Batching, Settings
+    from circuits.sinks.corpus import measure_corpus
+
+    given = {"tau": args.tau, "eps": args.eps}
+    given = {k: v for k, v in given.items() if v is not None}
+    Settings.from_options(given)  # thresholds checked before the model loads
+    corpus = [args.text] if args.text is not None else read_corpus(args.file)[: args.n]
+    # Given a key, measure_corpus checks the texts and options before it loads the model.
+    default = (args.device, args.dtype) == ("cpu", "float32")
+    report = measure_corpus(
+        args.model if default else loading.load(args), corpus,
+        exclude_prompt=args.exclude_prompt, offsets=args.offset,
+        sink_position=args.sink_position, batching=Batching(max_batch_tokens=args.batch_tokens),
+        **given,
+    )  # fmt: skip
+    with atomic_folder(out, {"measured": "sinks", "model": report.model}) as tmp:
+        paths = report.save(tmp) + plot_sink_report(report, tmp, args.rasters)
+    print(report.summary_table())
+    print(f"wrote {len(paths)} files to {out}")
+    return 0
+
+
+def add(sub) -> None:
+    p = command(
+        sub,
+        "sinks",
+        "measure primary and secondary attention sinks",
+        "Per text: the attention mass on the primary sink (P0), the sink rate, the massive "
+        "P0 state, and secondary-sink events (tokens whose state turns toward the sink's); "
+        "tables, rasters and a summary.",
+    )
+    model_options(p)
+    src = p.add_mutually_exclusive_group(required=True)
+    src.add_argument("--text", help="one text to measure")
+    src.add_argument("--file", help="traces or problems (.jsonl) or a text file (one a line)")
+    out_option(p, "sinks.json, CSVs and PNGs")
+    p.add_argument("--n", type=positive_int, help="measure only the first N texts of --file")
+    p.add_argument("--tau", type=float, help="secondary-sink cosine threshold (0.95)")
+    p.add_argument("--eps", type=float, help="Gu et al.'s alpha threshold (0.3)")
+    p.add_argument("--offset", type=count_int, default=0, help="leading tokens to exclude (0)")
+    p.add_argument(
+        "--exclude-prompt", action="store_true", help="traces: measure only generated tokens"
+    )
+    p.add_argument("--sink-position", type=count_int, help="fix the primary sink position")
+    p.add_argument(
+        "--batch-tokens", type=positive_int, default=4096, help="padded tokens per forward (4096)"
+    )
+    p.add_argument("--rasters", type=count_int, default=2, help="texts to draw rasters for (2)")
+    p.set_defaults(func=run)
