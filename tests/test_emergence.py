@@ -338,3 +338,16 @@ def test_phase_row_reads_planted_attention_and_norms():
     assert row["top_position_by_layer"][2] == 0 and row["gu_rate_p1"][0] == 0
     assert row["p0_mass_by_layer"][2] == pytest.approx(0.5 + 0.5 * row["p0_mass_by_layer"][0])
     assert first_jump([1.0, 1.5, 2.9, 6.0], 2.0) == 2 and first_jump([1.0, 1.5], 2.0) is None
+
+
+def test_checkpoints_of_a_run_without_bos_are_measured_without_bos(tmp_path):
+    from circuits.emergence.specs import CheckpointSpec
+
+    folder = tmp_path / "run" / "checkpoints" / "step_000010"
+    folder.mkdir(parents=True)
+    spec = CheckpointSpec(str(folder), "folder", 10, folder.name)
+    assert series_mod.trained_with_bos(spec)  # no run.json: as before
+    (tmp_path / "run" / "run.json").write_text(json.dumps({"train": {"bos": False}}))
+    assert not series_mod.trained_with_bos(spec)
+    (tmp_path / "run" / "run.json").write_text(json.dumps({"train": {"seed": 0}}))
+    assert series_mod.trained_with_bos(spec)  # runs from before the option had <bos>

@@ -101,6 +101,24 @@ def phase_row(
     }
 
 
-def measure_model(hf_model, tokens: Int[Tensor, "text pos"], config: PhaseRuleConfig) -> dict:
-    """`phase_row` of a transformers causal LM on `tokens`."""
-    return phase_row(*phase_inputs(hf_model.eval(), tokens), config)
+@torch.no_grad()
+def bridge_inputs(
+    model, tokens: Int[Tensor, "text pos"]
+) -> tuple[Float[Tensor, "layer text head query key"], Float[Tensor, "block text pos"]]:
+    """`phase_inputs` of a TransformerLens bridge (`circuits.load_model`): the patterns
+    `blocks.{l}.attn.hook_pattern`, the norms of `blocks.0.hook_resid_pre` and every
+    `blocks.{l}.hook_resid_post`."""
+    n = model.cfg.n_layers
+    names = {"blocks.0.hook_resid_pre"}
+    names |= {f"blocks.{i}.{h}" for i in range(n) for h in ("attn.hook_pattern", "hook_resid_post")}
+    _, cache = model.run_with_cache(tokens, names_filter=lambda h: h in names)
+    attn = torch.stack([cache[f"blocks.{i}.attn.hook_pattern"].float() for i in range(n)])
+    states = [cache["blocks.0.hook_resid_pre"]] + [cache[f"blocks.{i}.hook_resid_post"]
+                                                   for i in range(n)]  # fmt: skip
+    return attn, torch.stack([s.float().norm(dim=-1) for s in states])
+
+
+def measure_model(model, tokens: Int[Tensor, "text pos"], config: PhaseRuleConfig) -> dict:
+    """`phase_row` of a transformers causal LM or a TransformerLens bridge on `tokens`."""
+    read = bridge_inputs if hasattr(model, "run_with_cache") else phase_inputs
+    return phase_row(*read(model.eval(), tokens), config)

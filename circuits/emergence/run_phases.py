@@ -73,3 +73,31 @@ def measure_run(run: str | Path, corpus, config: PhaseRuleConfig = PhaseRuleConf
         "summary": verdicts,
         "seconds": time.perf_counter() - t0,
     }
+
+
+def measure_final(key: str, config: PhaseRuleConfig = PhaseRuleConfig(),  # noqa: B008
+                  n_texts: int = N_TEXTS, n_tokens: int = 64) -> dict:  # fmt: skip
+    """One released model (`circuits.load_model` key or folder) measured like a checkpoint, on
+    `n_texts` windows of the standard library's held-out files (`<bos>` first when the model
+    prepends one): its phase by the rule and the row."""
+    from circuits.discovery.texts import token_rows
+    from circuits.emergence.phase_rule import checkpoint_phase, place
+    from circuits.emergence.series import stdlib_texts
+    from circuits.models import load_model
+
+    model = load_model(key)
+    info = model.circuits_info
+    first = model.tokenizer.bos_token_id if info.prepend_bos else None
+    tokens = token_rows(model, stdlib_texts(n_texts, n_tokens), n_tokens, first=first)
+    row = measure_model(model, tokens, config)
+    n_layers = len(row["sink_heads_by_layer"])
+    return {
+        "model": key,
+        "source": info.source,
+        "bos_first": first is not None,
+        "n_layers": n_layers,
+        "phase": checkpoint_phase(row, n_layers, config),
+        "place_state": place(row["jump_block"], n_layers, config),
+        "place_attention": place(row["onset_layer"], n_layers, config),
+        "row": row,
+    }

@@ -153,11 +153,21 @@ def loss_curves(specs: Sequence[CheckpointSpec]) -> pd.DataFrame:
     return pd.concat(frames)[cols] if frames else pd.DataFrame(columns=cols)
 
 
-def _tokens(model, texts: list[str], config: EmergenceConfig):
+def trained_with_bos(spec: CheckpointSpec) -> bool:
+    """False for a checkpoint of a run trained without <bos> (`run.json`, train.bos), so
+    that it is measured on windows like its training windows; True otherwise."""
+    run_doc = Path(spec.spec).parent.parent / "run.json"
+    if not run_name(spec) or not run_doc.is_file():
+        return True
+    return bool(json.loads(run_doc.read_text(encoding="utf-8"))["train"].get("bos", True))
+
+
+def _tokens(model, texts: list[str], config: EmergenceConfig, bos: bool = True):
     from circuits.discovery import split_texts, token_rows
 
     info = getattr(model, "circuits_info", None)
-    first = model.tokenizer.bos_token_id if info is None or info.prepend_bos else None
+    with_bos = bos and (info is None or info.prepend_bos)
+    first = model.tokenizer.bos_token_id if with_bos else None
     rows = token_rows(model, texts[: config.n_texts], config.n_tokens, first=first)
     fit, held = split_texts(texts, config.n_fit, config.n_heldout, config.seed)
     edges = (
@@ -221,7 +231,7 @@ def emergence(
 
 def _measure(spec, texts, config, with_edges: bool, device: str) -> dict:
     model = load_checkpoint(spec, device=device)
-    tokens, edges = _tokens(model, texts, config)
+    tokens, edges = _tokens(model, texts, config, trained_with_bos(spec))
     return measure_checkpoint(model, tokens, edges if with_edges else None, config)
 
 

@@ -1,0 +1,175 @@
+"""Issue 37: the compact tables and figures of the measured runs (`scripts/emergence_runs.py`
+wrote `ROOT/<run>/phases.json`), for docs/emergence/.
+
+    python scripts/emergence_report.py --root runs/e37 --out docs/emergence/sinks-8l
+
+Writes, replaced as a whole: `runs.md` (one row a run: shape, tokens, wall time, final loss,
+Gu's rate, formation, locations, the verdicts), `runs.csv`, and per run `<run>/checkpoints.csv`
+(one row a checkpoint), `<run>/maps.csv` (layer x step: P0 and position-1 mass, sink heads,
+most-attended position; block x step: P0 norm ratio), `<run>/summary.json` and
+`<run>/phases.png`.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from pathlib import Path
+
+import matplotlib
+
+matplotlib.use("Agg")
+import matplotlib.pyplot as plt  # noqa: E402
+import numpy as np  # noqa: E402
+import pandas as pd  # noqa: E402
+
+from circuits._io import atomic_folder, write_csv, write_json  # noqa: E402
+
+MAPS = {
+    "p0_mass_by_layer": "P0 attention mass",
+    "p1_mass_by_layer": "position-1 attention mass",
+    "sink_heads_by_layer": "sink heads (alpha_0 > 0.3)",
+    "p0_norm_ratio": "P0 norm ratio (row 0: embedding)",
+}
+
+
+def checkpoints_frame(doc: dict) -> pd.DataFrame:
+    recs = []
+    for r, phase in zip(doc["rows"], doc["summary"]["phases"], strict=True):
+        g, p = r["gu_rate"], r["gu_rate_p1"]
+        recs.append({
+            "step": r["step"], "tokens": r["tokens"], "heldout_loss": r["heldout_loss"],
+            "gu_rate": g[0], "gu_rate_lo": g[1], "gu_rate_hi": g[2],
+            "gu_rate_p1": p[0], "gu_rate_p1_lo": p[1], "gu_rate_p1_hi": p[2],
+            "all_head_p0_mass": r["all_head_p0_mass"], "max_head_alpha0": r["max_head_alpha0"],
+            "jump_block": r["jump_block"], "onset_layer": r["onset_layer"],
+            "top_positions": " ".join(map(str, r["top_position_by_layer"])), "phase": phase,
+        })  # fmt: skip
+    return pd.DataFrame(recs)
+
+
+def maps_frame(doc: dict) -> pd.DataFrame:
+    recs = []
+    for r in doc["rows"]:
+        for key in [*MAPS, "top_position_by_layer"]:
+            for i, v in enumerate(r[key]):
+                recs.append({"step": r["step"], "map": key, "row": i, "value": v})
+    return pd.DataFrame(recs)
+
+
+SCALES = {"p0_mass_by_layer": (0, 1), "p1_mass_by_layer": (0, 1)}
+
+
+def _heat(ax, doc: dict, key: str, title: str) -> None:
+    data = np.array([r[key] for r in doc["rows"]], dtype=float).T
+    vmin, vmax = SCALES.get(key, (None, None))
+    im = ax.imshow(data, aspect="auto", origin="lower", cmap="viridis", interpolation="nearest",
+                   vmin=vmin, vmax=vmax)  # fmt: skip
+    steps = [r["step"] for r in doc["rows"]]
+    ticks = np.linspace(0, len(steps) - 1, 6).astype(int)
+    ax.set_xticks(ticks, [str(steps[t]) for t in ticks])
+    ax.set(title=title, xlabel="step (checkpoints evenly drawn)", ylabel="layer / block")
+    plt.colorbar(im, ax=ax, fraction=0.046)
+
+
+def _rates(ax, doc: dict) -> None:
+    f = checkpoints_frame(doc)
+    x = np.arange(len(f))
+    ax.fill_between(x, f.gu_rate_lo, f.gu_rate_hi, alpha=0.3)
+    ax.plot(x, f.gu_rate, label="Gu Sink^0.3 at P0")
+    ax.fill_between(x, f.gu_rate_p1_lo, f.gu_rate_p1_hi, alpha=0.3, color="C3")
+    ax.plot(x, f.gu_rate_p1, color="C3", label="same at position 1")
+    ax.plot(x, f.all_head_p0_mass, color="C2", ls="--", label="all-head P0 mass")
+    rule = doc["rule"]
+    ax.axhline(rule["formed_rate"], color="k", lw=0.8, ls=":")
+    ax.axhline(rule["p1_rate"], color="C3", lw=0.8, ls=":")
+    loss = ax.twinx()
+    loss.plot(x, f.heldout_loss, color="gray", lw=0.8)
+    loss.set_ylabel("held-out loss (gray)")
+    ticks = np.linspace(0, len(f) - 1, 6).astype(int)
+    ax.set_xticks(ticks, [str(f.step[t]) for t in ticks])
+    ax.set(title="rates (95 % intervals over windows)", xlabel="step", ylim=(0, 1))
+    ax.legend(fontsize=7, loc="upper left")
+
+
+def run_figure(doc: dict):
+    fig, axes = plt.subplots(2, 3, figsize=(16, 8.5))
+    _rates(axes[0, 0], doc)
+    for ax, (key, title) in zip(axes.flat[1:], MAPS.items(), strict=False):
+        _heat(ax, doc, key, title)
+    _heat(axes[1, 2], doc, "top_position_by_layer", "most-attended position")
+    fig.suptitle(f"{doc['run']}: phases over training")
+    fig.tight_layout()
+    return fig
+
+
+def _layers(at: dict | None) -> str:
+    if at is None:
+        return "-"
+    return f"jump {at['jump_block']}, onset {at['onset_layer']}"
+
+
+def run_record(doc: dict) -> dict:
+    s, settings = doc["summary"], doc["settings"]
+    last = doc["rows"][-1]
+    log = doc.get("train_seconds_this_session")
+    return {
+        "run": doc["run"], "layers": settings["model"]["n_layers"],
+        "d_model": settings["model"]["d_model"], "bos": settings["train"]["bos"],
+        "lr": settings["train"]["lr"], "weight_decay": settings["train"]["weight_decay"],
+        "seed": settings["train"]["seed"], "tokens": last["tokens"],
+        "wall_min": None if log is None else round(log / 60, 1),
+        "final_loss": round(last["heldout_loss"], 3),
+        "gu_final": "{:.3f} [{:.3f}, {:.3f}]".format(*last["gu_rate"]),
+        "max_head_alpha0": round(last["max_head_alpha0"], 3),
+        "formation_step": None if s["formation"] is None else s["formation"]["step"],
+        "library_rule_step": s["library_sink_step"],
+        "layers_first": _layers(s["formation"]), "layers_last": _layers(s["final"]),
+        "position_1_steps": " ".join(map(str, s["position_1_steps"])) or "-",
+        **s["verdicts"], "settled_step": s["convergence"]["settled_step"],
+        "plateau_step": s["convergence"]["plateau_step"],
+        "convergence": s["convergence"]["verdict"],
+    }  # fmt: skip
+
+
+def markdown(frame: pd.DataFrame) -> str:
+    cols = list(frame.columns)
+    lines = ["| " + " | ".join(cols) + " |", "|" + "---|" * len(cols)]
+    for rec in frame.astype(object).where(frame.notna(), "-").to_dict(orient="records"):
+        lines.append("| " + " | ".join(str(rec[c]) for c in cols) + " |")
+    return "\n".join(lines) + "\n"
+
+
+def write_report(root: Path, out: Path) -> pd.DataFrame:
+    docs = [json.loads(p.read_text(encoding="utf-8")) for p in sorted(root.glob("*/phases.json"))]
+    if not docs:
+        raise ValueError(f"no */phases.json under {root}: run scripts/emergence_runs.py first")
+    frame = pd.DataFrame([run_record(d) for d in docs])
+    with atomic_folder(out) as tmp:
+        write_csv(tmp / "runs.csv", frame)
+        (tmp / "runs.md").write_text(markdown(frame), encoding="utf-8")
+        for doc in docs:
+            folder = tmp / doc["run"]
+            folder.mkdir()
+            write_csv(folder / "checkpoints.csv", checkpoints_frame(doc))
+            write_csv(folder / "maps.csv", maps_frame(doc))
+            keep = {k: doc[k] for k in ("run", "settings", "rule", "n_texts", "summary")}
+            write_json(folder / "summary.json", keep)
+            fig = run_figure(doc)
+            fig.savefig(folder / "phases.png", dpi=70)
+            plt.close(fig)
+    return frame
+
+
+def main(argv: list[str] | None = None) -> int:
+    p = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    p.add_argument("--root", type=Path, required=True)
+    p.add_argument("--out", type=Path, required=True)
+    args = p.parse_args(argv)
+    print(markdown(write_report(args.root, args.out)))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
