@@ -90,7 +90,7 @@ def write_trace(trace, folder: str | Path, model=None) -> Path:
         views = attention_views(model, texts, heads) if model is not None and heads else []
         captions = {**CAPTIONS, **trace.captions()}
         sections = [
-            Section("Finding", [trace.finding(), *([f"*{note}*"] if note else [])]),
+            Section("Finding", [trace.finding(), *([note] if note else [])]),
             Section(
                 "Figures",
                 [
