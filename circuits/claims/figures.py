@@ -10,6 +10,8 @@ import pandas as pd
 from matplotlib.figure import Figure
 from matplotlib.ticker import MaxNLocator
 
+from circuits.graph.convention import CATEGORY_COLORS, SEQUENTIAL_CMAP, category_style
+
 
 def _mean(col: pd.Series) -> np.ndarray:
     return np.array([np.nanmean(v) for v in col])
@@ -32,7 +34,8 @@ def identification_figure(heads: pd.DataFrame, shares: pd.DataFrame, model: str)
     ax = fig.subplots()
     h = heads.merge(shares[shares.kind == "head"][["component", "share"]], on="component")
     ratio_col = next(c for c in h.columns if c.startswith("norm_ratio:"))
-    sc = ax.scatter(_mean(h["nonlocal"]), h.share, c=np.log10(_mean(h[ratio_col])), cmap="viridis")
+    sc = ax.scatter(_mean(h["nonlocal"]), h.share, c=np.log10(_mean(h[ratio_col])), cmap=SEQUENTIAL_CMAP,
+                    edgecolors="0.3", linewidths=0.5)  # fmt: skip
     for x, y, name in zip(_mean(h["nonlocal"]), h.share, h.component, strict=True):
         if y == h.share.max() or y > 0.1:
             ax.annotate(name, (x, y), fontsize=7, xytext=(3, 3), textcoords="offset points")
@@ -50,7 +53,7 @@ def direction_figure(directions: pd.DataFrame, jump_layers, model: str) -> Figur
     fig = Figure(figsize=(7, 4), layout="constrained")
     ax = fig.subplots()
     for col, style in (("cos_texts", "-"), ("cos_variants", "--")):
-        for stage, colour in (("pre", "tab:blue"), ("post", "tab:orange")):
+        for stage, colour in (("pre", CATEGORY_COLORS[1]), ("post", CATEGORY_COLORS[2])):
             name = f"{col}_{stage}"
             if name in directions:
                 label = f"across {col.split('_')[1]}, {stage}-norm"
@@ -77,7 +80,8 @@ def split_figure(split: pd.DataFrame, model: str, max_heads: int = 24) -> Figure
             ("const_query_share", "kept by a constant query"),
         )
     ):
-        ax.bar(x + (k - 1) * 0.27, _mean(split[col]), 0.27, label=label)  # fmt: skip
+        ax.bar(x + (k - 1) * 0.27, _mean(split[col]), 0.27, label=label,
+               color=CATEGORY_COLORS[k], hatch=("", "//", "..")[k], edgecolor="white")  # fmt: skip
     ax.set_xticks(x, split.component, rotation=90, fontsize=7)
     ax.axhline(1, color="grey", lw=0.6, ls=":")
     ax.set_ylabel("share of P0's score advantage")
@@ -90,8 +94,9 @@ def cone_figure(cone: pd.DataFrame, jump_layers, model: str) -> Figure:
     """Attention-output norm at P0 and the median at later positions, per layer."""
     fig = Figure(figsize=(7, 4), layout="constrained")
     ax = fig.subplots()
-    ax.plot(cone.layer, cone.p0_norm, marker=".", label="P0")
-    ax.plot(cone.layer, cone.later_median_norm, marker=".", label="later positions (median)")
+    ax.plot(cone.layer, cone.p0_norm, label="P0", **category_style(0))
+    ax.plot(cone.layer, cone.later_median_norm, label="later positions (median)",
+            **category_style(1))  # fmt: skip
     ax.set_yscale("log")
     _by_layer(ax, jump_layers, "attention-output L2 norm")
     ax.set_title(f"{model}: the cone model (attention output at P0 vs later)", fontsize=10)

@@ -12,10 +12,18 @@ import numpy as np
 from matplotlib.figure import Figure
 from matplotlib.patches import Rectangle
 
+from circuits.graph.convention import (
+    CATEGORY_COLORS,
+    DIVERGING_CMAP,
+    SEQUENTIAL_CMAP,
+    category_style,
+)
 from circuits.report.draw import save_figure
 from circuits.sinks.results import SinkReport, TextSinks
 
-LABEL_COLORS = {"secondary": "tab:red", "primary-like": "tab:purple", "noise": "0.6"}
+LABEL_COLORS = {"secondary": CATEGORY_COLORS[3], "primary-like": CATEGORY_COLORS[0], "noise": "0.6"}
+"""Outline colour of each kind of detected run: categories, never a role's blue or orange."""
+LABEL_WORDS = "magenta secondary, black primary-like, grey noise"
 MAX_TICK_TOKENS = 80
 """Rasters of at most this many positions get one tick label per token."""
 
@@ -28,12 +36,13 @@ def p0_mass_heatmap(report: SinkReport) -> Figure:
         layout="constrained",
     )
     ax = fig.add_subplot()
-    im = ax.imshow(mass, aspect="auto", cmap="viridis", vmin=0, vmax=1, origin="lower")
+    im = ax.imshow(mass, aspect="auto", cmap=SEQUENTIAL_CMAP, vmin=0, vmax=1, origin="lower")
     fig.colorbar(im, ax=ax, label="mean A[i, sink] over queries i > sink")
     heads = report.sink_heads
     if heads:
         layers, cols = zip(*heads, strict=True)
-        ax.scatter(cols, layers, s=6, c="white", marker="o", label=f"alpha > {report.settings.eps}")
+        ax.scatter(cols, layers, s=9, c="white", edgecolors=CATEGORY_COLORS[3], linewidths=0.8,
+                   marker="o", label=f"alpha > {report.settings.eps}")  # fmt: skip
         ax.legend(loc="upper right", fontsize=7, framealpha=0.6)
     ax.set_xlabel("head")
     ax.set_ylabel("layer")
@@ -52,17 +61,14 @@ def state_norms(report: SinkReport) -> Figure:
     layers = np.arange(report.n_layers)
     fig = Figure(figsize=(7, 4), layout="constrained")
     ax = fig.add_subplot()
-    ax.plot(layers, state.sink_norm.float().numpy(), "o-", label="sink state", color="tab:red")
-    ax.plot(
-        layers,
-        state.other_median_norm.float().numpy(),
-        "s-",
-        label="others: median",
-        color="tab:blue",
-    )
-    ax.plot(
-        layers, state.other_mean_norm.float().numpy(), "^--", label="others: mean", color="tab:cyan"
-    )
+    for i, (values, label) in enumerate(
+        (
+            (state.sink_norm, "sink state"),
+            (state.other_median_norm, "others: median"),
+            (state.other_mean_norm, "others: mean"),
+        )
+    ):
+        ax.plot(layers, values.float().numpy(), label=label, **category_style(i))
     marks = {
         f"norm ratio > {report.settings.massive_ratio:g}": report.massive_layer,
         "Sun et al. massive entry": report.massive_activation_layer,
@@ -84,9 +90,10 @@ def primary_score(report: SinkReport) -> Figure:
     frame = report.layers_frame()
     fig = Figure(figsize=(7, 4), layout="constrained")
     ax = fig.add_subplot()
-    ax.plot(frame["layer"], frame["p0_mass"], "o-", color="tab:red", label="primary sink score")
+    ax.plot(frame["layer"], frame["p0_mass"], "o-", color=CATEGORY_COLORS[0],
+            label="primary sink score")  # fmt: skip
     ax.plot(
-        frame["layer"], frame["p0_mass_max_head"], ".:", color="tab:red", alpha=0.5,
+        frame["layer"], frame["p0_mass_max_head"], ".:", color=CATEGORY_COLORS[0], alpha=0.5,
         label="best head",
     )  # fmt: skip
     ax.set_ylim(0, 1)
@@ -94,7 +101,7 @@ def primary_score(report: SinkReport) -> Figure:
     ax.set_ylabel("attention to the primary sink")
     twin = ax.twinx()
     twin.bar(
-        frame["layer"], frame["n_secondary_active"], color="tab:blue", alpha=0.3,
+        frame["layer"], frame["n_secondary_active"], color=CATEGORY_COLORS[3], alpha=0.3,
         label=f"secondary sinks alive (tau {report.settings.tau:g})",
     )  # fmt: skip
     twin.set_ylabel("secondary sinks alive (count over texts)")
@@ -115,7 +122,7 @@ def secondary_raster(text: TextSinks, title: str = "") -> Figure:
         layout="constrained",
     )
     ax = fig.add_subplot()
-    im = ax.imshow(cos, aspect="auto", cmap="coolwarm", vmin=-1, vmax=1, origin="lower")
+    im = ax.imshow(cos, aspect="auto", cmap=DIVERGING_CMAP, vmin=-1, vmax=1, origin="lower")
     fig.colorbar(im, ax=ax, label="cos(h_t, h_sink)")
     for e in text.events:
         ax.add_patch(
@@ -134,8 +141,8 @@ def secondary_raster(text: TextSinks, title: str = "") -> Figure:
     counts = {label: sum(e.label == label for e in text.events) for label in LABEL_COLORS}
     runs = ", ".join(f"{n} {label}" for label, n in counts.items())
     ax.set_title(
-        f"{title} text {text.index}: cos > {text.settings.tau:g} runs outlined ({runs}; red "
-        "secondary, purple primary-like, grey noise)",
+        f"{title} text {text.index}: cos > {text.settings.tau:g} runs outlined ({runs}; "
+        f"{LABEL_WORDS})",
         fontsize=7,
         wrap=True,
     )
@@ -153,7 +160,7 @@ def sink_level_histogram(report: SinkReport) -> Figure:
             if e.label == label:
                 grid[e.lifetime, e.l_start] += 1
         shown = np.ma.masked_equal(grid, 0)
-        im = ax.imshow(shown, aspect="auto", origin="lower", cmap="magma_r")
+        im = ax.imshow(shown, aspect="auto", origin="lower", cmap=SEQUENTIAL_CMAP)
         for life, start in zip(*grid.nonzero(), strict=True):
             dark = grid[life, start] > grid.max() / 2
             ax.text(start, life, str(grid[life, start]), ha="center", va="center", fontsize=6,

@@ -9,10 +9,12 @@ from pathlib import Path
 import numpy as np
 from matplotlib.figure import Figure
 
+from circuits.graph.convention import CATEGORY_COLORS
 from circuits.report.draw import save_figure
 from circuits.trigger.experiment import TriggerExperiment
 
-KIND_COLORS = {"softmax": "tab:blue", "relu": "tab:orange"}
+KIND_COLORS = {"softmax": CATEGORY_COLORS[0], "relu": CATEGORY_COLORS[2]}
+"""Softmax black, ReLU green: categories, never the blue / orange of a role."""
 
 
 def _sizes(exp: TriggerExperiment) -> list[str]:

@@ -7,6 +7,7 @@ from typing import TYPE_CHECKING
 from matplotlib.figure import Figure
 
 from circuits._repr import short_metric
+from circuits.graph.convention import CATEGORY_COLORS, category_style
 
 if TYPE_CHECKING:
     from circuits.discovery import EdgeCircuit
@@ -14,16 +15,18 @@ if TYPE_CHECKING:
 
 def faithfulness_figure(circuit: EdgeCircuit, model: str) -> Figure:
     """Faithfulness against circuit size (edges after pruning) on the fit and the held-out
-    texts, with the size rule's target or band, the chosen circuit, and the random circuits of its size."""
+    texts (categories: black solid circles, purple dashed squares; blue and orange mean a role
+    only), with the size rule's target or band, the chosen circuit, and the random circuits of
+    its size (grey crosses)."""
     curve = circuit.curve.sort_values("n_edges")
     curve = curve[curve.n_edges > 0]
     h = circuit.heldout
     fig = Figure(figsize=(7, 4), layout="constrained")
     ax = fig.subplots()
-    ax.plot(
-        curve.n_edges, curve.faithfulness_fit, "o-", label=f"fit ({circuit.scores.shape[0]} texts)"
-    )
-    ax.plot(curve.n_edges, curve.faithfulness_heldout, "s-", label=f"held-out ({h.n_texts} texts)")
+    ax.plot(curve.n_edges, curve.faithfulness_fit, label=f"fit ({circuit.scores.shape[0]} texts)",
+            **category_style(0))  # fmt: skip
+    ax.plot(curve.n_edges, curve.faithfulness_heldout, label=f"held-out ({h.n_texts} texts)",
+            **category_style(1))  # fmt: skip
     cfg = circuit.config
     if cfg.size_rule == "target":
         ax.axhline(cfg.target, color="grey", ls=":", label=f"target {cfg.target}")
@@ -34,7 +37,7 @@ def faithfulness_figure(circuit: EdgeCircuit, model: str) -> Figure:
         circuit.n_edges, color="k", lw=0.8, label=f"circuit: {circuit.n_edges:,} direct edges"
     )
     ax.errorbar(
-        [circuit.n_edges], [h.random_mean], yerr=[h.random_sd], fmt="x", color="tab:red",
+        [circuit.n_edges], [h.random_mean], yerr=[h.random_sd], fmt="x", color=CATEGORY_COLORS[4],
         capsize=3, label=f"{len(h.random_faithfulness)} random circuits of that size",
     )  # fmt: skip
     ax.set_xscale("log")

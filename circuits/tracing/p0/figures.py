@@ -12,7 +12,7 @@ from matplotlib.lines import Line2D
 from matplotlib.patches import Patch, Rectangle
 from matplotlib.ticker import MaxNLocator
 
-from circuits.graph.convention import ROLE_COLORS, role_cmap
+from circuits.graph.convention import ROLE_COLORS, category_style, role_cmap
 
 
 def variants_figure(
@@ -22,11 +22,15 @@ def variants_figure(
     norm of the other positions from the `main` variant (the one the circuit is traced on)."""
     fig = Figure(figsize=(11, 4), layout="constrained")
     ax_mass, ax_norm = fig.subplots(1, 2)
-    for name, df in layers.groupby("variant", sort=False):
-        ax_mass.plot(df.layer, df.p0_mass, marker=".")
-        ax_norm.plot(df.layer, df.sink_norm, marker=".", label=name)
+    # Variants are categories: black, purple, green, ... with their own line styles and
+    # markers (`circuits.graph.convention`); blue and orange mean a role only.
+    for i, (name, df) in enumerate(layers.groupby("variant", sort=False)):
+        look = category_style(i) | {"markersize": 3.5, "linewidth": 1.2}
+        ax_mass.plot(df.layer, df.p0_mass, **look)
+        ax_norm.plot(df.layer, df.sink_norm, label=name, **look)
     ref = layers[layers.variant == main]
-    ax_norm.plot(ref.layer, ref.other_median_norm, "k--", label="other positions (median)")
+    ax_norm.plot(ref.layer, ref.other_median_norm, color="0.55", lw=2.5, alpha=0.7,
+                 label="other positions (median)")  # fmt: skip
     for ax in (ax_mass, ax_norm):
         for j in jump_layers:
             ax.axvline(j, color="grey", lw=0.8, ls=":")
@@ -155,12 +159,13 @@ def position_figure(position: pd.DataFrame, model: str) -> Figure:
     k = int(df.position.iloc[0])
     fig = Figure(figsize=(11, 3.8), layout="constrained")
     ax_n, ax_s = fig.subplots(1, 2)
-    ax_n.plot(df.layer, df.norm_at_0, label="at position 0")
-    ax_n.plot(df.layer, df[f"norm_at_{k}"], label=f"same token at position {k}")
+    at0, atk = category_style(0), category_style(1)  # categories: black solid, purple dashed
+    ax_n.plot(df.layer, df.norm_at_0, label="at position 0", **at0)
+    ax_n.plot(df.layer, df[f"norm_at_{k}"], label=f"same token at position {k}", **atk)
     ax_n.set_yscale("log")
     ax_n.set_ylabel("L2 norm")
-    ax_s.plot(df.layer, df.score_at_0, label="at position 0")
-    ax_s.plot(df.layer, df[f"score_at_{k}"], label=f"at position {k}")
+    ax_s.plot(df.layer, df.score_at_0, label="at position 0", **at0)
+    ax_s.plot(df.layer, df[f"score_at_{k}"], label=f"at position {k}", **atk)
     ax_s.set_ylabel("attention received\n(mean over heads, later queries)")
     for ax in (ax_n, ax_s):
         ax.set_xlabel("layer")

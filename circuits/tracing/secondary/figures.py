@@ -9,7 +9,12 @@ import numpy as np
 import pandas as pd
 from matplotlib.figure import Figure
 
-GROUP_COLORS = {"sink": "#d62728", "control": "#7f7f7f"}
+from circuits.graph.convention import CATEGORY_COLORS, SEQUENTIAL_CMAP, category_cycle
+
+GROUP_COLORS = {"sink": CATEGORY_COLORS[3], "control": CATEGORY_COLORS[4]}
+"""Sinks magenta, controls grey: categories, never the blue / orange of a role."""
+PRIMARY, SECONDARY = CATEGORY_COLORS[0], CATEGORY_COLORS[3]
+"""The primary sink's lines black, the secondary sinks' magenta."""
 
 
 def plot_primary_dip(layers: pd.DataFrame, taus: Sequence[float]) -> Figure:
@@ -17,8 +22,8 @@ def plot_primary_dip(layers: pd.DataFrame, taus: Sequence[float]) -> Figure:
     axis, how many secondary sinks are active at each tau."""
     fig = Figure(figsize=(7.5, 3.6), layout="constrained")
     ax = fig.add_subplot()
-    ax.plot(layers.layer, layers.p0_mass, "o-", color="#1f77b4", label="P0 mass (mean head)")
-    ax.plot(layers.layer, layers.p0_mass_max_head, ":", color="#1f77b4", label="P0 mass (max head)")
+    ax.plot(layers.layer, layers.p0_mass, "o-", color=PRIMARY, label="P0 mass (mean head)")
+    ax.plot(layers.layer, layers.p0_mass_max_head, ":", color=PRIMARY, label="P0 mass (max head)")
     ax.set_xlabel("layer")
     ax.set_ylabel("attention to the primary sink")
     ax.set_ylim(0, 1.02)
@@ -26,9 +31,9 @@ def plot_primary_dip(layers: pd.DataFrame, taus: Sequence[float]) -> Figure:
     for tau, style in zip(taus, ("-", "--", "-.", ":"), strict=False):
         col = f"n_active@{tau:g}"
         if col in layers:
-            twin.step(layers.layer, layers[col], style, where="mid", color="#d62728",
+            twin.step(layers.layer, layers[col], style, where="mid", color=SECONDARY,
                       label=f"secondary sinks active (tau {tau:g})")  # fmt: skip
-    twin.set_ylabel("secondary sinks active", color="#d62728")
+    twin.set_ylabel("secondary sinks active", color=SECONDARY)
     lines = ax.get_legend_handles_labels()
     more = twin.get_legend_handles_labels()
     ax.legend(lines[0] + more[0], lines[1] + more[1], fontsize=7, loc="upper left")
@@ -43,6 +48,7 @@ def plot_token_types(types: pd.DataFrame) -> Figure:
     labels = [c for c in types.columns if c.startswith("n_") and c != "n_tokens"]
     for i, tau in enumerate(taus):
         ax = fig.add_subplot(1, len(taus), i + 1)
+        ax.set_prop_cycle(category_cycle())
         sub = types[types.tau == tau].set_index("token_type")
         x = np.arange(len(sub))
         width = 0.8 / max(len(labels), 1)
@@ -63,7 +69,7 @@ def plot_cosine_hist(hist: pd.DataFrame, above: Mapping[float, int]) -> Figure:
     ax.bar(hist.left, hist["count"], width=hist.right - hist.left, align="edge", color="#7f7f7f")
     ax.set_yscale("log")
     for tau, n in above.items():
-        ax.axvline(tau, color="#d62728", ls="--", lw=1)
+        ax.axvline(tau, color=SECONDARY, ls="--", lw=1)
         ax.annotate(f"tau {tau:g}: {n} above", (tau, ax.get_ylim()[1]), fontsize=7,
                     ha="right", va="top", rotation=90)  # fmt: skip
     ax.set_xlabel("cos(h_t, h_sink), candidate tokens x layers")
@@ -93,7 +99,7 @@ def plot_norm_fit(points: pd.DataFrame, fits: pd.DataFrame) -> Figure:
     fig = Figure(figsize=(9, 3.6), layout="constrained")
     for i, (y, label) in enumerate((("log_score", "log(sink score)"), ("lifetime", "lifetime"))):
         ax = fig.add_subplot(1, 2, i + 1)
-        ax.scatter(points.log_mlp_norm, points[y], s=14, alpha=0.6, color="#d62728")
+        ax.scatter(points.log_mlp_norm, points[y], s=14, alpha=0.6, color=GROUP_COLORS["sink"])
         fit = fits[fits.y == y].iloc[0] if (fits.y == y).any() else None
         if fit is not None and math.isfinite(fit.slope):
             xs = np.linspace(points.log_mlp_norm.min(), points.log_mlp_norm.max(), 20)
@@ -115,7 +121,7 @@ def plot_swaps(causal: pd.DataFrame) -> Figure:
     table = causal.pivot_table(
         index=["direction", "source", "site"], columns="layer", values="formed_share"
     )
-    im = ax.imshow(table.values, cmap="RdBu_r", vmin=0, vmax=1, aspect="auto")
+    im = ax.imshow(table.values, cmap=SEQUENTIAL_CMAP, vmin=0, vmax=1, aspect="auto")
     ax.set_yticks(range(len(table)), ["/".join(map(str, i)) for i in table.index], fontsize=7)
     ax.set_xticks(range(table.shape[1]), [str(c) for c in table.columns], fontsize=7)
     ax.set_xlabel("layer patched")
@@ -130,8 +136,9 @@ def plot_rescale(scale: pd.DataFrame) -> Figure:
     fig = Figure(figsize=(10, 3.2), layout="constrained")
     for i, col in enumerate(("cos", "score", "lifetime")):
         ax = fig.add_subplot(1, 3, i + 1)
+        ax.set_prop_cycle(category_cycle())
         for event, sub in scale.groupby("event"):
-            ax.plot(sub.factor, sub[col], "o-", alpha=0.7, label=f"event {event}")
+            ax.plot(sub.factor, sub[col], alpha=0.7, label=f"event {event}")
         ax.set_xlabel("factor on MLP output at l_start")
         ax.set_ylabel(col)
     fig.axes[0].legend(fontsize=7)
