@@ -70,6 +70,12 @@ def test_padded_pairs_score_as_each_pair_alone(tiny):
         assert torch.allclose(runner.clean.metric[i], alone.clean.metric[0], atol=1e-5)
         assert torch.allclose(scores[i], eap(alone)[0], atol=1e-5)
     assert padded[[2, 0]].last.tolist() == [padded.last[2], padded.last[0]]
+    # BOS as a protocol says, whatever the model's default (MIB prepends one for Qwen)
+    without = tokenize(tiny, rows, "mixed", pad=True, bos=False)
+    assert torch.equal(without.last, padded.last - 1) and (padded.clean[:, 0] == 1).all()
+    assert torch.equal(
+        without.clean[0, : without.last[0] + 1], padded.clean[0, 1 : padded.last[0] + 1]
+    )
 
 
 def test_the_ungrouped_graph_has_mibs_edge_count(tiny, flip):

@@ -159,16 +159,26 @@ def single_token(model, text: str, where: str) -> int:
     return int(ids[0])
 
 
-def tokenize(model, rows: Sequence[dict], source: str = "pairs", *, pad: bool = False) -> Pairs:
+def tokenize(
+    model,
+    rows: Sequence[dict],
+    source: str = "pairs",
+    *,
+    pad: bool = False,
+    bos: bool | None = None,
+) -> Pairs:
     """`rows` (dicts with FIELDS) as Pairs: texts tokenized as the model's `to_tokens` does (its
-    BOS token first when it has one); a pair's clean and corrupt texts must have the same number
-    of tokens. All pairs must have one length, unless `pad`: then shorter pairs are right-padded
-    to the longest and the metric is read at each pair's last real token (`Pairs.last`)."""
+    BOS token first when it has one; `bos` True / False: the tokenizer's BOS token first or not,
+    whatever the model's default, as MIB prepends one for Qwen); a pair's clean and corrupt texts
+    must have the same number of tokens. All pairs must have one length, unless `pad`: then
+    shorter pairs are right-padded to the longest and the metric is read at each pair's last real
+    token (`Pairs.last`)."""
     check_rows(rows, source)
     clean, corrupt, answer, wrong = [], [], [], []
+    bos_kw = {} if bos is None else {"prepend_bos": bos}
     for i, row in enumerate(rows, 1):
         where = f"{source}: pair {i}"
-        a, b = (model.to_tokens(row[k])[0] for k in ("clean", "corrupt"))
+        a, b = (model.to_tokens(row[k], **bos_kw)[0] for k in ("clean", "corrupt"))
         if len(a) != len(b):
             raise ValueError(
                 f"{where}: clean is {len(a)} tokens, corrupt {len(b)}; a pair must have the same "

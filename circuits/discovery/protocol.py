@@ -7,7 +7,8 @@ benchmark takes.
 
 - IOI pairs with the `s2_io_flip` partner (the second S replaced by IO; every token before it
   identical), prompts of several lengths right-padded and read at their last real token, the
-  model's BOS first (this library's `to_tokens` prepends it when the tokenizer has one);
+  tokenizer's BOS token first (`bos=True`: MIB's tokenize_plus prepends it for every model, Qwen
+  included, where this library's default does not);
 - MIB's graph: q, k and v inputs per query head (`kv_inputs="ungrouped"`; Qwen2.5-0.5B 179,749
   edges, SmolLM2-135M 123,211, GPT-2 small 32,491);
 - EAP-IG-inputs with 5 steps on the left points alpha = k / 5, k = 0..4 (`ig_grid="left"`);
@@ -35,14 +36,16 @@ from circuits.discovery.config import DiscoveryConfig
 @dataclass(frozen=True)
 class Protocol:
     """A named bundle of settings: `settings` (DiscoveryConfig fields), the IOI `partner`,
-    whether pairs of several lengths are padded (`pad`), and the default numbers of fit and
-    held-out pairs."""
+    whether pairs of several lengths are padded (`pad`), whether the tokenizer's BOS token
+    comes first whatever the model's default (`bos`: True; None keeps the default), and the
+    default numbers of fit and held-out pairs."""
 
     name: str
     about: str
     settings: dict = field(default_factory=dict)
     partner: str = "abc"
     pad: bool = False
+    bos: bool | None = None
     n_fit: int = 32
     n_heldout: int = 32
 
@@ -70,7 +73,7 @@ PROTOCOLS = {
     "mib": Protocol(
         "mib", "MIB's circuit track (Mueller et al. 2025): s2_io_flip partner, padded prompts, "
         "k / v per query head, EAP-IG-inputs with 5 left points, 100 fit / 200 held-out pairs",
-        MIB_SETTINGS, partner="s2_io_flip", pad=True, n_fit=100, n_heldout=200,
+        MIB_SETTINGS, partner="s2_io_flip", pad=True, bos=True, n_fit=100, n_heldout=200,
     ),
 }  # fmt: skip
 """Protocol name -> its settings."""

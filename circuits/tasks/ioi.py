@@ -137,20 +137,26 @@ def ioi_prompts(
 
 
 def ioi_pairs(
-    model, n: int, seed: int = 0, *, partner: str = "abc", pad: bool = False
+    model,
+    n: int,
+    seed: int = 0,
+    *,
+    partner: str = "abc",
+    pad: bool = False,
+    bos: bool | None = None,
 ) -> tuple[Pairs, list[IOIPrompt]]:
     """`n` IOI pairs tokenized for `model` with their `partner` prompts (`PARTNERS`). Without
     `pad`, all of one token length: prompts are drawn from the templates whose length is the
     most common one for this tokenizer. With `pad`, from every template, right-padded to the
-    longest (the metric read at each pair's last real token, as MIB does). Raises when a word
-    of the lists is not one token."""
+    longest (the metric read at each pair's last real token, as MIB does). `bos`: see
+    `circuits.discovery.pairs.tokenize`. Raises when a word of the lists is not one token."""
     bad = check_vocabulary(model.tokenizer)
     if bad:
         raise ValueError(
             f"IOI words that are not one token for this tokenizer: {bad}; remove them from "
             "circuits.tasks.ioi lists or pass lists of single-token words"
         )
-    lengths = {}
+    lengths = {}  # a BOS adds one token to every template alike: probed without
     for t, template in enumerate(TEMPLATES):
         probe = _fill(template, NAMES[0], NAMES[1], NAMES[1], PLACES[0], OBJECTS[0])
         lengths[t] = int(model.to_tokens(probe).shape[1])
@@ -158,7 +164,7 @@ def ioi_pairs(
     kept = [t for t, n_tok in lengths.items() if pad or n_tok == common]
     prompts = ioi_prompts(n, seed, templates=tuple(TEMPLATES[t] for t in kept), partner=partner)
     prompts = [IOIPrompt(p.clean, p.corrupt, p.io, p.s, kept[p.template], p.order) for p in prompts]
-    return tokenize(model, [p.row() for p in prompts], "ioi", pad=pad), prompts
+    return tokenize(model, [p.row() for p in prompts], "ioi", pad=pad, bos=bos), prompts
 
 
 def name_positions(pairs: Pairs) -> dict[str, list[int]]:
