@@ -7,23 +7,28 @@ import dataclasses
 import json
 import math
 
+import numpy as np
 import pandas as pd
 import pytest
 import torch
 
 from circuits.claims import ClaimsConfig, claims
 from circuits.claims.secondary import SPECS as SECONDARY_SPECS
-from circuits.claims.secondary import read_secondary, secondary_claims
+from circuits.claims.secondary import UNMEASURED, read_secondary, secondary_claims
 from circuits.claims.table import (
     AUTO,
     FAILS,
     HOLDS,
     NOT_APPLICABLE,
+    UNDECIDED,
     Claim,
+    ClaimsTable,
     claim_row,
     mean_interval,
 )
+from circuits.claims.verdict import Interval, counts, decisive, either, judge, side
 from circuits.models.planted import P0_TEXTS, planted_p0_model
+from circuits.stats import MIN_N
 
 CONFIG = ClaimsConfig(n_texts=8, n_tokens=24)
 MARKER = 34  # a residual dimension the planted layout leaves free
@@ -138,13 +143,21 @@ def planted_claims(planted):
 def test_planted_circuit_holds_where_built_in(planted, planted_claims):
     v = planted_claims.table.verdicts()
     built_in = [
-        "identification.spread_heads_carry_jump", "identification.p0_output_distinct",
-        "identification.same_across_texts", "amplification.mlps_carry_jump",
-        "amplification.fixed_direction_texts", "amplification.fixed_direction_variants",
-        "cone.p0_attention_output_larger", "reading.keys_read_p0_direction",
-        "reading.circuit_writes_direction",
+        "location.first_two_blocks", "identification.spread_heads_carry_jump",
+        "identification.p0_output_distinct", "amplification.mlps_carry_jump",
+        "amplification.fixed_direction_variants", "cone.p0_attention_output_larger",
+        "reading.keys_read_p0_direction", "reading.circuit_writes_direction",
     ]  # fmt: skip
     assert {c: v[c] for c in built_in} == dict.fromkeys(built_in, HOLDS)
+    # With BOS at P0 every text's P0 is the same: the rows across texts are 1 by construction.
+    frame = planted_claims.frame().set_index("claim")
+    for claim in ("identification.same_across_texts", "amplification.fixed_direction_texts"):
+        assert v[claim] == NOT_APPLICABLE and frame.loc[claim, "detail"].startswith(
+            "1 by construction"
+        ), claim
+    # The planted MLP 1 forms the state: block 1, in every text (seed 001's first two blocks).
+    where = frame.loc["location.first_two_blocks"]
+    assert (where.value, where.n, where.threshold_value) == (1.0, CONFIG.n_texts, 1.0)
     # The planted head copies the first token's identity: its P0 output is distinct by norm
     # for every first token, but points elsewhere for each one. Not built in, so not claimed.
     assert v["identification.same_across_first_tokens"] == FAILS
@@ -156,11 +169,13 @@ def test_planted_circuit_holds_where_built_in(planted, planted_claims):
     assert rows.loc["identification.spread_heads_carry_jump", "detail"].startswith(
         "carriers (jump share): L0.H0"
     )
-    assert rows.value.notna().all() and (rows.low <= rows.value + 1e-9).all()
+    decided = rows[rows.verdict != NOT_APPLICABLE]
+    assert decided.value.notna().all() and (decided.low <= decided.value + 1e-9).all()
+    assert (decided.n == CONFIG.n_texts).all()  # every decided P0 row is over the texts
 
 
 JUMP_PREMISED = (
-    "identification.spread_heads_carry_jump", "identification.p0_output_distinct",
+    "location.first_two_blocks", "identification.spread_heads_carry_jump", "identification.p0_output_distinct",
     "identification.same_across_texts", "identification.same_across_first_tokens",
     "amplification.fixed_direction_texts", "amplification.fixed_direction_variants",
     "reading.circuit_writes_direction",
@@ -195,8 +210,8 @@ def test_no_jump_makes_the_premised_rows_not_applicable(tmp_path):
         assert rows.loc[claim, "detail"].startswith("no P0 norm jump"), claim
         assert math.isnan(rows.loc[claim, "value"]), claim  # no number for an absent premise
     # Claims that do not presuppose the jump are still decided on their numbers.
-    assert rows.loc["cone.p0_attention_output_larger", "verdict"] in (HOLDS, FAILS)
-    assert rows.loc["reading.keys_read_p0_direction", "verdict"] in (HOLDS, FAILS)
+    assert rows.loc["cone.p0_attention_output_larger", "verdict"] in (HOLDS, FAILS, UNDECIDED)
+    assert rows.loc["reading.keys_read_p0_direction", "verdict"] in (HOLDS, FAILS, UNDECIDED)
     assert "**not applicable** (no P0 norm jump" in result.table.markdown()
 
 
@@ -208,7 +223,7 @@ def test_no_carrier_head_fails_the_claim_and_leaves_the_rest_not_applicable(tmp_
     spread = rows.loc["identification.spread_heads_carry_jump"]
     assert spread.verdict == FAILS and spread.threshold == "carry_share"
     assert 0 < spread.value < 0.5 and "no head carries" in spread.detail
-    for claim in JUMP_PREMISED[1:4]:
+    for claim in JUMP_PREMISED[2:5]:
         assert rows.loc[claim, "verdict"] == NOT_APPLICABLE, claim
         assert "no head carries >= carry_share" in rows.loc[claim, "detail"], claim
     assert rows.loc["amplification.mlps_carry_jump", "verdict"] == HOLDS
@@ -224,7 +239,8 @@ def test_local_head_control_carries_the_jump_without_spreading(tmp_path):
     spread = rows.loc["identification.spread_heads_carry_jump"]
     assert spread.verdict == FAILS and spread.value < 0.05  # ... but attends only locally
     distinct = rows.loc["identification.p0_output_distinct"]
-    assert distinct.verdict == HOLDS and distinct.value < CONFIG.distinct_ratio
+    assert distinct.verdict == HOLDS and distinct.threshold == "distinct_cos"
+    assert distinct.sense == "<=" and distinct.high <= CONFIG.distinct_cos
     assert "distinct by direction" in distinct.detail  # the rule's second branch decides
 
 
@@ -286,49 +302,121 @@ def test_thresholds_decide_and_are_named(planted):
         claims(planted.model, ["one text"], CONFIG)
 
 
+TEXT = dict(family="f", claim="c", paper="p", wording="w", measurement="m", rule="r", detail="",
+            over="")  # fmt: skip
+
+
+def test_four_states_on_hand_made_intervals():
+    # SmolLM2's spread_heads: 0.517 [0.495, 0.541] against 0.5 straddles the threshold.
+    assert side(Interval(0.517, 0.495, 0.541, 16), 0.5) == UNDECIDED
+    assert side(Interval(0.6, 0.55, 0.65, 16), 0.5) == HOLDS
+    assert side(Interval(0.4, 0.35, 0.45, 16), 0.5) == FAILS
+    assert side(Interval(0.5, 0.5, 0.5, 16), 0.5) == HOLDS  # zero width: the value decides
+    assert side(Interval(0.4, 0.3, 0.45, 16), 0.5, "<=") == HOLDS
+    assert side(Interval(0.45, 0.4, 0.55, 16), 0.5, "<=") == UNDECIDED
+    assert side(Interval(0.6, 0.55, 0.65, 16), 0.5, "<=") == FAILS
+    # Below the one named minimum n a row is not applicable, whatever its interval.
+    assert judge(Interval(0.9, 0.85, 0.95, MIN_N - 1), 0.5) == NOT_APPLICABLE
+    assert judge(Interval(0.9, 0.85, 0.95, MIN_N), 0.5) == HOLDS
+    assert judge(Interval(0.9, 0.85, 0.95, MIN_N), 0.5, also=False) == FAILS
+    assert either(FAILS, HOLDS) == HOLDS and either(FAILS, UNDECIDED) == UNDECIDED
+    assert either(FAILS, FAILS) == FAILS
+    # A rule over every head: the one outside decides, else one straddling, else the nearest.
+    ivs = [Interval(0.9, 0.8, 1.0, 8), Interval(0.52, 0.45, 0.6, 8), Interval(0.3, 0.2, 0.4, 8)]
+    assert decisive(ivs, 0.5) == 2 and decisive(ivs[:2], 0.5) == 1
+    assert decisive(ivs, 0.5, every=False) == 0  # some block must hold: the furthest holding
+
+
 def test_claim_row_verdicts_and_interval():
-    text = dict(family="f", claim="c", paper="p", wording="w", measurement="m", rule="r",
-                detail="", over="")  # fmt: skip
-    assert claim_row(CONFIG, [0.6, 0.7], "carry_share", **text).verdict == HOLDS
-    assert claim_row(CONFIG, [0.01, 0.02], "carry_share", **text).verdict == FAILS
-    assert claim_row(CONFIG, [], "carry_share", **text).verdict == FAILS  # nothing measured
-    assert claim_row(CONFIG, [0.5], "carry_share", ok=None, **text).verdict == NOT_APPLICABLE
-    row = claim_row(CONFIG, [1.0, 2.0, 3.0], "carry_share", ok=AUTO, bound=5.0, **text)
+    assert claim_row(CONFIG, [0.6, 0.7] * 3, "carry_share", **TEXT).verdict == HOLDS
+    assert claim_row(CONFIG, [0.01, 0.02] * 3, "carry_share", **TEXT).verdict == FAILS
+    straddle = claim_row(CONFIG, [0.05, 0.15] * 4, "carry_share", **TEXT)
+    assert straddle.verdict == UNDECIDED and straddle.low < 0.1 < straddle.high
+    assert straddle.n == 8 and "| 8 |" in ClaimsTable([straddle]).markdown()
+    few = claim_row(CONFIG, [0.6, 0.7], "carry_share", **TEXT)  # 2 texts < MIN_N
+    assert few.verdict == NOT_APPLICABLE and few.value == pytest.approx(0.65)
+    assert few.detail.startswith(f"n = 2 < MIN_N = {MIN_N}")
+    assert claim_row(CONFIG, [], "carry_share", **TEXT).verdict == NOT_APPLICABLE  # none
+    gone = claim_row(CONFIG, [0.5] * 8, "carry_share", ok=None, **TEXT)
+    assert gone.verdict == NOT_APPLICABLE and math.isnan(gone.value)  # no number: no premise
+    row = claim_row(CONFIG, [1.0, 2.0, 3.0] * 2, "carry_share", ok=AUTO, bound=5.0, **TEXT)
     assert row.verdict == FAILS and row.threshold_value == 5.0 and row.value == 2.0
+    assert claim_row(CONFIG, [0.6] * 8, "carry_share", ok=False, **TEXT).verdict == FAILS
+    given = claim_row(CONFIG, [], "rank_ratio", sense="<=", given=Interval(0.2, 0.1, 0.3, 40),
+                      **TEXT)  # fmt: skip
+    assert (given.verdict, given.n, given.sense) == (HOLDS, 40, "<=")
     mean, lo, hi = mean_interval([1.0, 2.0, 3.0, 4.0], seed=0)
     assert mean == 2.5 and 1.0 <= lo < mean < hi <= 4.0
     assert mean_interval([1.0, 2.0, 3.0, 4.0], seed=0) == (mean, lo, hi)  # seeded
     assert all(math.isnan(x) for x in mean_interval([math.nan]))
     with pytest.raises(ValueError, match="verdict must be one of"):
         Claim("f", "c", "p", "w", "m", 1.0, 1.0, 1.0, "t", 1.0, "r", "maybe")
+    with pytest.raises(ValueError, match="ok must be AUTO, None or False"):
+        claim_row(CONFIG, [0.6] * 8, "carry_share", ok=True, **TEXT)
+
+
+def test_counts_are_per_paper():
+    rows = [
+        claim_row(CONFIG, v, "carry_share", **{**TEXT, "paper": paper, "claim": f"{paper}{i}"})
+        for i, (paper, v) in enumerate(
+            [("A", [0.6] * 8), ("A", [0.05, 0.15] * 4), ("B", [0.0] * 8), ("B", [0.6] * 2),
+             ("A", [0.01] * 8)]
+        )
+    ]  # fmt: skip
+    table = ClaimsTable(rows)
+    assert table.by_paper() == {
+        "A": {HOLDS: 1, FAILS: 1, UNDECIDED: 1, NOT_APPLICABLE: 0},
+        "B": {HOLDS: 0, FAILS: 1, UNDECIDED: 0, NOT_APPLICABLE: 1},
+    }
+    md = table.markdown()
+    assert "**A**: 1 hold, 1 do not hold, 1 undecided, 0 not applicable (3 decided of 3 rows)" in md
+    assert md.index("**B**") > md.index("`A4`")  # each paper's rows under its own count
+    assert counts(rows, key=lambda r: r.verdict)[HOLDS][HOLDS] == 1
 
 
 def _secondary_tables(
-    sink_cos=0.98, r2=0.8, sink_pr=2.0, dip=0.5, control_cos=0.1, slope=1.0
+    sink_cos=0.98, noise=0.05, slope=1.0, rank=0.2, dip=0.5, control_cos=0.1, n=40
 ) -> dict:
-    """A secondary trace's tables (as `circuits secondary` writes them) where every claim is
-    built in; each argument breaks one."""
+    """A secondary trace's tables (as `circuits secondary` writes them) and the two controls'
+    (as `circuits.claims.controls` measures them) where every claim is built in: n sink tokens
+    whose log score and lifetime follow log(MLP norm) with `slope` (plus `noise`), a
+    token-matched rank ratio `rank`, and eight texts whose P0 mass dips by `dip` when their
+    sinks are ablated; each argument breaks one claim."""
+    rng = np.random.default_rng(0)
+    log_norm = rng.uniform(3.0, 6.0, n)
+    jitter = rng.normal(0.0, 1.0, (2, n)) * noise * 3.0
     forming = pd.DataFrame(
-        {"group": ["sink"] * 4 + ["control"] * 4,
-         "mlp_cos": [sink_cos] * 4 + [control_cos + d for d in (0.0, 0.1, -0.1, 0.0)]}
-    )  # fmt: skip
-    fits = pd.DataFrame(
-        [{"y": y, "x": "log_mlp_norm", "slope": slope, "intercept": 0.0, "r2": r2, "n": 40,
-          "subset": "all"} for y in ("log_score", "lifetime")]
-    )  # fmt: skip
-    pca = pd.DataFrame(
-        [{"layer": 3, "group": "sink", "n": 40, "top1": 0.8, "participation_ratio": sink_pr},
-         {"layer": 3, "group": "control", "n": 40, "top1": 0.2, "participation_ratio": 10.0}]
+        {"group": ["sink"] * n + ["control"] * 8, "text": list(range(n)) + list(range(8)),
+         "position": [5] * (n + 8), "layer": [3] * (n + 8),
+         "mlp_cos": list(sink_cos + jitter[0] * 0.01) + [control_cos + d for d in
+                                                          (0.0, 0.1, -0.1, 0.0) * 2],
+         "mlp_norm": list(np.exp(log_norm)) + [5.0] * 8,
+         "mean_score": list(np.exp(slope * log_norm - 7 + jitter[0])) + [None] * 8,
+         "lifetime": list(4 + slope * log_norm + jitter[1]) + [None] * 8}
     )  # fmt: skip
     active = [0, 0, 2, 2, 0, 0]
-    mass = [0.1, 0.5, 0.5 * (1 - dip), 0.5 * (1 - dip), 0.5, 0.5]
-    layers = pd.DataFrame({"layer": range(6), "p0_mass": mass, "n_active@0.95": active})
-    return {"forming": forming, "fits": fits, "pca": pca, "layers": layers}
+    layers = pd.DataFrame({"layer": range(6), "p0_mass": [0.1, 0.5, 0.25, 0.25, 0.5, 0.5],
+                           "n_active@0.95": active, "cand_cos_median": [0.2] * 6})  # fmt: skip
+    dips = dip + np.linspace(-0.02, 0.02, 8)
+    valley = pd.DataFrame({"text": range(8), "layers": "3-5", "clean_mass": 0.5 * (1 - dips),
+                           "ablated_mass": 0.5, "dip": dips, "clean_cos": 0.97,
+                           "ablated_cos": 0.6})  # fmt: skip
+    matched = pd.DataFrame([{"layer": 3, "n": n, "ratio": rank, "low": rank - 0.05,
+                             "high": rank + 0.05, "sink_pr": 10 * rank, "control_pr": 10.0,
+                             "unpaired": 0, "tokens": "' the' x40"}])  # fmt: skip
+    return {"forming": forming, "layers": layers, "valley_control": valley,
+            "matched_rank": matched}  # fmt: skip
 
 
 def test_secondary_claims_hold_where_built_in():
-    good = secondary_claims(_secondary_tables(), CONFIG).verdicts()
-    assert good == {f"secondary.{n}": HOLDS for n in SECONDARY_SPECS}
+    table = secondary_claims(_secondary_tables(), CONFIG)
+    assert table.verdicts() == {f"secondary.{n}": HOLDS for n in SECONDARY_SPECS}
+    rows = table.frame().set_index("claim")
+    assert rows.loc["secondary.norm_predicts_score", "n"] == 40  # sink tokens
+    assert rows.loc["secondary.primary_valley", "n"] == 8  # texts with sinks
+    assert rows.loc["secondary.inputs_low_rank", "sense"] == "<="
+    fit = rows.loc["secondary.norm_predicts_score"]
+    assert fit.low < fit.value < fit.high  # bootstrapped over the sink tokens
 
 
 @pytest.mark.parametrize(
@@ -336,11 +424,11 @@ def test_secondary_claims_hold_where_built_in():
     [
         ({"sink_cos": 0.2}, ["mlp_aligns_with_sink"]),  # the forming MLP writes elsewhere
         ({"sink_cos": 0.6, "control_cos": 0.7}, ["mlp_aligns_with_sink"]),  # not sink-specific
-        ({"r2": 0.1}, ["norm_predicts_score", "norm_predicts_lifetime"]),
+        ({"noise": 3.0}, ["norm_predicts_score", "norm_predicts_lifetime"]),  # low R^2
         ({"slope": -1.0}, ["norm_predicts_score", "norm_predicts_lifetime"]),  # wrong sign
-        ({"sink_pr": 8.0}, ["inputs_low_rank"]),  # 0.8 of the controls' rank: full rank
-        ({"dip": 0.0}, ["primary_valley"]),
-        ({"dip": -0.5}, ["primary_valley"]),  # P0 mass rises where secondaries live
+        ({"rank": 0.9}, ["inputs_low_rank"]),  # as low-rank as the same tokens elsewhere
+        ({"dip": 0.0}, ["primary_valley"]),  # ablating the sinks leaves P0 mass alone
+        ({"dip": -0.5}, ["primary_valley"]),  # P0 mass rises with the sinks
     ],
 )
 def test_secondary_control_breaks_exactly_its_claim(control, broken):
@@ -349,58 +437,133 @@ def test_secondary_control_breaks_exactly_its_claim(control, broken):
     assert verdicts == expected
 
 
+def test_secondary_straddling_control_is_undecided():
+    tables = _secondary_tables(rank=0.5)  # [0.45, 0.55] around rank_ratio 0.5
+    tables["valley_control"]["dip"] = np.linspace(0.0, 0.2, 8)  # around dip_share 0.1
+    v = secondary_claims(tables, CONFIG).verdicts()
+    assert v["secondary.inputs_low_rank"] == v["secondary.primary_valley"] == UNDECIDED
+
+
 def test_secondary_premise_absent_is_not_applicable(tmp_path):
     # As `circuits secondary` writes a model without secondary sinks (Qwen2.5-0.5B): the
     # per-token tables are empty files.
     tables = _secondary_tables()
-    for name, frame in tables.items():
-        frame.to_csv(tmp_path / f"{name}.csv", index=False)
-    for name in ("forming", "pca"):
-        pd.DataFrame().to_csv(tmp_path / f"{name}.csv", index=False)
+    tables["layers"].to_csv(tmp_path / "layers.csv", index=False)
+    pd.DataFrame().to_csv(tmp_path / "forming.csv", index=False)
     rows = secondary_claims(read_secondary(tmp_path), CONFIG).rows
     assert [r.verdict for r in rows] == [NOT_APPLICABLE] * 5
     assert all(r.detail == "the secondary trace found no secondary sink" for r in rows)
     assert all(r.threshold in ClaimsConfig.__dataclass_fields__ for r in rows)
-    # Traces written before the fits had subsets (Gemma 3 270M's) read as fits on all tokens;
-    # a table lacking a column the claims read is refused before any model loads.
-    tables["fits"].drop(columns="subset").to_csv(tmp_path / "fits.csv", index=False)
-    tables["forming"].to_csv(tmp_path / "forming.csv", index=False)
-    assert set(read_secondary(tmp_path)["fits"].subset) == {"all"}
-    tables["layers"].drop(columns="p0_mass").to_csv(tmp_path / "layers.csv", index=False)
-    with pytest.raises(ValueError, match="layers.csv lacks the column"):
+    # A table lacking a column the claims read is refused before any model loads.
+    tables["forming"].drop(columns="mlp_norm").to_csv(tmp_path / "forming.csv", index=False)
+    with pytest.raises(ValueError, match="forming.csv lacks the column"):
         read_secondary(tmp_path)
-    few = _secondary_tables()
-    few["pca"]["n"] = CONFIG.min_pca_tokens - 1
-    row = secondary_claims(few, CONFIG).frame().set_index("claim").loc["secondary.inputs_low_rank"]
-    assert row.verdict == NOT_APPLICABLE and "< min_pca_tokens" in row.detail
-    # One premise absent at a time: nothing to fit, no PCA, no layer without secondaries.
-    flat = _secondary_tables(r2=math.nan)
-    flat["pca"] = flat["pca"].iloc[:0]
-    flat["layers"]["n_active@0.95"] = [0, 1, 1, 1, 1, 1]
+    # Fewer sink tokens than the named minimum (Qwen2.5-1.5B's 2): nothing to judge.
+    two = _secondary_tables(n=2)
+    rows = secondary_claims(two, CONFIG).rows
+    assert {r.verdict for r in rows} == {NOT_APPLICABLE}
+    assert all(r.detail.startswith("only 2 sink tokens: n = 2 < MIN_N") for r in rows)
+    # Anisotropy (Gemma 3): the median ordinary token passes the cosine test in an active layer.
+    flat = _secondary_tables()
+    flat["layers"].loc[2, "cand_cos_median"] = 0.968
+    rows = secondary_claims(flat, CONFIG).rows
+    assert {r.verdict for r in rows} == {NOT_APPLICABLE}
+    assert "at layer 2 the median ordinary token's cosine with the sink state is 0.968" in (
+        rows[0].detail
+    )
+    flat["layers"].loc[0, "cand_cos_median"] = 0.99  # a layer without events does not count
+    flat["layers"].loc[2, "cand_cos_median"] = 0.2
+    assert set(secondary_claims(flat, CONFIG).verdicts().values()) == {HOLDS}
+    # Controls not measured (a trace's own tables, no model): those two rows say so.
+    bare = {k: v for k, v in _secondary_tables().items() if k in ("forming", "layers")}
+    rows = secondary_claims(bare, CONFIG).frame().set_index("claim")
+    for name in ("inputs_low_rank", "primary_valley"):
+        assert rows.loc[f"secondary.{name}", "verdict"] == NOT_APPLICABLE
+        assert rows.loc[f"secondary.{name}", "detail"] == UNMEASURED
+    # One premise absent at a time: nothing to fit, too few pairs for a PCA.
+    flat = _secondary_tables()
+    flat["forming"]["lifetime"] = 5.0
+    flat["matched_rank"]["n"] = CONFIG.min_pca_tokens - 1
     v = secondary_claims(flat, CONFIG).verdicts()
-    assert v == {"secondary.mlp_aligns_with_sink": HOLDS} | {
-        f"secondary.{n}": NOT_APPLICABLE for n in list(SECONDARY_SPECS)[1:]
-    }
+    assert (
+        v["secondary.norm_predicts_lifetime"] == v["secondary.inputs_low_rank"] == (NOT_APPLICABLE)
+    )
+    assert v["secondary.norm_predicts_score"] == HOLDS
 
 
 def test_planted_secondary_sink_is_formed_by_an_aligned_mlp(tmp_path):
     from circuits.models.planted import planted_secondary_model
-    from circuits.tracing.secondary import find_secondary, forming_mlp, make_corpus, mlp_geometry
-    from circuits.tracing.secondary.fit import norm_fit
+    from circuits.tracing.secondary import find_secondary, forming_mlp, make_corpus
 
     p = planted_secondary_model(folder=tmp_path)
     texts = ["ab,cd,ef,gh", "xy,zw,uv,st", "no,pe,qr,mn", "ij,kl,op,rs"]
     corpus = make_corpus(p.model, texts)
     census = find_secondary(p.model, corpus, progress=False)
     forming = forming_mlp(p.model, corpus, census, progress=False)
-    tables = {"forming": forming.frame, "fits": norm_fit(forming).to_frame(),
-              "pca": mlp_geometry(forming, min_points=4).summary,
-              "layers": census.layers_frame()}  # fmt: skip
+    tables = {"forming": forming.frame, "layers": census.layers_frame()}
     rows = secondary_claims(tables, CONFIG).frame().set_index("claim")
     assert rows.loc["secondary.mlp_aligns_with_sink", "verdict"] == HOLDS
     assert rows.loc["secondary.mlp_aligns_with_sink", "value"] > 0.99
     # Every planted sink lives exactly `lifetime` layers: nothing for a lifetime fit to explain.
     assert rows.loc["secondary.norm_predicts_lifetime", "verdict"] == NOT_APPLICABLE
+
+
+COMMA_TEXTS = ["a,b,c,d,e,f,g", "h,i,j,k,l,m,n", "o,p,q,r,s,t,u", "v,w,x,y,z,a,b"]
+
+
+def _comma_sinks(p, rows, texts=None) -> pd.DataFrame:
+    """Every planted token of `rows` (of the texts `texts`, default all) as a sink token."""
+    return pd.DataFrame(
+        [{"text": t, "position": j, "layer": p.l_start, "lifetime": p.lifetime}
+         for t, row in enumerate(rows) for j, tok in enumerate(row)
+         if tok == p.token_id and (texts is None or t in texts)]
+    )  # fmt: skip
+
+
+def test_valley_control_on_planted_secondary_sinks(tmp_path):
+    """The planted ',' sinks take the sink heads' attention from P0 in their layers: ablating
+    their forming MLP gives it back (dip > dip_share, the sinks' cosine with P0 falls). Where
+    the MLP writes nothing, no sink forms and the same ablation moves nothing (dip ~0)."""
+    from circuits.claims.controls import valley_control
+    from circuits.models.planted import planted_secondary_model
+
+    for write, folder in ((10.0, "a"), (0.0, "b")):
+        p = planted_secondary_model(sink_write=write, folder=tmp_path / folder)
+        rows = [p.model.to_tokens(t)[0].tolist() for t in COMMA_TEXTS]
+        valley = valley_control(p.model, rows, _comma_sinks(p, rows))
+        assert len(valley) == 4 and set(valley.layers) == {f"{p.l_start}-{p.l_start + 2}"}
+        if write:
+            assert (valley.dip > CONFIG.dip_share).all()
+            assert (valley.ablated_cos < valley.clean_cos - 0.1).all()
+        else:
+            assert valley.dip.abs().max() < 0.01
+
+
+def test_token_matched_controls(tmp_path):
+    from circuits.claims.controls import matched_pairs, matched_rank
+    from circuits.models.planted import planted_secondary_model
+
+    # Token 5 is a sink at (0, 1); (1, 2) is an event; (1, 1) repeats the prefix [1, 5] of row
+    # 0: the only control is (0, 3). Token 9 has no control: its sink stays unpaired.
+    rows = [[1, 5, 6, 5, 7, 9], [1, 5, 5, 8]]
+    sinks = pd.DataFrame({"text": [0, 0], "position": [1, 5], "layer": [2, 2]})
+    events = pd.DataFrame({"text": [0, 1, 0], "position": [1, 2, 5]})
+    pairs = matched_pairs(rows, sinks, events, seed=0)
+    assert pairs[["group", "text", "position", "token_id"]].values.tolist() == [
+        ["sink", 0, 1, 5], ["control", 0, 3, 5]
+    ]  # fmt: skip
+    # Planted: every ',' is a sink, but only texts 0-1's are listed as events. Their controls
+    # are texts 2-3's ',': the same token, as low-rank as the sinks, so the ratio is ~1 and
+    # the claim does not hold (random tokens as controls would make the sinks look low-rank).
+    p = planted_secondary_model(folder=tmp_path)
+    rows = [p.model.to_tokens(t)[0].tolist() for t in COMMA_TEXTS]
+    sinks = _comma_sinks(p, rows, texts=(0, 1)).assign(group="sink")
+    tables = {"forming": sinks, "events": sinks[["text", "position"]]}
+    rank = matched_rank(p.model, rows, tables, CONFIG).iloc[0]
+    assert rank.n == 12 and rank.unpaired == 0 and rank.tokens == "',' x12"
+    assert rank.ratio > 0.6 and rank.low <= rank.ratio <= rank.high
+    row = secondary_claims({**_secondary_tables(), "matched_rank": pd.DataFrame([rank])}, CONFIG)
+    assert row.verdicts()["secondary.inputs_low_rank"] == FAILS
 
 
 def test_trigger_theorems_in_table_form():
@@ -434,28 +597,46 @@ def test_trigger_theorems_in_table_form():
 
 
 def test_cli_writes_claims_files(planted, tmp_path, monkeypatch, capsys):
-    from circuits import cli
-    from circuits.cli import loading
+    from circuits.cli import loading, main
 
     texts = tmp_path / "texts.txt"
     texts.write_text("\n".join(P0_TEXTS) + "\n")
     monkeypatch.setattr(loading, "load", lambda args: planted.model)
     out = tmp_path / "out"
-    assert cli.main(["claims", "--texts", str(texts), "--out", str(out)]) == 0
+    assert main(["claims", "--texts", str(texts), "--out", str(out)]) == 0
     names = {p.name for p in out.iterdir()}
-    assert {"claims.csv", "claims.json", "claims.md", "report.html", "claim_cone.png"} <= names
+    assert {"claims.csv", "claims.json", "claims.md", "report.html", "claim_cone.png",
+            "p0_norm.csv"} <= names  # fmt: skip
     doc = json.loads((out / "claims.json").read_text())
-    assert len(doc["claims"]) == 10 and doc["claims"][0]["verdict"] in (HOLDS, FAILS)
+    assert doc["schema_version"] >= 2 and doc["provenance"]["model"]["key"]
+    assert doc["provenance"]["texts"]["n"] == CONFIG.n_texts
+    assert len(doc["claims"]) == 11 and doc["claims"][0]["verdict"] in (HOLDS, FAILS)
+    assert sum(doc["by_paper"]["Peng et al. 2026"].values()) == 11
     assert "| `cone.p0_attention_output_larger` |" in (out / "claims.md").read_text()
-    assert cli.main(["claims", "--secondary", str(tmp_path), "--out", str(tmp_path / "o")]) == 2
+    assert main(["claims", "--secondary", str(tmp_path), "--out", str(tmp_path / "o")]) == 2
     assert "lacks forming.csv" in capsys.readouterr().err
+
+
+def test_rejudge_reads_a_saved_run_back(planted_claims, tmp_path):
+    """Judged again from its saved tables, without the model, a run gives its own rows."""
+    from circuits.claims import rejudge, write_claims
+
+    write_claims(planted_claims, tmp_path / "run")
+    again = rejudge(tmp_path / "run")
+    cols = ["claim", "verdict", "value", "low", "high", "n", "threshold_value"]
+    pd.testing.assert_frame_equal(again.frame()[cols], planted_claims.frame()[cols])
+    assert again.provenance["rejudged"]["folder"] == str(tmp_path / "run")
+    (tmp_path / "run" / "p0_norm.csv").unlink()  # a run saved before per-text norms were kept
+    row = rejudge(tmp_path / "run").frame().set_index("claim").loc["location.first_two_blocks"]
+    assert (row.verdict, row.value, row.n) == (HOLDS, 1.0, CONFIG.n_texts)
+    assert math.isnan(row.low) and "the same (BOS at P0)" in row.detail
 
 
 def test_claims_join_another_report(planted_claims, tmp_path):
     from circuits.claims.attach import with_claims
     from circuits.report import write_trace
 
-    extra = secondary_claims(_secondary_tables(0.98, 0.8, 2.0, 0.5), CONFIG)
+    extra = secondary_claims(_secondary_tables(), CONFIG)
     joined = with_claims(planted_claims, extra, [1])
     assert joined.model == planted_claims.model  # everything else is the trace's own
     assert len(joined.tables()["claims"]) == 5
@@ -466,16 +647,21 @@ def test_claims_join_another_report(planted_claims, tmp_path):
 
 
 def test_side_by_side_reads_what_the_cli_wrote(planted_claims, tmp_path):
-    from circuits.claims.compare import markdown, read_claims, side_by_side
+    from circuits.claims.compare import markdown, paper_counts, read_claims, side_by_side
 
-    planted_claims.frame().to_csv(tmp_path / "claims.csv", index=False)
+    joined = planted_claims.table + secondary_claims(_secondary_tables(), CONFIG)
+    joined.frame().to_csv(tmp_path / "claims.csv", index=False)
     other = planted_claims.frame().head(2).assign(verdict=FAILS, value=math.nan)
     frame = side_by_side({"planted": read_claims(tmp_path), "other": other})
-    assert list(frame.columns) == ["claim", "planted", "other"] and len(frame) == 10
+    assert list(frame.columns) == ["paper", "claim", "planted", "other"] and len(frame) == 16
     first = frame.iloc[0]
-    assert first.planted.startswith("holds (") and first.other == "**no**"
+    assert first.planted == f"holds (1, n {CONFIG.n_texts})" and first.other == "**no**"
     assert frame.iloc[-1].other == ""  # a claim the other table lacks
-    assert markdown(frame).splitlines()[2].startswith("| `identification.")
+    assert markdown(frame).splitlines()[2].startswith("| Peng et al. 2026 | `location.")
+    tally = paper_counts({"planted": read_claims(tmp_path)}).set_index(["paper", "verdict"])
+    assert tally.loc[("Wong et al. 2025", HOLDS), "planted"] == 5  # the papers apart
+    assert tally.loc[("Peng et al. 2026", NOT_APPLICABLE), "planted"] == 2  # by construction
+    assert tally.planted.sum() == 16
     with pytest.raises(ValueError, match="has no claims.csv"):
         read_claims(tmp_path / "nowhere")
 

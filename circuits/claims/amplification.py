@@ -11,8 +11,8 @@ from transformer_lens.model_bridge import TransformerBridge
 
 from circuits.claims.config import ClaimsConfig
 from circuits.claims.heads import pairwise_cos
-from circuits.claims.identification import PAPER, carriers
-from circuits.claims.inputs import Inputs
+from circuits.claims.identification import BY_CONSTRUCTION, PAPER, carriers
+from circuits.claims.inputs import Basis, Inputs
 from circuits.claims.table import AUTO, Claim, claim_row
 from circuits.sites import hook_name
 
@@ -58,64 +58,58 @@ def direction_table(model: TransformerBridge, inputs: Inputs) -> pd.DataFrame:
 
 
 def amplification_claims(
-    inputs: Inputs, shares: pd.DataFrame, directions: pd.DataFrame, config: ClaimsConfig
+    inputs: Basis, shares: pd.DataFrame, directions: pd.DataFrame, config: ClaimsConfig
 ) -> list[Claim]:
     """MLPs carry the jump (their summed share, per text, >= mlp_share), and the formed P0
     state (after the last jump block, after the norm) has one direction across texts and
-    across first tokens (cosine >= consistent_cos). Without a P0 norm jump the first does not
-    hold (its value: the largest growth across a block, below jump_factor) and the direction
-    rows, which describe the formed state, are not applicable."""
+    across first tokens (cosine >= consistent_cos). Without a P0 norm jump the first is judged
+    on the P0 norm's largest growth across a block against jump_factor, and the direction rows,
+    which describe the formed state, are not applicable; with a BOS token at P0 the direction
+    across texts is 1 by construction (not applicable)."""
     f = inputs.formation
-    over = f"{len(inputs.tokens)} texts x {inputs.tokens.shape[1]} tokens, P0 = {inputs.main}"
+    over = inputs.over()
     missing = inputs.no_jump()
     mlps = carriers(shares, "mlp", config.carry_share)
-    per_text = [sum(t) for t in zip(*mlps.shares, strict=True)] if len(mlps) else [0.0]
+    zeros = [0.0] * inputs.n_texts  # no carrier MLP: none of the jump is theirs
+    per_text = [sum(t) for t in zip(*mlps.shares, strict=True)] if len(mlps) else zeros
     all_mlps = shares[shares.kind == "mlp"]
     detail = "MLP shares of the jump: " + ", ".join(
         f"{r.component} {r.share:.2f}" for r in all_mlps.itertuples()
     )
+    text = {"family": "amplification", "paper": PAPER, "over": over}
     wording = "MLPs amplify the P0 state's L2 norm"
     rule = "sum over MLPs with share >= carry_share >= mlp_share"
     if missing:  # the claim itself: there is no amplification to make
         growth = inputs.p0_norm[:, f.last_jump] / inputs.p0_norm[:, f.last_jump - 1]
         rows = [claim_row(
-            config, growth.tolist(), "jump_factor", ok=False, family="amplification",
-            claim="amplification.mlps_carry_jump", paper=PAPER, wording=wording,
-            measurement=f"P0 norm growth across block {f.last_jump} (the largest)",
-            rule="a P0 norm jump (growth >= jump_factor), then " + rule, detail=missing,
-            over=over,
+            config, growth.tolist(), "jump_factor", claim="amplification.mlps_carry_jump",
+            wording=wording, measurement=f"P0 norm growth across block {f.last_jump} (the "
+            "largest)", rule="a P0 norm jump (growth >= jump_factor), then " + rule,
+            detail=missing, **text,
         )]  # fmt: skip
     else:
-        rows = [
-            _row("amplification.mlps_carry_jump", wording, f"summed share of the P0 norm "
-                 f"jump (blocks {f.jump_layers}) removed by ablating each carrier MLP at P0",
-                 per_text, config, "mlp_share", rule, None, detail, over),
-        ]  # fmt: skip
+        rows = [claim_row(
+            config, per_text, "mlp_share", claim="amplification.mlps_carry_jump",
+            wording=wording, measurement=f"summed share of the P0 norm jump (blocks "
+            f"{f.jump_layers}) removed by ablating each carrier MLP at P0", rule=rule,
+            detail=detail, **text,
+        )]  # fmt: skip
     state = directions[directions.layer == f.last_jump].iloc[0]
     stage = "post" if "cos_texts_post" in directions and not _nan(state, "post") else "pre"
     for what, col in (("texts", "cos_texts"), ("first tokens", "cos_variants")):
-        values = state[f"{col}_{stage}_by_text"]
-        detail = f"layer {f.last_jump} ({stage}-norm); before the norm {state[f'{col}_pre']:.3f}"
-        rows.append(
-            _row(f"amplification.fixed_direction_{col.split('_')[1]}",
-                 f"the P0 state points one way for every {what.rstrip('s')}",
-                 f"mean pairwise cosine of the P0 state across {what} after the last jump block",
-                 [] if missing else values, config, "consistent_cos",
-                 "cosine >= consistent_cos", missing, detail,
-                 over)
-        )  # fmt: skip
+        why = missing or (BY_CONSTRUCTION if col == "cos_texts" and inputs.bos_at_p0 else None)
+        rows.append(claim_row(
+            config, state[f"{col}_{stage}_by_text"], "consistent_cos", ok=None if why else AUTO,
+            claim=f"amplification.fixed_direction_{col.split('_')[1]}",
+            wording=f"the P0 state points one way for every {what.rstrip('s')}",
+            measurement=f"mean pairwise cosine of the P0 state across {what} after the last "
+            "jump block", rule="cosine >= consistent_cos",
+            detail=why or f"layer {f.last_jump} ({stage}-norm); before the norm "
+            f"{state[f'{col}_pre']:.3f}", **text,
+        ))  # fmt: skip
     return rows
 
 
 def _nan(state: pd.Series, stage: str) -> bool:
     value = state.get(f"cos_texts_{stage}")
     return value is None or (isinstance(value, float) and math.isnan(value))
-
-
-def _row(claim, wording, measurement, values, config, threshold, rule, missing, detail, over):
-    """An amplification row; not applicable, with the reason `missing`, when that is set."""
-    return claim_row(
-        config, values, threshold, ok=None if missing else AUTO, family="amplification",
-        claim=claim, paper=PAPER, wording=wording, measurement=measurement, rule=rule,
-        detail=missing or detail, over=over,
-    )  # fmt: skip

@@ -10,8 +10,9 @@ from transformer_lens.model_bridge import TransformerBridge
 
 from circuits.claims.config import ClaimsConfig
 from circuits.claims.identification import PAPER
-from circuits.claims.inputs import Inputs
+from circuits.claims.inputs import Basis, Inputs
 from circuits.claims.table import Claim, claim_row
+from circuits.claims.verdict import decisive, interval
 from circuits.sites import hook_names
 
 RAW_ATTN_OUT = "attn_raw"
@@ -39,14 +40,19 @@ def cone_table(model: TransformerBridge, inputs: Inputs) -> pd.DataFrame:
     return pd.DataFrame(rows)
 
 
-def cone_claims(inputs: Inputs, cone: pd.DataFrame, config: ClaimsConfig) -> list[Claim]:
+def cone_claims(inputs: Basis, cone: pd.DataFrame, config: ClaimsConfig) -> list[Claim]:
     """Holds when, in some block up to the formation, the attention output's norm at P0 is at
-    least cone_ratio times its median norm at later positions (mean over texts)."""
-    blocks = cone[cone.layer.isin(inputs.formation_layers)]
-    best = blocks.loc[blocks.ratio.idxmax()]
+    least cone_ratio times its median norm at later positions (per text, with its interval
+    over texts); the block shown is the one that decides (`verdict.decisive`, any block)."""
+    blocks = cone[cone.layer.isin(inputs.formation_layers)].reset_index(drop=True)
+    ivs = [
+        interval(v, level=config.level, n_boot=config.n_boot, seed=config.seed)
+        for v in blocks.ratio_by_text
+    ]
+    best = blocks.iloc[decisive(ivs, config.cone_ratio, every=False)]
     late = cone[cone.layer.isin(inputs.formation.late_layers)]
     detail = (
-        f"largest at block {int(best.layer)}; blocks 0-{inputs.formation.last_jump}: "
+        f"block {int(best.layer)} decides; blocks 0-{inputs.formation.last_jump}: "
         + ", ".join(f"{r.ratio:.2f}" for r in blocks.itertuples())
         + f"; late blocks median {late.ratio.median():.2f}"
     )
@@ -55,10 +61,8 @@ def cone_claims(inputs: Inputs, cone: pd.DataFrame, config: ClaimsConfig) -> lis
             config, best.ratio_by_text, "cone_ratio", family="cone",
             claim="cone.p0_attention_output_larger", paper=PAPER,
             wording="the attention output at P0 has a larger L2 norm than at later positions",
-            measurement="attention-output norm at P0 / median at later positions, the largest "
-            "over the formation blocks", rule="ratio >= cone_ratio in some formation block",
-            detail=detail,
-            over=f"{len(inputs.tokens)} texts x {inputs.tokens.shape[1]} tokens, P0 = "
-            f"{inputs.main}",
+            measurement="attention-output norm at P0 / median at later positions, in the "
+            "formation block that decides", rule="ratio >= cone_ratio in some formation block",
+            detail=detail, over=inputs.over(),
         )
     ]  # fmt: skip

@@ -31,6 +31,10 @@ class ClaimsConfig(Config):
         "median (where it forms: circuits.tracing.p0.find_formation)",
         low=0, low_open=True,
     )  # fmt: skip
+    formed_by_block: int = option(
+        1, "seed 001's 'first two blocks': the P0 circuit sits there when the P0 state is "
+        "formed (its norm jump ends) by this block (blocks 0 and 1)", low=0,
+    )  # fmt: skip
     local_window: int = option(
         4, "a head's attention to keys at least this many positions back counts as non-local",
         low=1,

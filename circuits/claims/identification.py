@@ -5,12 +5,15 @@ jump."""
 
 from __future__ import annotations
 
+from typing import NamedTuple
+
 import numpy as np
 import pandas as pd
 
 from circuits.claims.config import ClaimsConfig
-from circuits.claims.inputs import Inputs
-from circuits.claims.table import Claim, claim_row
+from circuits.claims.inputs import Basis
+from circuits.claims.table import AUTO, Claim, claim_row
+from circuits.claims.verdict import FAILS, HOLDS, UNDECIDED, decisive, either, interval, side
 
 PAPER = "Peng et al. 2026"
 
@@ -20,32 +23,80 @@ def carriers(shares: pd.DataFrame, kind: str, carry_share: float) -> pd.DataFram
     return shares[(shares.kind == kind) & (shares.share >= carry_share)]
 
 
-def _row(claim, wording, measurement, per_text, config, threshold, rule, ok, detail, over):
-    return claim_row(
-        config, per_text, threshold, ok=ok, family="identification", claim=claim, paper=PAPER,
-        wording=wording, measurement=measurement, rule=rule, detail=detail, over=over,
-    )  # fmt: skip
+BY_CONSTRUCTION = (
+    "1 by construction: P0 is the same BOS token in every text and attends only to itself, so "
+    "everything at P0 is the same in every text whatever the model does; not evidence"
+)
+"""Why a row comparing P0 across texts is not applicable in a model that prepends a BOS token."""
 
 
-def _worst(heads: pd.DataFrame, column: str, pick=min) -> tuple[str, list[float]]:
-    """The head whose mean of `column` is the smallest (`pick=max`: largest), and its values."""
-    means = heads[column].map(np.nanmean)
-    i = means.idxmin() if pick is min else means.idxmax()
-    return heads.loc[i, "component"], heads.loc[i, column]
+class Spec(NamedTuple):
+    """One identification row: its name, the paper's wording, the measurement, the heads'
+    column it reads (None: the two-branch distinctness rule), threshold and rule."""
+
+    claim: str
+    wording: str
+    measurement: str
+    column: str | None
+    threshold: str
+    rule: str
+
+
+def _row(spec: Spec, values, config: ClaimsConfig, ok, detail: str, over: str, **change):
+    """The row of `spec` on per-text `values`; `change` replaces the spec's measurement or
+    threshold, or sets the sense (default ">=")."""
+    text = spec._asdict() | {"detail": detail, "over": over} | change
+    text.pop("column")
+    return claim_row(config, values, text.pop("threshold"), ok=ok, sense=text.pop("sense", ">="),
+                     family="identification", paper=PAPER, **text)  # fmt: skip
+
+
+def _weakest(heads: pd.DataFrame, spec: Spec, config: ClaimsConfig):
+    """The carrier that decides "every carrier has `spec.column` >= its threshold" (the first
+    whose interval lies below it, else one that straddles it, else the lowest): its name and
+    values."""
+    ivs = [_interval(v, config) for v in heads[spec.column]]
+    i = decisive(ivs, getattr(config, spec.threshold))
+    return heads.component.iloc[i], heads[spec.column].iloc[i]
+
+
+def _interval(values, config: ClaimsConfig):
+    return interval(values, level=config.level, n_boot=config.n_boot, seed=config.seed)
+
+
+SPECS = [
+    Spec("identification.spread_heads_carry_jump",
+     "non-local heads of the first blocks make the P0 state", "non-local share of the "
+     "least spread carrier head", "nonlocal", "spread_share",
+     "every head carrying >= carry_share of the jump has non-local share >= spread_share"),
+    Spec("identification.p0_output_distinct",
+     "their output at P0 differs from their output elsewhere", "norm ratio P0 / other "
+     "positions (or cosine with them) of the least distinct carrier and first-token variant",
+     None, "distinct_ratio",
+     "every carrier, every first-token variant: norm ratio >= distinct_ratio or cosine "
+     "with the other positions <= distinct_cos"),
+    Spec("identification.same_across_texts", "that output is the same for every text",
+     "mean pairwise cosine of the P0 output across texts (least consistent carrier)",
+     "cos_texts", "consistent_cos", "every carrier: cosine >= consistent_cos"),
+    Spec("identification.same_across_first_tokens",
+     "... and whatever the first token (structural, not semantic)", "mean pairwise cosine "
+     "of the P0 output across the first-token variants (least consistent carrier)",
+     "cos_variants", "consistent_cos", "every carrier: cosine >= consistent_cos"),
+]  # fmt: skip
+"""The four rows, in order."""
 
 
 def identification_claims(
-    inputs: Inputs, heads: pd.DataFrame, shares: pd.DataFrame, config: ClaimsConfig
+    inputs: Basis, heads: pd.DataFrame, shares: pd.DataFrame, config: ClaimsConfig
 ) -> list[Claim]:
-    """Four rows over the heads that carry the jump (share >= carry_share): they are spread,
-    their P0 output is distinct, the same across texts, the same across first tokens. Without
-    a P0 norm jump all four are not applicable; with a jump but no carrier head the first does
-    not hold (its value: the largest head's share, below carry_share) and the other three,
-    which describe the carriers, are not applicable."""
-    over = (
-        f"{len(inputs.tokens)} texts x {inputs.tokens.shape[1]} tokens, blocks 0-"
-        f"{inputs.formation.last_jump}, P0 = {inputs.main}"
-    )
+    """Four rows over the heads that carry the jump (mean share >= carry_share): they are
+    spread, their P0 output is distinct, the same across texts, the same across first tokens;
+    each rule must hold for every carrier (one outside it: does not hold; one straddling it:
+    undecided). Without a P0 norm jump all four are not applicable; with a jump but no carrier
+    head the first is judged on the largest head share against carry_share and the other three,
+    which describe the carriers, are not applicable. With a BOS token at P0 the cosine across
+    texts is 1 by construction: not applicable."""
+    over = inputs.over(blocks=True)
     carry = carriers(shares, "head", config.carry_share)
     h = heads[heads.component.isin(carry.component)].reset_index(drop=True)
     shares_txt = ", ".join(f"{r.component} {r.share:.2f}" for r in carry.itertuples())
@@ -57,58 +108,49 @@ def identification_claims(
         missing += f"{top.share:.3g})"
     variants = [c.split(":")[1] for c in heads.columns if c.startswith("norm_ratio:")]
     rows = []
-    specs = [
-        ("identification.spread_heads_carry_jump",
-         "non-local heads of the first blocks make the P0 state", "non-local share of the "
-         "least spread carrier head", "nonlocal", "spread_share",
-         "every head carrying >= carry_share of the jump has non-local share >= spread_share"),
-        ("identification.p0_output_distinct",
-         "their output at P0 differs from their output elsewhere", "norm ratio P0 / other "
-         "positions of the least distinct carrier and first-token variant", None, "distinct_ratio",
-         "every carrier, every first-token variant: norm ratio >= distinct_ratio or cosine "
-         "with the other positions <= distinct_cos"),
-        ("identification.same_across_texts", "that output is the same for every text",
-         "mean pairwise cosine of the P0 output across texts (least consistent carrier)",
-         "cos_texts", "consistent_cos", "every carrier: cosine >= consistent_cos"),
-        ("identification.same_across_first_tokens",
-         "... and whatever the first token (structural, not semantic)", "mean pairwise cosine "
-         f"of the P0 output across {len(variants)} first-token variants (least consistent "
-         "carrier)", "cos_variants", "consistent_cos", "every carrier: cosine >= consistent_cos"),
-    ]  # fmt: skip
-    for claim, wording, measurement, column, threshold, rule in specs:
-        if no_carrier and column == "nonlocal":  # the claim itself: no head makes the state
-            rows.append(_row(claim, wording, "jump share of the head that carries most of it",
-                             top.shares, config, "carry_share", rule, False, missing, over))  # fmt: skip
+    for spec in SPECS:
+        if no_carrier and spec.column == "nonlocal":  # the claim itself: no head makes the state
+            rows.append(_row(spec, top.shares, config, AUTO, missing, over, threshold="carry_share",
+                             measurement="jump share of the head that carries most of it"))  # fmt: skip
             continue
-        if missing:
-            rows.append(_row(claim, wording, measurement, [], config, threshold, rule, None,
-                             missing, over))  # fmt: skip
+        by_construction = spec.column == "cos_texts" and inputs.bos_at_p0
+        why = missing or (BY_CONSTRUCTION if by_construction else None)
+        if why:
+            rows.append(_row(spec, [], config, None, why, over))
             continue
-        if column is None:
-            name, values, ok = _distinct(h, variants, config)
+        if spec.column is None:
+            name, values, threshold, sense = _distinct(h, variants, config)
         else:
-            name, values = _worst(h, column)
-            ok = bool(np.nanmean(values) >= getattr(config, threshold))
+            (name, values), threshold, sense = _weakest(h, spec, config), spec.threshold, ">="
         detail = f"carriers (jump share): {shares_txt}; decisive head {name}"
-        rows.append(_row(claim, wording, measurement, values, config, threshold, rule, ok,
-                         detail, over))  # fmt: skip
+        rows.append(_row(spec, values, config, AUTO, detail, over, threshold=threshold,
+                         sense=sense))  # fmt: skip
     return rows
 
 
 def _distinct(h: pd.DataFrame, variants: list[str], config: ClaimsConfig):
-    """The least distinct (head, variant): the one with the smallest norm ratio among those
-    that are not distinct (neither by norm nor by direction), else the smallest norm ratio of
-    all; its name with both numbers, its per-text ratios, and whether every pair is distinct."""
+    """The (carrier, variant) pair that decides "every pair is distinct: norm ratio >=
+    distinct_ratio or cosine with the other positions <= distinct_cos", each branch judged on
+    its interval: the first pair that is not distinct, else one undecided, else the one with
+    the smallest norm ratio. Returns its description, the per-text values of the branch that
+    decides it, that branch's threshold name and sense."""
     pairs = []
     for r in h.itertuples():
         for v in variants:
-            ratio = float(np.nanmean(h.loc[r.Index, f"norm_ratio:{v}"]))
-            cos = float(np.nanmean(h.loc[r.Index, f"cos_other:{v}"]))
-            ok = ratio >= config.distinct_ratio or cos <= config.distinct_cos
-            pairs.append((ratio, cos, ok, r.component, v, h.loc[r.Index, f"norm_ratio:{v}"]))
-    failing = [p for p in pairs if not p[2]]
-    ratio, cos, ok, head, v, values = min(failing or pairs, key=lambda p: p[0])
-    how = ("distinct by norm" if ratio >= config.distinct_ratio else
-           "distinct by direction" if ok else "not distinct")  # fmt: skip
+            ratios, coss = h.loc[r.Index, f"norm_ratio:{v}"], h.loc[r.Index, f"cos_other:{v}"]
+            by_norm = side(_interval(ratios, config), config.distinct_ratio, ">=")
+            by_dir = side(_interval(coss, config), config.distinct_cos, "<=")
+            ratio, cos = float(np.nanmean(ratios)), float(np.nanmean(coss))
+            pairs.append((either(by_norm, by_dir), by_norm, by_dir, ratio, cos, r.component, v,
+                          ratios, coss))  # fmt: skip
+    rank = {FAILS: 0, UNDECIDED: 1, HOLDS: 2}
+    found, by_norm, by_dir, ratio, cos, head, v, ratios, coss = min(
+        pairs, key=lambda p: (rank[p[0]], p[3])
+    )
+    how = {FAILS: "not distinct", UNDECIDED: "undecided"}.get(
+        found, "distinct by norm" if by_norm == HOLDS else "distinct by direction"
+    )
     name = f"{head} ({v}): norm ratio {ratio:.2f}, cosine with the other positions {cos:.2f}, {how}"
-    return name, values, not failing
+    if by_norm == found:  # the norm branch decides (both fail: the norm is shown)
+        return name, ratios, "distinct_ratio", ">="
+    return name, coss, "distinct_cos", "<="

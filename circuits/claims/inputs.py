@@ -1,12 +1,14 @@
 """What every P0 claim is measured on: the texts as token rows under each first-token variant
 (the P0 tracer's `variant_tokens`), the main variant, and where the P0 state forms (the P0
-tracer's `find_formation` on these texts)."""
+tracer's `find_formation` on these texts). `Basis` is the part a saved run keeps (no tokens),
+from which `circuits.claims.rejudge` judges it again."""
 
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
+import pandas as pd
 import torch
 from jaxtyping import Float, Int
 from torch import Tensor
@@ -19,43 +21,86 @@ from circuits.tracing.p0.inputs import variant_tokens
 
 
 @dataclass
-class Inputs:
-    """`variants`: token rows per first-token variant (the P0 tracer's, without `repeated`,
-    where nothing but the position differs); `main`: the variant the model reads by default
-    ("bos" when it prepends one, else "no_bos"); `p0_norm`: [text, layer] L2 norm of each
-    block's output at P0 under the main variant; `formation` and whether the P0 norm really
-    jumps there (`formed`: it grows at least jump_factor times across the last jump block; the
-    formation falls back to the largest growth when no block qualifies)."""
+class Basis:
+    """What the P0 claims are measured on, without the tokens (a saved run can be judged again
+    from it): the model, `main` (the first-token variant the model reads by default: "bos"
+    when it prepends one, else "no_bos"), the texts' count and length, where the P0 state forms
+    (the P0 tracer's `find_formation` on the mean over texts; it falls back to the largest
+    growth when no block qualifies), whether the P0 norm really jumps there (`formed`: it grows
+    at least jump_factor times across the last jump block, `growth` times), and per text and
+    layer the P0 norm and its ratio to the other positions' median (None in runs saved before
+    they were kept)."""
 
     model_name: str
-    variants: dict[str, Int[Tensor, "text pos"]]
     main: str
-    p0_norm: Float[Tensor, "text layer"]
+    n_texts: int
+    n_tokens: int
     formation: Formation
     formed: bool
-
-    @property
-    def tokens(self) -> Int[Tensor, "text pos"]:
-        return self.variants[self.main]
+    growth: float
+    p0_norm: Float[Tensor, "text layer"] | None = None
+    norm_ratio: Float[Tensor, "text layer"] | None = None
 
     @property
     def formation_layers(self) -> list[int]:
         """Blocks 0 .. the last jump: where the P0 state is made."""
         return list(range(self.formation.last_jump + 1))
 
-    def growth(self) -> float:
-        """How many times the P0 norm grows across the last jump block (mean over texts)."""
-        n = self.formation.p0_norm
-        return n[self.formation.last_jump] / n[self.formation.last_jump - 1]
+    @property
+    def bos_at_p0(self) -> bool:
+        """Whether P0 is the same token in every text (a BOS token), so that every text's P0
+        state is the same by construction (P0 attends only to itself)."""
+        return self.main == "bos"
+
+    def over(self, blocks: bool = False) -> str:
+        """What a row's numbers range over, in words."""
+        span = f", blocks 0-{self.formation.last_jump}" if blocks else ""
+        return f"{self.n_texts} texts x {self.n_tokens} tokens{span}, P0 = {self.main}"
 
     def no_jump(self) -> str | None:
         """Why the P0 claims cannot hold (no P0 norm jump), or None."""
         if self.formed:
             return None
         return (
-            f"no P0 norm jump: the largest growth across a block is {self.growth():.3g}x "
+            f"no P0 norm jump: the largest growth across a block is {self.growth:.3g}x "
             f"(block {self.formation.last_jump}) < jump_factor"
         )
+
+    def last_jumps(self, jump_factor: float, massive_ratio: float) -> list[int] | None:
+        """Per text, the last block of its own P0 norm jump (`find_formation` on that text's
+        norms); None when the per-text norms were not kept."""
+        if self.p0_norm is None or self.norm_ratio is None:
+            return None
+        return [
+            find_formation(n.tolist(), r.tolist(), jump_factor=jump_factor,
+                           massive_ratio=massive_ratio).last_jump
+            for n, r in zip(self.p0_norm, self.norm_ratio, strict=True)
+        ]  # fmt: skip
+
+    def norm_table(self) -> pd.DataFrame:
+        """Per layer (block output): the P0 norm and its ratio to the other positions' median,
+        means over texts and per text (`*_by_text`); empty when they were not kept."""
+        if self.p0_norm is None or self.norm_ratio is None:
+            return pd.DataFrame()
+        return pd.DataFrame(
+            {"layer": range(self.p0_norm.shape[1]),
+             "p0_norm": self.p0_norm.mean(0).tolist(),
+             "norm_ratio": self.norm_ratio.mean(0).tolist(),
+             "p0_norm_by_text": self.p0_norm.T.tolist(),
+             "norm_ratio_by_text": self.norm_ratio.T.tolist()}
+        )  # fmt: skip
+
+
+@dataclass
+class Inputs(Basis):
+    """A `Basis` with the token rows per first-token variant (`variants`: the P0 tracer's,
+    without `repeated`, where nothing but the position differs)."""
+
+    variants: dict[str, Int[Tensor, "text pos"]] = field(default_factory=dict)
+
+    @property
+    def tokens(self) -> Int[Tensor, "text pos"]:
+        return self.variants[self.main]
 
     def jump(self) -> Float[Tensor, " text"]:
         """Per text, how much the P0 norm grows from before the first jump block to after the
@@ -90,6 +135,10 @@ def prepare(model: TransformerBridge, texts: Sequence[str], config: ClaimsConfig
         massive_ratio=config.massive_ratio,
     )  # fmt: skip
     last = formation.last_jump
-    formed = bool(p0.mean(0)[last] >= config.jump_factor * p0.mean(0)[last - 1])
+    mean = p0.mean(0)
+    growth = float(mean[last] / mean[last - 1])
     name = info.key if info else model.cfg.model_name
-    return Inputs(name, variants, main, p0, formation, formed)
+    return Inputs(
+        name, main, len(texts), int(variants[main].shape[1]), formation,
+        growth >= config.jump_factor, growth, p0, p0 / other, variants,
+    )  # fmt: skip

@@ -5,29 +5,36 @@ from __future__ import annotations
 import time
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
+from pathlib import Path
 
 import pandas as pd
 import torch
 from matplotlib.figure import Figure
 from transformer_lens.model_bridge import TransformerBridge
 
+from circuits._io import atomic_write, write_json
 from circuits.claims import figures as fig
 from circuits.claims.amplification import amplification_claims, direction_table
 from circuits.claims.cone import cone_claims, cone_table
 from circuits.claims.config import ClaimsConfig
+from circuits.claims.controls import secondary_controls
 from circuits.claims.heads import head_table
 from circuits.claims.identification import identification_claims
-from circuits.claims.inputs import prepare
+from circuits.claims.inputs import Basis, prepare
 from circuits.claims.jump import jump_shares
+from circuits.claims.location import location_claims
 from circuits.claims.reading import reading_claims, score_split, writers
 from circuits.claims.secondary import secondary_claims
 from circuits.claims.table import ClaimsTable
+from circuits.provenance import provenance, stamped
+from circuits.report import write_trace
+from circuits.report.trace import trace_record
 from circuits.tracing.result import TraceResult
 
 
 @dataclass(repr=False)
 class Claims(TraceResult):
-    """A model's claims table (`table.rows`) with the measurements behind it (`table.tables`)."""
+    """A model's claims table (`table.rows`) with the measurements behind them (`table.tables`)."""
 
     title = "Mechanism claims"
     model: str
@@ -50,6 +57,7 @@ class Claims(TraceResult):
             **self.run,
             "n_claims": len(rows),
             "n_hold": sum(r.holds for r in rows),
+            "by_paper": self.table.by_paper(),
             "verdicts": self.table.verdicts(),
         }
 
@@ -62,38 +70,75 @@ class Claims(TraceResult):
     def text(self) -> str:
         return f"# Mechanism claims: {self.model}\n\n" + self.table.markdown()
 
+    def claims_json(self) -> dict:
+        """claims.json: the schema version, the provenance record (ended now), the model and
+        the rows."""
+        doc = {"model": self.model, "by_paper": self.table.by_paper(),
+               "claims": self.table.records()}  # fmt: skip
+        return stamped(doc, trace_record(self))
+
+
+def write_claims(result: Claims, out: str | Path) -> Path:
+    """`result` as a trace folder (`circuits.report.write_trace`: summary.json with provenance,
+    claims.csv, the measurement tables, figures, report.html) plus claims.json and claims.md;
+    returns report.html's path."""
+    report = write_trace(result, out)
+    write_json(Path(out) / "claims.json", result.claims_json())
+    with atomic_write(Path(out) / "claims.md") as f:
+        f.write(result.text() + "\n")
+    return report
+
+
+def run_facts(inputs: Basis, config: ClaimsConfig) -> dict:
+    """What the run found about the P0 state, beside the rows: P0, the jump blocks, the growth,
+    the norm ratio after the last jump and after each block, and after which blocks the state is
+    massive (ratio > massive_ratio)."""
+    f = inputs.formation
+    return {
+        "p0": inputs.main,
+        "jump_layers": f.jump_layers,
+        "p0_norm_jump": inputs.formed,
+        "p0_norm_growth": inputs.growth,
+        "p0_norm_ratio_after_jump": f.norm_ratio[f.last_jump],
+        "p0_state_massive": f.norm_ratio[f.last_jump] > config.massive_ratio,
+        "p0_norm_ratio_by_block": f.norm_ratio,
+        "p0_massive_after_blocks": [b for b, r in enumerate(f.norm_ratio)
+                                    if r > config.massive_ratio],
+        "n_texts": inputs.n_texts,
+        "n_tokens": inputs.n_tokens,
+    }  # fmt: skip
+
+
+def judge_p0(inputs: Basis, tables: Mapping[str, pd.DataFrame], config: ClaimsConfig) -> list:
+    """The P0 rows (location, identification, amplification, cone, reading) from the
+    measurement tables (`p0_claims` measures them; `circuits.claims.rejudge` reads them)."""
+    t = tables
+    rows = location_claims(inputs, config)
+    rows += identification_claims(inputs, t["heads"], t["jump_shares"], config)
+    rows += amplification_claims(inputs, t["jump_shares"], t["directions"], config)
+    rows += cone_claims(inputs, t["cone"], config)
+    rows += reading_claims(inputs, t["score_split"], t["writers"], t["jump_shares"], config)
+    return rows
+
 
 def p0_claims(
     model: TransformerBridge, texts: Sequence[str], config: ClaimsConfig, seconds: dict
 ) -> tuple[ClaimsTable, dict]:
-    """Identification, amplification, the cone model and reading, on `texts`."""
+    """Location, identification, amplification, the cone model and reading, on `texts`."""
     t = time.perf_counter()
     inputs = prepare(model, texts, config)
-    shares = jump_shares(model, inputs, level=config.level, seed=config.seed)
-    heads = head_table(model, inputs, config.local_window)
-    directions = direction_table(model, inputs)
-    cone = cone_table(model, inputs)
-    split = score_split(model, inputs, config.eps)
-    written = writers(model, inputs)
-    rows = identification_claims(inputs, heads, shares, config)
-    rows += amplification_claims(inputs, shares, directions, config)
-    rows += cone_claims(inputs, cone, config)
-    rows += reading_claims(inputs, split, written, shares, config)
-    seconds["p0"] = time.perf_counter() - t
-    f = inputs.formation
-    run = {
-        "p0": inputs.main,
-        "jump_layers": f.jump_layers,
-        "p0_norm_jump": inputs.formed,
-        "p0_norm_growth": inputs.growth(),
-        "p0_norm_ratio_after_jump": f.norm_ratio[f.last_jump],
-        "p0_state_massive": f.norm_ratio[f.last_jump] > config.massive_ratio,
-        "n_texts": len(inputs.tokens),
-        "n_tokens": int(inputs.tokens.shape[1]),
-        "first_token_variants": list(inputs.variants),
+    tables = {
+        "jump_shares": jump_shares(model, inputs, level=config.level, seed=config.seed),
+        "heads": head_table(model, inputs, config.local_window),
+        "directions": direction_table(model, inputs),
+        "cone": cone_table(model, inputs),
+        "score_split": score_split(model, inputs, config.eps),
+        "writers": writers(model, inputs),
+        "p0_norm": inputs.norm_table(),
     }
-    tables = {"jump_shares": shares, "heads": heads, "directions": directions, "cone": cone,
-              "score_split": split, "writers": written}  # fmt: skip
+    rows = judge_p0(inputs, tables, config)
+    seconds["p0"] = time.perf_counter() - t
+    run = run_facts(inputs, config) | {"first_token_variants": list(inputs.variants)}
     return ClaimsTable(rows, tables), run
 
 
@@ -104,10 +149,12 @@ def claims(
     *,
     secondary: Mapping[str, pd.DataFrame] | None = None,
 ) -> Claims:
-    """The P0 claims (identification, amplification, cone, reading) measured on the first
-    `config.n_texts` of `texts` (default: the P0 tracer's texts) cut to `config.n_tokens`, and,
-    given a secondary-sink trace's tables (`SecondaryTrace.tables()` or the CSVs of its
-    folder), the secondary-sink claims read from them. Works on any TransformerBridge."""
+    """The P0 claims (location, identification, amplification, cone, reading) measured on the
+    first `config.n_texts` of `texts` (default: the P0 tracer's texts) cut to
+    `config.n_tokens`, and, given a secondary-sink trace's tables (`read_secondary(folder)`,
+    or `SecondaryTrace.tables()`), the secondary-sink claims read from them, with their
+    controls measured on the model when the tables come from a folder. Works on any
+    TransformerBridge."""
     from circuits.discovery import DEFAULT_TEXTS, read_texts
 
     torch.manual_seed(config.seed)
@@ -115,7 +162,13 @@ def claims(
     seconds: dict[str, float] = {}
     table, run = p0_claims(model, texts, config, seconds)
     if secondary is not None:
-        table = table + secondary_claims(secondary, config)
+        t = time.perf_counter()
+        measured = secondary_controls(model, secondary, config)
+        seconds["secondary_controls"] = time.perf_counter() - t
+        table = table + secondary_claims({**secondary, **measured}, config)
+        run["secondary"] = str(getattr(secondary, "folder", None) or "given tables")
     info = getattr(model, "circuits_info", None)
     name = info.key if info else model.cfg.model_name
-    return Claims(name, config, table, run, seconds=seconds)
+    result = Claims(name, config, table, run, seconds=seconds)
+    result.provenance = provenance(model, texts[: config.n_texts], settings=result.settings())
+    return result

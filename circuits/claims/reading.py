@@ -14,7 +14,7 @@ from torch import Tensor
 from transformer_lens.model_bridge import TransformerBridge
 
 from circuits.claims.identification import PAPER
-from circuits.claims.inputs import Inputs
+from circuits.claims.inputs import Basis, Inputs
 from circuits.claims.table import AUTO, Claim, claim_row
 from circuits.discovery.forward import head_outputs
 from circuits.sites import hook_name
@@ -139,14 +139,13 @@ def writers(model: TransformerBridge, inputs: Inputs) -> pd.DataFrame:
 
 
 def reading_claims(
-    inputs: Inputs, split: pd.DataFrame, written: pd.DataFrame, shares: pd.DataFrame, config
+    inputs: Basis, split: pd.DataFrame, written: pd.DataFrame, shares: pd.DataFrame, config
 ) -> list[Claim]:
     """The late sink heads' P0 advantage comes through the P0-state direction in P0's key
     (median over heads of `dir_share` >= read_share; not applicable without late sink heads),
     and the components that carry the jump write that direction (their summed share of the
     state along it >= write_share; not applicable without a P0 norm jump)."""
-    over = f"{len(inputs.tokens)} texts x {inputs.tokens.shape[1]} tokens, P0 = {inputs.main}"
-    text = {"family": "reading", "paper": PAPER, "over": over}
+    text = {"family": "reading", "paper": PAPER, "over": inputs.over()}
     if split.empty:
         per_text, ok = [], None
         detail = f"no late head (blocks {inputs.formation.late_layers[0]}+) has P0 mass > eps"
@@ -178,7 +177,8 @@ def reading_claims(
     ]  # fmt: skip
     carry = set(shares.component[shares.share >= config.carry_share])
     mine = written[written.component.isin(carry)]
-    per_text = [sum(t) for t in zip(*mine.shares, strict=True)] if len(mine) else [0.0]
+    zeros = [0.0] * inputs.n_texts  # no carrier: they write none of it
+    per_text = [sum(t) for t in zip(*mine.shares, strict=True)] if len(mine) else zeros
     top = written.sort_values("share", ascending=False).head(4)
     detail = f"carriers: {sorted(carry) or 'none'}; largest writers: " + ", ".join(
         f"{r.component} {r.share:.2f}" for r in top.itertuples()

@@ -8,21 +8,32 @@ import math
 from collections.abc import Sequence
 from dataclasses import asdict, dataclass, field
 
-import numpy as np
 import pandas as pd
 
-HOLDS = "holds"
-FAILS = "does not hold"
-NOT_APPLICABLE = "not applicable"
-VERDICTS = (HOLDS, FAILS, NOT_APPLICABLE)
+from circuits.claims.verdict import (
+    FAILS,
+    HOLDS,
+    NOT_APPLICABLE,
+    SENSES,
+    UNDECIDED,
+    VERDICTS,
+    Interval,
+    count_line,
+    counts,
+    interval,
+    judge,
+    mean_interval,
+    too_few,
+)
 
 
 @dataclass
 class Claim:
     """One row of a claims table. `value` is the number the verdict reads (a mean over texts
-    where there are texts, with its `low`-`high` interval); `threshold` names the setting that
-    decides and `rule` says how (e.g. "value >= carry_share"). `detail` holds the rest of the
-    measurement in words (per-head names, other numbers)."""
+    where there are texts) with its `low`-`high` interval over the `n` items behind it;
+    `threshold` names the setting that decides, `sense` says which side of it the claim wants
+    (">=" or "<=") and `rule` says how in words. `detail` holds the rest of the measurement
+    (per-head names, other numbers) and, for a row that is not applicable, why."""
 
     family: str
     claim: str
@@ -38,10 +49,14 @@ class Claim:
     verdict: str
     detail: str = ""
     over: str = ""
+    n: int = 0
+    sense: str = ">="
 
     def __post_init__(self) -> None:
         if self.verdict not in VERDICTS:
             raise ValueError(f"verdict must be one of {VERDICTS}, got {self.verdict!r}")
+        if self.sense not in SENSES:
+            raise ValueError(f"sense must be one of {SENSES}, got {self.sense!r}")
 
     @property
     def holds(self) -> bool:
@@ -54,24 +69,6 @@ class Claim:
 def verdict(ok: bool | None) -> str:
     """True -> holds, False -> does not hold, None -> not applicable."""
     return NOT_APPLICABLE if ok is None else (HOLDS if ok else FAILS)
-
-
-def mean_interval(
-    values: Sequence[float], *, level: float = 0.95, n_boot: int = 1000, seed: int = 0
-) -> tuple[float, float, float]:
-    """Mean of the finite `values` and its percentile bootstrap interval (texts resampled with
-    replacement, seeded); (nan, nan, nan) when none is finite, the mean twice for one value."""
-    x = np.asarray(values, float)
-    x = x[np.isfinite(x)]
-    if not len(x):
-        return math.nan, math.nan, math.nan
-    mean = float(x.mean())
-    if len(x) == 1:
-        return mean, mean, mean
-    rng = np.random.default_rng(seed)
-    boots = x[rng.integers(0, len(x), size=(n_boot, len(x)))].mean(1)
-    lo, hi = np.quantile(boots, [(1 - level) / 2, 1 - (1 - level) / 2])
-    return mean, float(lo), float(hi)
 
 
 @dataclass
@@ -98,24 +95,34 @@ class ClaimsTable:
     def verdicts(self) -> dict[str, str]:
         return {r.claim: r.verdict for r in self.rows}
 
+    def by_paper(self) -> dict[str, dict[str, int]]:
+        """Per paper, the number of rows in each verdict (`circuits.claims.verdict.counts`)."""
+        return counts(self.rows)
+
     def markdown(self) -> str:
-        """The table as Markdown: claim, paper's wording, number [interval], threshold, verdict."""
-        lines = [
-            "| claim | paper says | measured | value [interval] | threshold | verdict |",
-            "|---|---|---|---|---|---|",
-        ]
-        for r in self.rows:
-            lines.append(
-                f"| `{r.claim}` | {r.wording} ({r.paper}) | {r.measurement} | {_number(r)} | "
-                f"{r.rule} ({r.threshold} = {r.threshold_value:g}) | {_verdict(r)} |"
-            )
-        return "\n".join(lines)
+        """Per paper: its counts, then its rows (claim, the paper's wording, what was measured,
+        number [interval], n, threshold, verdict)."""
+        blocks = []
+        for paper, tally in self.by_paper().items():
+            lines = [
+                f"**{paper}**: {count_line(tally)}",
+                "",
+                "| claim | paper says | measured | value [interval] | n | threshold | verdict |",
+                "|---|---|---|---|---|---|---|",
+            ]
+            for r in (r for r in self.rows if r.paper == paper):
+                lines.append(
+                    f"| `{r.claim}` | {r.wording} | {r.measurement} | {number(r)} | {r.n} | "
+                    f"{r.rule} ({r.threshold} = {r.threshold_value:g}) | {_verdict(r)} |"
+                )
+            blocks.append("\n".join(lines))
+        return "\n\n".join(blocks)
 
 
 def claim_line(r: Claim) -> str:
-    """One claim in a sentence: name, verdict, number, threshold, the paper's wording."""
+    """One claim in a sentence: name, verdict, number with n, threshold, the paper's wording."""
     return (
-        f"`{r.claim}` {_verdict(r)}: {_number(r)} ({r.rule}, {r.threshold} = "
+        f"`{r.claim}` {_verdict(r)}: {number(r)}, n = {r.n} ({r.rule}, {r.threshold} = "
         f"{r.threshold_value:g}); {r.paper}: {r.wording}"
     )
 
@@ -125,32 +132,60 @@ def _verdict(r: Claim) -> str:
     return f"**{r.verdict}** ({r.detail})" if r.verdict == NOT_APPLICABLE else f"**{r.verdict}**"
 
 
-def _number(r: Claim) -> str:
+def number(r: Claim) -> str:
+    """The value with its interval, "0.517 [0.495, 0.541]"; "0.971 (every item alike)" for an
+    interval of zero width; "3 (no interval)" for one value found on all items together (the
+    detail says why); "n/a" without a value."""
     if not math.isfinite(r.value):
         return "n/a"
-    if math.isfinite(r.low) and (r.low, r.high) != (r.value, r.value):
-        return f"{r.value:.3g} [{r.low:.3g}, {r.high:.3g}]"
-    return f"{r.value:.3g}"
+    if not math.isfinite(r.low):
+        return f"{r.value:.3g} (no interval)"
+    if r.low == r.high:
+        return f"{r.value:.3g} (every item alike)"
+    return f"{r.value:.3g} [{r.low:.3g}, {r.high:.3g}]"
 
 
 AUTO = "auto"
-"""`claim_row(ok=AUTO)`: the claim holds when the mean is at least the threshold."""
+"""`claim_row(ok=AUTO)`: the interval against the threshold decides (`judge`)."""
 
 
 def claim_row(
-    config, values: Sequence[float], threshold: str, *, ok=AUTO, bound=None, **text
+    config,
+    values: Sequence[float],
+    threshold: str,
+    *,
+    ok=AUTO,
+    bound=None,
+    sense: str = ">=",
+    given: Interval | None = None,
+    **text,
 ) -> Claim:
-    """A `Claim` from per-text `values` (mean and bootstrap interval with the config's level,
-    resamples and seed) and the threshold named `threshold`, whose value is `bound` (default:
-    the config's field of that name). `ok`: True / False / None (not applicable), or AUTO
-    (mean >= threshold). `text`: family, claim, paper, wording, measurement, rule, detail,
-    over."""
-    mean, lo, hi = mean_interval(values, level=config.level, n_boot=config.n_boot,
-                                 seed=config.seed)  # fmt: skip
+    """A `Claim` from per-item `values` (their mean and bootstrap interval with the config's
+    level, resamples and seed; or the `given` interval of another statistic) and the threshold
+    named `threshold`, whose value is `bound` (default: the config's field of that name), met
+    when the value is `sense` it. `ok`: AUTO (`judge` decides: holds, does not hold, undecided,
+    or not applicable below `MIN_N` items), None (not applicable: the premise is absent and
+    `detail` says why; no number is kept) or False (another part of the rule fails: does not
+    hold, unless too few items). `text`: family, claim, paper, wording, measurement, rule,
+    detail, over."""
+    if ok not in (AUTO, None, False):
+        raise ValueError(f"ok must be AUTO, None or False, got {ok!r}")
+    iv = given or interval(values, level=config.level, n_boot=config.n_boot, seed=config.seed)
     bound = float(getattr(config, threshold) if bound is None else bound)
-    if ok == AUTO:
-        ok = bool(math.isfinite(mean) and mean >= bound)
+    if ok is None:
+        iv, found = Interval(math.nan, math.nan, math.nan, iv.n), NOT_APPLICABLE
+    else:
+        found = judge(iv, bound, sense, also=ok is AUTO)
+    small = too_few(iv.n)
+    if ok is not None and small:
+        text["detail"] = small + (f"; {text['detail']}" if text.get("detail") else "")
     return Claim(
-        value=mean, low=lo, high=hi, threshold=threshold, threshold_value=bound,
-        verdict=verdict(ok), **text,
+        value=iv.value, low=iv.low, high=iv.high, threshold=threshold, threshold_value=bound,
+        verdict=found, n=iv.n, sense=sense, **text,
     )  # fmt: skip
+
+
+__all__ = [
+    "AUTO", "FAILS", "HOLDS", "NOT_APPLICABLE", "UNDECIDED", "VERDICTS", "Claim", "ClaimsTable",
+    "claim_line", "claim_row", "mean_interval", "number", "verdict",
+]  # fmt: skip
