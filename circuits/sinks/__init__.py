@@ -3,7 +3,8 @@
 Pure metric functions (`attention`, `primary`, `secondary`) take tensors and never run a
 model; `runner.measure` runs one, caching only what they need, and returns a `SinkReport`.
 `rules` holds the secondary-sink detection presets (paper, authors' code, library);
-`constants` the published thresholds and names, importable without torch.
+`constants` the published thresholds and names, importable without torch; `papers` Gu et al.'s
+and Sun et al.'s protocols as their code computes them, `protocols` the same over a corpus.
 
 Names resolve lazily, so importing this package (or `circuits.sinks.constants`) loads no
 model code.
@@ -39,6 +40,7 @@ _EXPORTS = {
     "cross_text_cosine": "primary",
     "find_primary_sink": "primary",
     "first_layer_above": "primary",
+    "is_massive": "primary",
     "massive_activation_layer": "primary",
     "massive_dims": "primary",
     "massive_layer": "primary",
@@ -47,6 +49,15 @@ _EXPORTS = {
     "sink_heads": "primary",
     "sink_rate": "primary",
     "state_profile": "primary",
+    "SUN_TOP_K": "papers",
+    "LayerTops": "papers",
+    "layer_tops": "papers",
+    "sink_rate_per_text": "papers",
+    "DELIMITERS": "protocols",
+    "EPSILONS": "protocols",
+    "ProtocolRun": "protocols",
+    "delimiter_position": "protocols",
+    "run_protocols": "protocols",
     "SinkReport": "results",
     "TextSinks": "results",
     "RULES": "rules",

@@ -229,8 +229,20 @@ def massive_activation_layer(
 ) -> int | None:
     """First layer where the sink state holds a massive activation in Sun et al.'s sense: an
     entry with |value| > `min_value` and > `min_ratio` x the others' median |entry|."""
-    massive = (profile.sink_max_entry > min_value) & (profile.entry_ratio > min_ratio)
+    massive = is_massive(profile.sink_max_entry, profile.other_median_entry, min_value, min_ratio)
     return first_layer_above(massive.float(), 0.5)
+
+
+def is_massive(
+    value: Float[Tensor, "*layer"],
+    median: Float[Tensor, "*layer"],
+    min_value: float = SUN_MIN_VALUE,
+    min_ratio: float = SUN_MIN_RATIO,
+) -> Bool[Tensor, "*layer"]:
+    """Sun et al.'s criterion: |value| > `min_value` and |value| > `min_ratio` x `median` (a
+    median |entry|)."""
+    value = value.abs()
+    return (value > min_value) & (value > min_ratio * median)
 
 
 def attention_rise_layer(
