@@ -17,7 +17,7 @@ from circuits import cli
 from circuits._io import MARKER
 from circuits.cli import loading
 
-COMMANDS = ("models", "export", "generate", "p0", "faithfulness", "sinks", "trigger", "secondary")
+COMMANDS = tuple(cli.build_parser().commands)
 HEAVY = ("torch", "transformer_lens", "transformers")
 
 

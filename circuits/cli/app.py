@@ -43,7 +43,8 @@ class Version(argparse.Action):
 
         code = code_identity()
         changes = ", with uncommitted changes" if code["dirty"] else ""
-        parser.exit(message=f"circuits {code['version']} (commit {code['commit'][:12]}{changes})\n")
+        print(f"circuits {code['version']} (commit {code['commit'][:12]}{changes})")
+        parser.exit()
 
 
 def build_parser() -> CommandParser:

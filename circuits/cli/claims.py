@@ -19,9 +19,9 @@ from circuits.cli.parser import command
 
 
 def run(args: argparse.Namespace) -> int:
-    out = check_out(args.out)
-    existing(args.texts, "--texts", TEXTS_HELP)
+    existing(args.texts, "--texts", f"a {TEXTS_HELP}")
     existing(args.secondary, "--secondary", "a folder written by circuits secondary")
+    out = check_out(args.out)
     from circuits.claims.config import ClaimsConfig
 
     config = config_from(args, ClaimsConfig)

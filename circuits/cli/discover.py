@@ -8,7 +8,7 @@ from __future__ import annotations
 import argparse
 
 from circuits.cli import loading
-from circuits.cli.checks import check_out
+from circuits.cli.checks import check_out, existing
 from circuits.cli.options import (
     config_from,
     config_options,
@@ -18,7 +18,7 @@ from circuits.cli.options import (
     positive_int,
 )
 from circuits.cli.output import print_summary
-from circuits.cli.pairs import make_pairs, pair_options, read_pair_rows
+from circuits.cli.pairs import PAIRS_HELP, make_pairs, pair_options, read_pair_rows
 from circuits.cli.parser import command
 from circuits.discovery.config import DiscoveryConfig
 
@@ -55,6 +55,7 @@ def _write(out, circuit, graph, summary: dict, model) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
+    existing(args.pairs, "--pairs", f"a {PAIRS_HELP}")
     out = check_out(args.out)
     config, rows = _checked(args)
     from circuits.discovery import circuit_graph, discover

@@ -21,8 +21,8 @@ def run(args: argparse.Namespace) -> int:
     from circuits.emergence.config import EmergenceConfig
 
     config = config_from(args, EmergenceConfig)
+    existing(args.texts, "--texts", f"a {TEXTS_HELP}")
     out = check_out(args.out)
-    existing(args.texts, "--texts", TEXTS_HELP)
     from circuits.discovery.texts import read_texts
     from circuits.emergence import emergence
 

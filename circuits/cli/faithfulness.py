@@ -10,7 +10,7 @@ from circuits.cli import loading
 from circuits.cli.checks import existing
 from circuits.cli.options import TEXTS_HELP, count_int, model_options, texts_option
 from circuits.cli.output import print_summary
-from circuits.cli.pairs import make_pairs, pair_options, read_pair_rows
+from circuits.cli.pairs import PAIRS_HELP, make_pairs, pair_options, read_pair_rows
 from circuits.cli.parser import command
 
 
@@ -93,12 +93,13 @@ def _on_pairs(args: argparse.Namespace):
 
 
 def run(args: argparse.Namespace) -> int:
+    existing(args.circuit, "CIRCUIT", "a circuit graph file (.graphml, .json ...)")
+    existing(args.texts, "--texts", f"a {TEXTS_HELP}")
+    existing(args.pairs, "--pairs", f"a {PAIRS_HELP}")
     from circuits._io import check_writable_folder
 
     # faithfulness.json is written into the folder (the folder is never replaced).
     out = check_writable_folder(args.out) if args.out else None
-    existing(args.circuit, "CIRCUIT", "a circuit graph file (.graphml, .json ...)")
-    existing(args.texts, "--texts", TEXTS_HELP)
     model, graph, texts = _on_pairs(args) if args.texts is None else _on_texts(args)
     from circuits._io import write_json
     from circuits.discovery.saved import judge_saved

@@ -49,18 +49,19 @@ def _texts(args: argparse.Namespace, config: P0Config):
 
 
 def run(args: argparse.Namespace) -> int:
+    existing(args.texts, "--texts", f"a {TEXTS_HELP}")
     out = check_out(args.out)
     steps = check_checkpoints(args.checkpoints or f"{out}.steps", args.resume)
-    existing(args.texts, "--texts", TEXTS_HELP)
     config = _config(args)
     texts, kinds = _texts(args, config)
     from circuits.discovery.distributed import writer_paths
+
+    out, steps = writer_paths(out, steps)  # under torchrun only rank 0 writes
+    model = loading.load(args)
     from circuits.tracing.p0 import trace_p0
     from circuits.tracing.p0.pipeline import STEPS
     from circuits.tracing.steps import remove_checkpoints
 
-    out, steps = writer_paths(out, steps)  # under torchrun only rank 0 writes
-    model = loading.load(args)
     args.kept = f"; finished steps are kept in {steps}: add --resume to continue"
     trace = trace_p0(model, texts, config, kinds=kinds, checkpoint=steps)
     if trace.resumed:

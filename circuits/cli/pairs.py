@@ -6,7 +6,6 @@ from __future__ import annotations
 
 import argparse
 
-from circuits.cli.checks import existing
 from circuits.cli.options import count_int, positive_int
 from circuits.tasks import TASKS
 
@@ -32,10 +31,10 @@ def pair_options(group, p: argparse.ArgumentParser, n_pairs: bool = True) -> Non
 
 def read_pair_rows(args: argparse.Namespace, need: int | None = None) -> list[dict] | None:
     """The rows of --pairs (None for --task), checked before any model loads: each a pair, and
-    at least `need` of them (named by --edge-n-fit and --edge-n-heldout)."""
+    at least `need` of them (named by --edge-n-fit and --edge-n-heldout). Whether the file
+    exists is checked before, at once (`circuits.cli.checks.existing`)."""
     if args.pairs is None:
         return None
-    existing(args.pairs, "--pairs", PAIRS_HELP)
     from circuits.discovery.pairs import read_rows
 
     rows = read_rows(args.pairs)

@@ -27,8 +27,8 @@ EDGE_FIT = (
 TRACERS = ("p0", "secondary")
 SPLIT = "fcc9641"
 """The commit that gave the tracers' edge-circuit settings the `--edge-` prefix."""
-ONE_SPELLING = "circuits/cli"
-"""The change that made `discover` spell them as p0 does (the `circuits/cli/` package)."""
+ONE_SPELLING = "0b950cb"
+"""The commit that made `discover` spell them as p0 does (the `circuits/cli/` package)."""
 
 
 def _edge(name: str) -> str:

@@ -20,8 +20,8 @@ from circuits.tracing.secondary.config import SecondaryConfig
 
 
 def run(args: argparse.Namespace) -> int:
-    out = check_out(args.out)
     existing(args.traces, "--traces", "a trace file (.jsonl) written by circuits generate")
+    out = check_out(args.out)
     config = config_from(args, SecondaryConfig)
     from circuits.corpus import read_traces
     from circuits.tracing.secondary import plain_texts, project_traces, trace_secondary

@@ -11,8 +11,8 @@ from circuits.cli.parser import command
 
 
 def run(args: argparse.Namespace) -> int:
-    out = check_out(args.out)  # before torch is imported, so a bad --out is refused at once
     existing(args.file, "--file", "a traces or problems file (.jsonl) or a text file")
+    out = check_out(args.out)  # before torch is imported, so a bad --out is refused at once
     from circuits._io import atomic_folder
     from circuits.corpus import read_corpus
     from circuits.report.sink_plots import plot_sink_report
