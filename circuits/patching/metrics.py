@@ -11,6 +11,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
+from typing import Any
 
 import torch
 from jaxtyping import Float
@@ -36,6 +37,9 @@ class Metric:
     texts: Callable[[list[int]], Metric] | None = None
     """For a metric with per-text data (answer ids, sink positions): the same metric over the
     texts `rows` only (`for_texts`); None when it reads nothing per text."""
+    spec: Mapping[str, Any] | None = None
+    """The metric as a saved circuit records it, {"metric": name, **arguments}, so that it can
+    be built again (`circuits.discovery.saved.build_metric`); None when it cannot be."""
 
     def __post_init__(self) -> None:
         if not self.hooks and not self.logits:
@@ -134,9 +138,12 @@ def p0_attention(
 
     heads_label = "" if heads is None else f", heads={list(heads)}"
     pos_label = "per prompt" if per_prompt else str(sink_pos)
-    return Metric(
-        f"p0_attention(layers={list(layers)}, sink_pos={pos_label}{heads_label})", hooks, fn
-    )
+    pos_spec = where if per_prompt else sink_pos
+    spec = {"metric": "p0_attention", "layers": list(layers), "sink_pos": pos_spec}
+    if heads is not None:
+        spec["heads"] = list(heads)
+    name = f"p0_attention(layers={list(layers)}, sink_pos={pos_label}{heads_label})"
+    return Metric(name, hooks, fn, spec=spec)
 
 
 def resid_norm(layer: int, pos: int, kind: str = "resid_post") -> Metric:
@@ -146,7 +153,8 @@ def resid_norm(layer: int, pos: int, kind: str = "resid_post") -> Metric:
     def fn(acts: Acts, logits: Tensor | None) -> Tensor:
         return acts[hook][:, pos].norm(dim=-1)
 
-    return Metric(f"resid_norm({kind} L{layer}, pos={pos})", (hook,), fn)
+    spec = {"metric": "resid_norm", "layer": layer, "pos": pos, "kind": kind}
+    return Metric(f"resid_norm({kind} L{layer}, pos={pos})", (hook,), fn, spec=spec)
 
 
 def cosine_to(
@@ -210,7 +218,12 @@ def logit_diff(answer: int | Tensor, wrong: int | Tensor, pos: int = -1) -> Metr
             x if isinstance(x, Tensor) else torch.full((n,), x) for x in (answer, wrong)
         )
     name = f"logit_diff({show(answer)} vs {show(wrong)}, pos={pos})"
-    return Metric(name, (), fn, logits=True, logit_pos=(pos,), texts=texts if per_text else None)
+    # One id for all texts carries over to new texts; per-text ids do not.
+    spec = None if per_text else {"metric": "logit_diff", "answer": int(answer),
+                                  "wrong": int(wrong), "pos": pos}  # fmt: skip
+    return Metric(
+        name, (), fn, logits=True, logit_pos=(pos,), texts=texts if per_text else None, spec=spec
+    )
 
 
 def logits_metric(fn: Callable[[Tensor], Tensor], name: str) -> Metric:

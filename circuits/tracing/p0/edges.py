@@ -11,10 +11,39 @@ from collections.abc import Sequence
 from transformer_lens.model_bridge import TransformerBridge
 
 from circuits.discovery import token_rows
-from circuits.discovery.saved import build_metric
+from circuits.patching.metrics import Metric, p0_attention
 from circuits.tracing.edge_config import EdgeFitConfig
 from circuits.tracing.edge_fit import EdgeFit, EdgeTask, fit_edges
 from circuits.tracing.p0.formation import Formation
+
+
+def text_task(
+    model: TransformerBridge,
+    texts: Sequence[str],
+    kinds: Sequence[str],
+    metric: Metric,
+    n_tokens: int,
+    *,
+    first: int | None,
+) -> EdgeTask:
+    """`texts` (with their `kinds`) as the items of an edge circuit ablated at position 0: token
+    rows cut to `n_tokens`, with token `first` at position 0 when given (the BOS), read by
+    `metric`, which carries its spec (the graph records it, so the circuit can be judged again
+    on other texts)."""
+    if metric.spec is None:
+        raise ValueError(
+            f"metric {metric.name!r} carries no spec, so a saved circuit could not rebuild it; "
+            "build it with circuits.patching (p0_attention, resid_norm, logit_diff) or "
+            "circuits.discovery.build_metric"
+        )
+
+    def rows(items: list[int]):
+        return token_rows(model, [texts[i] for i in items], n_tokens, first=first), [0]
+
+    return EdgeTask(
+        kinds, rows, lambda positions: metric, dict(metric.spec), units="texts",
+        note=f" ({'BOS' if first is not None else 'no BOS'} at P0)", first=first,
+    )  # fmt: skip
 
 
 def edge_circuit(
@@ -32,17 +61,9 @@ def edge_circuit(
     `config.discovery.ablation` (mean: over the text's other positions). `texts` (with their
     `kinds`) are split into fit and held-out texts (`edge_split`) and cut to `config.n_tokens`
     tokens, with token `first` at position 0 when given (the BOS)."""
-    spec = {"metric": "p0_attention", "layers": list(formation.late_layers), "sink_pos": 0}
-    metric = build_metric(spec)
-
-    def rows(items: list[int]):
-        return token_rows(model, [texts[i] for i in items], config.n_tokens, first=first), [0]
-
-    task = EdgeTask(
-        kinds, rows, lambda positions: metric, spec, units="texts",
-        note=f" ({'BOS' if first is not None else 'no BOS'} at P0)", first=first,
-    )  # fmt: skip
+    metric = p0_attention(list(formation.late_layers), 0)
+    task = text_task(model, texts, kinds, metric, config.n_tokens, first=first)
     return fit_edges(model, task, config, progress)
 
 
-__all__ = ["edge_circuit"]
+__all__ = ["edge_circuit", "text_task"]
