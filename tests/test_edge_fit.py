@@ -262,10 +262,11 @@ def test_the_planted_circuit_is_the_smallest_grown_one_meeting_the_rule(planted,
     no smaller grown circuit does, and the curve by kind adds up to the overall curve."""
     model, layers = planted.model, list(planted.sink_layers)
     formation = Formation([1.0] * 4, [1.0] * 4, [1], layers)
-    config = SMALL.with_options(size_rule=rule)
+    config = SMALL.with_options(size_rule=rule, mib_areas=rule == "band_by_kind")
     circuit = edge_circuit(model, P0_TEXTS, KINDS, formation, config, first=None).circuit
     s, by_kind = circuit.summary(), circuit.curve_by_kind
     assert s["size_rule"] == rule and s["size_rule_fired"] == rule and s["reached_on_fit"]
+    assert ("cpr_heldout" in s) == config.discovery.mib_areas  # MIB's areas only when asked
     fit = by_kind.pivot_table(index="top_n", columns="kind", values="faithfulness_fit")
     assert sorted(fit.columns) == sorted(["prose", "code", ALL])
     ok = meets(fit, rule, config.discovery.target, config.discovery.target_band)

@@ -141,6 +141,11 @@ class DiscoveryConfig(Config):
     n_random: int = option(10, "random circuits of the circuit's size for the baseline", low=0)
     n_boot: int = option(1000, "bootstrap resamples of texts for the interval", low=0)
     n_stability: int = option(50, "bootstrap resamples of the fit texts for edge stability", low=0)
+    mib_areas: bool = option(
+        True,
+        "measure MIB's faithfulness at fixed shares of edges (CPR, CMD; 40 more circuits on the "
+        "fit and held-out texts); off saves their time and changes nothing else",
+    )
     n_exact_texts: int = option(
         2, "fit texts on which circuit edges get exact direct effects", low=0
     )

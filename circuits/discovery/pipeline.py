@@ -226,7 +226,9 @@ def discover(
     counts = {"fit": kind_counts(fit_kinds, fit.tokens.shape[0]),
               "heldout": kind_counts(held_kinds, held.tokens.shape[0])}  # fmt: skip
     key = {s: scores.key(s, direction) for s in RankBy}
-    mib = {"fit": _mib(fit, key, empty_fit, cfg), "heldout": _mib(held, key, empty_held, cfg)}
+    mib = {}
+    if cfg.mib_areas:
+        mib = {"fit": _mib(fit, key, empty_fit, cfg), "heldout": _mib(held, key, empty_held, cfg)}
     done("MIB areas")
     f_fit = float(grown["f_fit"][ALL].iloc[hit])
     return EdgeCircuit(
