@@ -264,7 +264,7 @@ def test_text_files_and_errors(tmp_path, tiny):
         split_texts(["a", "b"], 2, 1)
     with pytest.raises(ValueError, match="fewer than n_tokens=40"):
         token_rows(tiny, ["short"], 40)
-    with pytest.raises(ValueError, match="method must be one of eap, eap_ig, eap_ig_inputs, mask"):
+    with pytest.raises(ValueError, match="method must be one of eap, eap_ig, eap_ig_inputs, eap_ig_activ"):
         DiscoveryConfig(method="acdc")
     with pytest.raises(ValueError, match="target must be <= 1"):
         DiscoveryConfig(target=1.5)

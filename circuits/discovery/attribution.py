@@ -114,11 +114,17 @@ def eap(
     `at='corrupted'`, at the fully ablated run (see GRADIENT_AT)."""
     if at not in GRADIENT_AT:
         raise ValueError(f"gradient_at must be one of {', '.join(GRADIENT_AT)}, got {at!r}")
+
+    # Every edge kept: no sender difference is scaled, so the clean run's differences give the
+    # same gradient without a backward pass through them (`EdgeRunner.run`'s clean_senders).
+    def at_clean(r: EdgeRunner) -> Tensor:
+        return _gradient_at(r, full_keep(r.space)[0], clean_senders=True)
+
     if at == "corrupted":
         # The partner texts run, the clean texts are their partners: the score of that runner
         # is (corrupted - clean output) . gradient at the corrupted run.
-        return -chunked(_swapped(runner), lambda r: _gradient_at(r, full_keep(r.space)[0]), batch)
-    return chunked(runner, lambda r: _gradient_at(r, full_keep(r.space)[0]), batch)
+        return -chunked(_swapped(runner), at_clean, batch)
+    return chunked(runner, at_clean, batch)
 
 
 IG_POINTS = {

@@ -41,6 +41,7 @@ class Feed:
         clean = (runner.clean.outputs - runner.clean.ablated)[:, :known].repeat(n_circ, 1, 1, 1)
         self.deltas: list[Tensor] = list(clean.unbind(1))
         self.resid: Tensor | None = None  # the stream entering the current block, ablated positions
+        self.stacked: tuple[int, Tensor] | None = None  # (n, the first n deltas stacked)
 
     def _sparse_sum(self, x: Tensor, w: Tensor) -> Tensor:
         """x [n, rows, pos, d] plus sum_s w[n, row, s] * delta_s over the nonzero w."""
@@ -49,6 +50,15 @@ class Feed:
             i, r = nz[nz[:, 2] == s, :2].unbind(1)  # (row, receiver) pairs, unique
             x[i, r] += w[i, r, s][:, None, None] * self.deltas[s][i].to(x.device).float()
         return x
+
+    def _stack(self, n: int, device) -> Tensor:
+        """The first `n` sender differences stacked [rows, n, pos, d] (float32), built once for
+        the q, k and v inputs of a block (they see the same senders; a sender's difference never
+        changes once made), so the three share one tensor, in the backward pass too."""
+        if self.stacked is None or self.stacked[0] != n or self.stacked[1].device != device:
+            stack = torch.stack([delta.to(device) for delta in self.deltas[:n]], 1).float()
+            self.stacked = (n, stack)
+        return self.stacked[1]
 
     def inputs(self, rows: list[int], resid: Tensor) -> Tensor:
         """Inputs of receivers `rows` [n, len(rows), pos, d] at the ablated positions."""
@@ -66,7 +76,7 @@ class Feed:
             total = sum(delta.to(resid.device).float() for delta in deltas)
             x = (resid.float() - total).unsqueeze(1).repeat(1, len(rows), 1, 1)
             return self._sparse_sum(x, 1 - d).to(resid.dtype)
-        stack = torch.stack([delta.to(resid.device) for delta in deltas], 1).float()
+        stack = self._stack(n, resid.device)
         x = resid.unsqueeze(1) - torch.einsum("nrs,nspd->nrpd", d, stack)
         return x.to(resid.dtype)
 
