@@ -229,7 +229,7 @@ GU_PUBLISHED = (
 SUN_PUBLISHED = (
     ("Llama-2-7B", "layer 2 (= block 1)", "dims 1415 (about -1502) and 2533 (about +2547), on "
      "the first token and the first delimiter", "Sun et al. 2024"),
-    ("Phi-3-mini", "2", "–", "field guide §7 (source's layer count not stated)"),
+    ("Phi-3-mini", "2", "–", "field guide §7; the source's layer count is not stated"),
     ("Mistral-7B", "2", "–", "as above"),
     ("Qwen2.5-7B", "4", "–", "as above"),
     ("Llama-3.1-8B", "6", "–", "as above"),
@@ -257,7 +257,7 @@ def mark(doc: dict, field: str, fmt: str | None = None, default: str = "s") -> s
 def position0(doc: dict) -> str:
     tokens = doc["summary"]["position0"]
     if len(tokens) == 1:
-        return f"`{next(iter(tokens))}` (BOS) in every text"
+        return f"`{next(iter(tokens))}` (BOS) in every text".replace("|", "\\|")  # a table cell
     return f"the text's first token ({len(tokens)} different ones)"
 
 
@@ -333,7 +333,7 @@ def sun_table(docs: dict[str, dict | None]) -> list[str]:
               "texts with one; first block per text (min / median / max)",
               "largest entry there: dim, mean value, site (share of texts)", "2nd largest",
               "largest / median", "P0's largest \\|entry\\| at the last block (/ median)",
-              'first "." alone / first newline alone massive from block']  # fmt: skip
+              'first "." alone / first newline alone massive from block (n/a: never)']  # fmt: skip
     extra = [f"| {name} ({src}) | {layer} | | {entry} | | | | |"
              for name, layer, entry, src in SUN_PUBLISHED]  # fmt: skip
     return table(header, docs, row, extra)
