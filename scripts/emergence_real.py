@@ -1,5 +1,6 @@
 """Issue 37: the phase rule on the installed released models (final weights only, one row each):
-writes docs/emergence/real_models.json and prints a markdown table.
+writes docs/emergence/real-models/ (rows.json, table.md; replaced as a whole) and prints the
+table.
 
     OMP_NUM_THREADS=1 python scripts/emergence_real.py smollm2-135m qwen2.5-0.5b gemma-3-270m
 """
@@ -10,10 +11,10 @@ import sys
 
 import torch
 
-from circuits._io import write_json
+from circuits._io import atomic_folder, write_json
 from circuits.emergence.run_phases import measure_final
 
-OUT = "docs/emergence/real_models.json"
+OUT = "docs/emergence/real-models"
 
 
 def table(rows: list[dict]) -> str:
@@ -39,7 +40,9 @@ def table(rows: list[dict]) -> str:
 def main(keys: list[str]) -> int:
     torch.set_num_threads(1)
     rows = [measure_final(k) for k in keys]
-    write_json(OUT, {"models": rows})
+    with atomic_folder(OUT) as tmp:
+        write_json(tmp / "rows.json", {"models": rows})
+        (tmp / "table.md").write_text(table(rows) + "\n", encoding="utf-8")
     print(table(rows))
     return 0
 
