@@ -63,7 +63,8 @@ SCALES = {"p0_mass_by_layer": (0, 1), "p1_mass_by_layer": (0, 1)}
 
 def _heat(ax, doc: dict, key: str, title: str) -> None:
     data = np.array([r[key] for r in doc["rows"]], dtype=float).T
-    vmin, vmax = SCALES.get(key, (None, None))
+    heads = (0, doc["settings"]["model"]["n_heads"])
+    vmin, vmax = heads if key == "sink_heads_by_layer" else SCALES.get(key, (None, None))
     im = ax.imshow(data, aspect="auto", origin="lower", cmap="viridis", interpolation="nearest",
                    vmin=vmin, vmax=vmax)  # fmt: skip
     steps = [r["step"] for r in doc["rows"]]
@@ -119,7 +120,7 @@ def run_record(doc: dict) -> dict:
         "d_model": settings["model"]["d_model"], "bos": settings["train"]["bos"],
         "lr": settings["train"]["lr"], "weight_decay": settings["train"]["weight_decay"],
         "seed": settings["train"]["seed"], "tokens": last["tokens"],
-        "wall_min": None if log is None else round(log / 60, 1),
+        "wall_min_last_session": None if log is None else round(log / 60, 1),
         "final_loss": round(last["heldout_loss"], 3),
         "gu_final": "{:.3f} [{:.3f}, {:.3f}]".format(*last["gu_rate"]),
         "max_head_alpha0": round(last["max_head_alpha0"], 3),
