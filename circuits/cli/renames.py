@@ -24,6 +24,8 @@ EDGE_FIT = (
     "mask-warm-start", "no-mask-warm-start",
 )  # fmt: skip
 """The discovery settings that took the `--edge-` prefix in p0 and secondary."""
+DISCOVER_ONLY = ("gradient-at", "ig-grid", "kv-inputs", "size-rule", "seed")
+"""Discovery settings that `discover` spelled bare and the tracers never did."""
 TRACERS = ("p0", "secondary")
 SPLIT = "fcc9641"
 """The commit that gave the tracers' edge-circuit settings the `--edge-` prefix."""
@@ -42,12 +44,11 @@ def _edge_renames(commands: tuple[str, ...], since: str, names: tuple[str, ...])
 
 RENAMED: tuple[Rename, ...] = (
     Rename("--tokens", "--n-tokens", ("p0",), "852dbe3"),
+    Rename("--file", "--texts", ("p0",), "8b560b1"),
     Rename("--swap-events", "--n-swap-events", ("secondary",), "852dbe3"),
     Rename("--edge-tokens", "--edge-n-tokens", TRACERS, SPLIT),
     *_edge_renames(TRACERS, SPLIT, ("n-fit", "n-heldout", *EDGE_FIT)),
-    *_edge_renames(
-        ("discover",), ONE_SPELLING, ("n-fit", "n-heldout", *EDGE_FIT, "gradient-at", "seed")
-    ),
+    *_edge_renames(("discover",), ONE_SPELLING, ("n-fit", "n-heldout", *EDGE_FIT, *DISCOVER_ONLY)),
 )
 
 
