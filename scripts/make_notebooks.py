@@ -23,10 +23,11 @@ QUICKSTART = [
     new_code_cell(
         "from IPython.display import HTML\n\n"
         "from circuits import load_model\n"
+        "from circuits.models.identity import model_identity\n"
         "from circuits.report.attention import attention_html, attention_views\n"
         "from circuits.sinks import measure\n\n"
         "model = load_model('smollm2-135m')\n"
-        "model.circuits_info"
+        "model_identity(model)  # what every saved result records about the model"
     ),
     new_markdown_cell(
         "P0 attention mass per layer: attention paid to position 0, mean over heads and over "
@@ -101,42 +102,36 @@ P0 = [
 EDGES = [
     new_markdown_cell(
         "# The P0 sink of SmolLM2-135M, edge by edge, judged on texts the fit never saw\n\n"
-        "1. Every direct connection in the residual stream is an edge: a sender (the token "
+        "`circuits.find_circuit` runs the edge circuit of `circuits p0` in one call:\n\n"
+        "1. The texts (four kinds: English and German prose, Python source, tables) are split "
+        "into fit and held-out texts, stratified by kind, with the CLI's seed: the same split "
+        "as `circuits p0`.\n"
+        "2. Every direct connection in the residual stream is an edge: a sender (the token "
         "embedding, a head, an MLP) writing into a receiver's input (a head's key or value "
-        "input, an MLP's input). Edges are ablated at position 0 only: the sender's output "
-        "there is replaced by its mean over the text's other positions.\n"
-        "2. EAP-IG scores every edge by how much the late P0 attention needs it.\n"
-        "3. The circuit grows by score until it keeps 80% of the sink on the fit texts "
-        "(faithfulness); the whole curve is shown.\n"
-        "4. The circuit is judged on held-out texts and on a third set of texts, against random "
-        "circuits of the same size.\n\n"
-        "Small settings (6 + 6 texts of 32 tokens) keep this notebook to a few minutes; "
-        "`circuits p0` uses 16 + 16 texts of 64 tokens."
+        "input, an MLP's input). Edges are ablated at position 0 only (the BOS): the sender's "
+        "output there is replaced by its mean over the text's other positions.\n"
+        "3. EAP-IG scores every edge by how much the late P0 attention (the layers after the "
+        "P0 state's last jump) needs it; the circuit grows by score and the size rule picks "
+        "one size (its summary says which rule fired); the whole curve is shown.\n"
+        "4. The circuit is judged on the held-out texts (also per kind) and on a third set of "
+        "texts, against random circuits of the same size.\n\n"
+        "`quick=True` takes the settings of `circuits p0 --quick` (6 + 6 texts of 32 tokens, "
+        "3 IG steps: a rough circuit, a few minutes on 2 cores); without it, the defaults "
+        "(16 + 16 texts of 64 tokens)."
     ),
     new_code_cell(
         "%matplotlib inline\n"
-        "from circuits import load_model\n"
-        "from circuits.discovery import (DEFAULT_TEXTS, DiscoveryConfig, circuit_graph, discover,\n"
-        "                                judge_saved, read_texts, split_texts, token_rows)\n"
-        "from circuits.discovery.saved import build_metric\n"
-        "from circuits.report.draw import draw_circuit\n"
-        "from circuits.tracing.figures import faithfulness_figure\n\n"
-        "model = load_model('smollm2-135m')\n"
-        "texts = read_texts(DEFAULT_TEXTS)\n"
-        "fit, held = split_texts(texts, 6, 6, seed=0)\n"
-        "unseen = [t for t in texts if t not in fit + held][:6]\n"
-        "bos = model.tokenizer.bos_token_id\n"
-        "fit_tokens = token_rows(model, fit, 32, first=bos)\n"
-        "held_tokens = token_rows(model, held, 32, first=bos)\n"
-        "# The sink: P0 attention over layers 12-29 (after the P0 state's last jump, block 11).\n"
-        "spec = {'metric': 'p0_attention', 'layers': list(range(12, 30)), 'sink_pos': 0}\n"
-        "metric = build_metric(spec)"
+        "import circuits\n\n"
+        "model = circuits.load_model('smollm2-135m')\n"
+        "circuit = circuits.find_circuit(model, circuits.DEFAULT_TEXTS, quick=True, "
+        "progress=False)\n"
+        "circuit  # its summary; circuit.summary() is the same as a dict"
     ),
-    new_code_cell(
-        "config = DiscoveryConfig(n_curve=8, n_stability=10)\n"
-        "circuit = discover(model, fit_tokens, held_tokens, metric, positions=[0], config=config)\n"
-        "circuit.summary()"
+    new_markdown_cell(
+        "The held-out judgement per kind of text (a kind with one held-out text has no "
+        "interval to speak of: `n_texts` says how many)."
     ),
+    new_code_cell("circuit.by_kind.round(3)"),
     new_markdown_cell(
         "The circuit's edges, one sign for both columns (negative: the edge supports the sink, "
         "removing it lowers the late P0 attention; `role` says it in words): `direct_effect` is "
@@ -144,30 +139,40 @@ EDGES = [
         "`estimated_effect` EAP-IG's estimate of the same (minus its score); `stability` the "
         "share of bootstrap resamples keeping the edge."
     ),
-    new_code_cell("circuit.edges_frame().head(15).round(4)"),
-    new_code_cell("faithfulness_figure(circuit, 'smollm2-135m')"),
+    new_code_cell("circuit.edges.edges_frame().head(15).round(4)"),
     new_code_cell(
-        "graph = circuit_graph(circuit, model, data='6 + 6 reference texts x 32 tokens', "
-        "metric_spec=spec, first_token=bos)\n"
+        "from circuits.tracing.figures import faithfulness_figure\n\n"
+        "faithfulness_figure(circuit.edges, 'smollm2-135m')"
+    ),
+    new_code_cell(
         "# The drawing shows the strongest edges only (its caption says how many of how many).\n"
-        "draw_circuit(graph, title='P0-sink edge circuit: smollm2-135m')"
+        "circuit.draw(title='P0-sink edge circuit: smollm2-135m')"
     ),
     new_markdown_cell(
-        "The saved graph carries its metric, ablation and token length, so it can be judged on "
-        "any texts (`circuits faithfulness CIRCUIT --texts PATH` does the same)."
+        "The graph carries its metric, ablation, first token and token length, so the circuit "
+        "can be judged on any texts (`circuit.save(path)`, then `circuits faithfulness CIRCUIT "
+        "--texts PATH`, does the same from the command line). Here: eight texts that were "
+        "neither fit nor held-out texts."
     ),
-    new_code_cell("judge_saved(model, graph, unseen, n_random=5)"),
+    new_code_cell(
+        "texts, kinds = circuits.read_kinded_texts(circuits.DEFAULT_TEXTS)\n"
+        "seen = set(circuit.fit_items + circuit.heldout_items)\n"
+        "unseen = [t for i, t in enumerate(texts) if i not in seen][:8]\n"
+        "circuit.judge(unseen)"
+    ),
 ]
 
 CLAIMS = [
     new_markdown_cell(
         "# The seeds' mechanism claims as measured rows\n\n"
-        "Each claim of Peng et al. (the P0 circuit), Wong et al. (secondary sinks) and Ran-Milo "
-        "(trigger task) is one row: the paper's wording, what was measured, the number with an "
-        "interval over texts, the named threshold that decides, and a verdict (holds / does not "
-        "hold / not applicable). Here live, on the planted P0 model (a tiny Llama whose head "
-        "L0.H0 singles out P0 and whose MLP 1 amplifies it); then the saved table of SmolLM2-135M "
-        "when `docs/claims/smollm2-135m` holds one."
+        "Each claim of Peng et al. (seed 001: the P0 circuit), Wong et al. (secondary sinks) "
+        "and Ran-Milo (trigger task) is one row: the paper's wording, what was measured, the "
+        "number with its interval over the n items behind it (texts, sink tokens, sequences), "
+        "the named threshold that decides, and a verdict in four states: holds, does not hold, "
+        "undecided (the interval straddles the threshold), not applicable (the premise is absent, "
+        "or n < `circuits.stats.MIN_N`). Each paper's rows are counted apart. Here live, on the "
+        "planted P0 model (a tiny Llama whose head L0.H0 singles out P0 and whose MLP 1 amplifies "
+        "it); then the saved table of SmolLM2-135M when `docs/claims/smollm2-135m` holds one."
     ),
     new_code_cell(
         "from pathlib import Path\n\n"
@@ -179,14 +184,17 @@ CLAIMS = [
         "pd.set_option('display.max_colwidth', 120)\n"
         "planted = planted_p0_model(amplify=10)\n"
         "result = claims(planted.model, list(P0_TEXTS), ClaimsConfig(n_texts=8, n_tokens=24))\n"
-        "result.frame()[['claim', 'value', 'low', 'high', 'threshold', 'threshold_value', "
+        "print(result.table.by_paper())\n"
+        "result.frame()[['claim', 'value', 'low', 'high', 'n', 'threshold', 'threshold_value', "
         "'verdict']]"
     ),
     new_markdown_cell(
-        "The built-in mechanism holds; `same_across_first_tokens` does not, and that is right: "
-        "the planted head copies the first token's identity, so its P0 output differs from its "
-        "output elsewhere by norm for every first token but points another way for each. The "
-        "`detail` column says which components decided each row."
+        "The built-in mechanism holds, in block 1 (`location.first_two_blocks`, seed 001's "
+        "literal claim); `same_across_first_tokens` does not, and that is right: the planted head "
+        "copies the first token's identity, so its P0 output differs from its output elsewhere by "
+        "norm for every first token but points another way for each. The two rows across texts "
+        "are not applicable: with a BOS token at P0 they are 1 by construction. The `detail` "
+        "column says which components decided each row, and why a row is not applicable."
     ),
     new_code_cell("result.frame()[['claim', 'detail']]"),
     new_markdown_cell(
@@ -220,14 +228,18 @@ CLAIMS_SAVED = [
     ),
     new_markdown_cell(
         "Every saved model table side by side (`circuits.claims.compare`): the verdict and the "
-        'number it read. `n/a` is "not applicable": the premise is absent (e.g. no secondary '
-        "sinks), and the model's `claims.md` says which."
+        'number it read, with its interval and n. `n/a` is "not applicable": the premise is '
+        "absent (e.g. no secondary sinks) or n is below the minimum, and the model's `claims.md` "
+        "says which. Then, per paper, how many rows hold, do not hold, are undecided or not "
+        "applicable in each model."
     ),
     new_code_cell(
-        "from circuits.claims.compare import markdown, read_claims, side_by_side\n\n"
+        "from circuits.claims.compare import markdown, paper_counts, read_claims, side_by_side\n\n"
         "folders = sorted(p for p in saved.parent.iterdir() if (p / 'summary.json').is_file() "
         "and p.name != 'trigger-task')\n"
-        "display(Markdown(markdown(side_by_side({p.name: read_claims(p) for p in folders}))))"
+        "tables = {p.name: read_claims(p) for p in folders}\n"
+        "display(Markdown(markdown(side_by_side(tables))))\n"
+        "display(Markdown(markdown(paper_counts(tables))))"
     ),
 ]
 
@@ -237,62 +249,62 @@ EMERGENCE = [
         "# Emergence of the P0 sink over training\n\n"
         "Seed 001 (Peng et al.) says that during pre-training the P0-sink mechanism first appears "
         "in middle layers, is briefly tried at position 1, and finally settles in the first two "
-        "blocks. `circuits train-lm` trains small byte-level Llamas on the Python standard "
-        "library's source with log-spaced checkpoints, and `circuits emergence` measures every "
-        "checkpoint the same way. Training takes tens of minutes, so this notebook reads the "
-        "committed series (`docs/emergence/`, regenerated by the commands in its README) and "
-        "redraws them with the library."
+        "blocks. Issue 37 trained 8-layer byte-level Llamas on corpora where heads often have "
+        "nothing to read (back-copy letters, back-copy mixed with the standard library's source), "
+        "with and without `<bos>`, and judged every checkpoint by a phase rule fixed before the "
+        "runs (`docs/emergence/PLAN.md`, `circuits.emergence.phase_rule`). Training takes most "
+        "of an hour a run on one core, so this notebook reads the committed measurements "
+        "(`docs/emergence/sinks-8l/`), then runs the same rule on a tiny model trained here in "
+        "seconds."
     ),
     new_code_cell(
         "from pathlib import Path\n\n"
-        "import circuits\n"
-        "from circuits.emergence import load_result\n\n"
+        "import pandas as pd\n\n"
+        "import circuits\n\n"
         "docs = Path(circuits.__file__).parent.parent / 'docs' / 'emergence'\n"
-        "results = {p.name: load_result(p) for p in sorted(docs.iterdir()) "
-        "if (p / 'rows.json').is_file()}\n"
-        "list(results)"
+        "runs = pd.read_csv(docs / 'sinks-8l' / 'runs.csv')\n"
+        "runs[['run', 'bos', 'tokens', 'final_loss', 'gu_final', 'formation_step', "
+        "'layers_first', 'layers_last', 'position_1_phase', 'mid_layer_first_state', "
+        "'final_first_two_state', 'convergence']]"
     ),
     new_markdown_cell(
-        "One row per checkpoint: the held-out loss, the P0 mass (attention to position 0, mean "
-        "over every head and query i >= 1, 64-token held-out windows), Gu et al.'s sink rate "
-        "(eps 0.3), the most-attended position, the block after which the P0 state is massive "
-        "(norm > 10x the median of the other positions), the P0 tracer's formation blocks, the "
-        "node-level circuit, and the phase by the stated rule (`circuits.emergence.phase`)."
+        "Per run: Gu et al.'s Sink^0.3 rate at position 0 and at position 1 with 95 % intervals "
+        "over the 32 held-out windows (dotted: the rule's thresholds 0.18 and 0.1), the loss, and "
+        "layer x step maps of the P0 and position-1 attention mass, the sink heads per layer, the "
+        "P0 norm ratio per block and the most-attended position."
     ),
     new_code_cell(
-        "cols = ['step', 'heldout_loss', 'p0_mass', 'p0_mass_max_head', 'sink_rate', "
-        "'sink_position', 'norm_position', 'p0_norm_ratio_max', 'massive_layer', 'jump_layers', "
-        "'circuit_mlps', 'phase']\n"
-        "for name, result in results.items():\n"
-        "    print(result.text())\n"
-        "    display(result.table()[cols].round(3))"
-    ),
-    new_markdown_cell(
-        "The figures: loss; P0 mass, strongest head, sink rate and position-1 mass (the dotted "
-        "line is the rule's sink threshold); the P0 norm ratio per layer (colour) with the block "
-        "after which it is massive; the sink position; and the layers of the node and edge "
-        "circuits. The background colour is each checkpoint's phase."
-    ),
-    new_code_cell(
-        "import io\n\n"
         "from IPython.display import Image\n\n"
-        "for name, result in results.items():\n"
-        "    for run, fig in result.figures().items():\n"
-        "        png = io.BytesIO()\n"
-        "        fig.savefig(png, format='png', dpi=70)\n"
-        "        display(Image(png.getvalue()))"
+        "for png in sorted((docs / 'sinks-8l').glob('*/phases.png')):\n"
+        "    display(Image(filename=png))"
+    ),
+    new_markdown_cell("The same rule on the released models (final weights only, one row each)."),
+    new_code_cell(
+        "from IPython.display import Markdown\n\n"
+        "Markdown((docs / 'real-models' / 'table.md').read_text())"
     ),
     new_markdown_cell(
-        "What the series show (docs/emergence/README.md has the verdict): on the standard "
-        "library (`llama-*`) no checkpoint reaches the sink threshold, so every phase is "
-        "`no sink`; what forms is the P0 state's norm lead (about 3x, not massive), made in the "
-        "first two blocks and settled there, while the attention to P0 stays near uniform in "
-        "4,000 steps. Run 7x longer (`llama-4l-d64-50k`, 59 M tokens), heads of layers 0-1 pass "
-        "Gu et al.'s eps (sink rate 0.31, strongest head 0.44) while the all-head P0 mass (0.19) "
-        "stays below the rule's 0.3. On "
-        "the back-copy corpus (`backcopy-1l-d32`) the one head's P0 mass jumps from uniform "
-        "(0.10) to a sink (0.62 at step 249, 0.88 at the end) in the same interval in which the "
-        "copy is learned: the attention half of the mechanism, without a massive state."
+        "The rule on a series made here: a tiny Llama trained for 120 steps on the back-copy "
+        "corpus with a checkpoint every 10 % of the schedule, each checkpoint measured, the run "
+        "judged (too short for a sink: every prediction is `not testable at this scale`)."
+    ),
+    new_code_cell(
+        "import tempfile\n\n"
+        "from circuits.emergence import measure_run\n"
+        "from circuits.training import LMConfig, TrainConfig, named_corpus, train_lm\n\n"
+        "corpus = named_corpus('backcopy')\n"
+        "run = train_lm(Path(tempfile.mkdtemp()) / 'tiny', "
+        "LMConfig(n_layers=3, d_model=32, n_heads=2, d_mlp=64, n_ctx=32), "
+        "TrainConfig(steps=120, batch_size=8, checkpoint_every=0.1, n_checkpoints=4, "
+        "eval_windows=8), corpus, progress=False)\n"
+        "doc = measure_run(run, corpus, progress=False)\n"
+        "print([(r['step'], round(r['gu_rate'][0], 3), p) for r, p in "
+        "zip(doc['rows'], doc['summary']['phases'])])\n"
+        "doc['summary']['verdicts']"
+    ),
+    new_markdown_cell(
+        "What the runs show: see `docs/emergence/README.md` (the verdict per model and seed, "
+        "with Gu et al.'s numbers beside them)."
     ),
 ]
 
