@@ -1,7 +1,7 @@
 """The method table of issue 20: each edge-scoring method of the registry (eap; eap_ig over the
 edge coefficients; eap_ig_inputs over the input; mask) on the P0-sink circuit of one model,
 with the settings of `circuits p0` (16 fit + 16 held-out texts x 64 tokens split with seed 0,
-edges ablated at position 0 with the mean over the text's other positions, the late P0
+stratified by kind as the CLI splits them, edges ablated at position 0 with the mean over the text's other positions, the late P0
 attention of the saved P0 run as the metric).
 
 Per method, in its own forked process (so that its peak memory is its own): the circuit at the
@@ -27,10 +27,11 @@ import networkx as nx
 import torch
 
 from circuits._io import json_records, write_json
-from circuits.discovery import DEFAULT_TEXTS, DiscoveryConfig, discover, read_texts, split_texts
+from circuits.circuit import p0_token
+from circuits.discovery import DEFAULT_TEXTS, DiscoveryConfig, discover
 from circuits.discovery.methods import METHODS
 from circuits.discovery.saved import build_metric
-from circuits.discovery.texts import token_rows
+from circuits.discovery.texts import read_kinded_texts, split_indices, token_rows
 
 DOCS = Path(__file__).resolve().parents[1] / "docs" / "p0"
 OUT = DOCS / "methods"
@@ -46,20 +47,21 @@ def _peak_rss_gb() -> float:
 
 
 def _inputs(model_key: str, texts_file: str):
+    """The model, the saved run's metric spec, the fit and held-out token rows (the CLI's
+    split, stratified by kind; the BOS at P0 when the model prepends one) and their kinds."""
     from circuits.models import load_model
 
     saved = nx.read_graphml(DOCS / model_key / "circuit.graphml").graph
     spec = json.loads(saved["metric_spec"])
     model = load_model(model_key)
-    info = model.circuits_info
-    first = model.tokenizer.bos_token_id if info.prepend_bos else None
-    fit, held = split_texts(read_texts(texts_file), N_FIT, N_HELDOUT, SEED)
-    return (
-        model,
-        spec,
-        token_rows(model, fit, N_TOKENS, first=first),
-        token_rows(model, held, N_TOKENS, first=first),
-    )
+    first = p0_token(model)
+    texts, kinds = read_kinded_texts(texts_file)
+    fit, held = split_indices(kinds, N_FIT, N_HELDOUT, SEED)
+
+    def rows(items: list[int]):
+        return token_rows(model, [texts[i] for i in items], N_TOKENS, first=first)
+
+    return model, spec, rows(fit), rows(held), ([kinds[i] for i in fit], [kinds[i] for i in held])
 
 
 def run_method(
@@ -67,7 +69,7 @@ def run_method(
 ) -> dict:
     """One method's row (run in a child process)."""
     torch.manual_seed(SEED)
-    model, spec, fit, held = _inputs(model_key, texts_file)
+    model, spec, fit, held, kinds = _inputs(model_key, texts_file)
     cfg = DiscoveryConfig(method=method, n_exact_texts=0, seed=SEED).with_option_strings(options)
     start = time.perf_counter()
     folder = None
@@ -75,7 +77,7 @@ def run_method(
         folder = Path(checkpoint) / f"{model_key}-{method}"
         folder.mkdir(parents=True, exist_ok=True)
     c = discover(model, fit, held, build_metric(spec), positions=[0], config=cfg,
-                 progress=True, checkpoint=folder)  # fmt: skip
+                 progress=True, checkpoint=folder, kinds=kinds)  # fmt: skip
     wall = time.perf_counter() - start
     return {
         "method": method,
