@@ -89,9 +89,23 @@ def stage2(family: str) -> list[dict]:
     return seeds + others + levers
 
 
+LONG_STEPS = 12_000
+STAGE3 = (("stdlib-bos", ("weight_decay", 0.5)), ("stdlib-bos", None),
+          ("backcopy-bos", ("weight_decay", 0.5)))  # fmt: skip
+"""Stage 3 (added at 21:40 UTC, after stages 1's three runs had formed no sink, before any of
+stage 2's lever runs was measured): 3x the steps (12,000, 12.3 M tokens) on the standard
+library at weight decay 0.5 (Gu et al.'s strongest lever) and 0.1, then back-copy at 0.5;
+same model, rule and other settings."""
+
+
+def stage3() -> list[dict]:
+    return [{"name": run_name(f, 0, lv).replace("-s0", "-12k-s0"), "family": f, "seed": 0,
+             "lever": lv, "steps": LONG_STEPS} for f, lv in STAGE3]  # fmt: skip
+
+
 def configs(run: dict) -> tuple[str, LMConfig, TrainConfig]:
     corpus, bos = FAMILIES[run["family"]]
-    train = replace(TRAIN, seed=run["seed"], bos=bos)
+    train = replace(TRAIN, seed=run["seed"], bos=bos, steps=run.get("steps", TRAIN.steps))
     if run["lever"]:
         train = replace(train, **{run["lever"][0]: run["lever"][1]})
     return corpus, LM, train
@@ -135,7 +149,10 @@ def queue(root: Path, deadline) -> None:
         print("[queue] stage 1 incomplete: no stage 2", flush=True)
         return
     print(f"[queue] stage 2 family: {family}", flush=True)
-    for run in stage2(family):
+    stage2_runs = stage2(family)
+    second_seed = [r for r in stage2_runs if r["lever"] and r["seed"] == 1]
+    first = [r for r in stage2_runs if r not in second_seed]
+    for run in first + stage3() + second_seed:
         do_run(root, run, pace, deadline)
     print("[queue] finished", flush=True)
 
@@ -153,7 +170,7 @@ def main(argv: list[str] | None = None) -> int:
     )
     if args.action == "plan":
         family = chosen_family(args.root)
-        runs = stage1() + (stage2(family) if family else [])
+        runs = stage1() + (stage2(family) + stage3() if family else [])  # queue: see queue()
         for run in runs:
             print(run["name"], configs(run)[0], configs(run)[2].to_dict(), sep="  ")
         return 0
