@@ -7,7 +7,6 @@ from __future__ import annotations
 
 import argparse
 import re
-from importlib.metadata import PackageNotFoundError, version
 from pathlib import Path
 
 DEVICE = re.compile(r"(cpu|cuda|mps)(:\d+)?")
@@ -55,6 +54,8 @@ def check_model(text: str | None) -> None:
 
 
 def _torch_build() -> str:
+    from importlib.metadata import PackageNotFoundError, version
+
     try:
         return version("torch")
     except PackageNotFoundError:
