@@ -18,10 +18,12 @@ import socket
 import tempfile
 from collections.abc import Iterator
 from pathlib import Path
-from typing import IO
+from typing import IO, TYPE_CHECKING
 
 import numpy as np
-import pandas as pd
+
+if TYPE_CHECKING:  # pandas is heavy to import; frames are only passed through here
+    import pandas as pd
 
 from circuits.provenance import check_schema_version, code_identity, finished, schema_stamp
 
