@@ -1,10 +1,12 @@
 """Issue 37: the compact tables and figures of the measured runs (`scripts/emergence_runs.py`
 wrote `ROOT/<run>/phases.json`), for docs/emergence/.
 
-    python scripts/emergence_report.py --root runs/e37 --out docs/emergence/sinks-8l
+    python scripts/emergence_report.py --root runs/e37 --out docs/emergence/sinks-8l \
+        --real docs/emergence/real-models/rows.json
 
 Writes, replaced as a whole: `runs.md` (one row a run: shape, tokens, wall time, final loss,
-Gu's rate, formation, locations, the verdicts), `runs.csv`, and per run `<run>/checkpoints.csv`
+Gu's rate, formation, locations, the verdicts), `runs.csv`, `claims.md` (seed 001's
+predictions, a column per run and per released model of `--real`), and per run `<run>/checkpoints.csv`
 (one row a checkpoint), `<run>/maps.csv` (layer x step: P0 and position-1 mass, sink heads,
 most-attended position; block x step: P0 norm ratio), `<run>/summary.json` and
 `<run>/phases.png`.
@@ -111,16 +113,24 @@ def _layers(at: dict | None) -> str:
     return f"jump {at['jump_block']}, onset {at['onset_layer']}"
 
 
-def run_record(doc: dict) -> dict:
+def wall_minutes(run: Path) -> float | None:
+    """Minutes from the step-0 checkpoint to the last one being written (a killed and resumed
+    run's gap included)."""
+    folders = sorted((run / "checkpoints").glob("step_*"))
+    if len(folders) < 2:
+        return None
+    return round((folders[-1].stat().st_mtime - folders[0].stat().st_mtime) / 60, 1)
+
+
+def run_record(doc: dict, root: Path) -> dict:
     s, settings = doc["summary"], doc["settings"]
     last = doc["rows"][-1]
-    log = doc.get("train_seconds_this_session")
     return {
         "run": doc["run"], "layers": settings["model"]["n_layers"],
         "d_model": settings["model"]["d_model"], "bos": settings["train"]["bos"],
         "lr": settings["train"]["lr"], "weight_decay": settings["train"]["weight_decay"],
         "seed": settings["train"]["seed"], "tokens": last["tokens"],
-        "wall_min_last_session": None if log is None else round(log / 60, 1),
+        "wall_min": wall_minutes(root / doc["run"]),
         "final_loss": round(last["heldout_loss"], 3),
         "gu_final": "{:.3f} [{:.3f}, {:.3f}]".format(*last["gu_rate"]),
         "max_head_alpha0": round(last["max_head_alpha0"], 3),
@@ -142,14 +152,50 @@ def markdown(frame: pd.DataFrame) -> str:
     return "\n".join(lines) + "\n"
 
 
-def write_report(root: Path, out: Path) -> pd.DataFrame:
+PREDICTIONS = {
+    "mid_layer_first_state": "1. first appears in middle layers (P0 norm jump block at formation)",
+    "position_1_phase": "2. a position-1 phase (>= 10 % of heads sink on position 1)",
+    "final_first_two_state": "3. settles in the first two blocks (jump block, last 3 checkpoints)",
+    "convergence": "settled coincides with the loss plateau",
+    "mid_layer_first_attention": "1'. (attention reading) lowest sink-head layer in the middle",
+    "final_first_two_attention": "3'. (attention reading) lowest sink-head layer in blocks 0-1",
+}
+
+
+def real_verdicts(real: dict) -> dict[str, str]:
+    """A released model's final weights: only the final location can be read (one checkpoint)."""
+    from circuits.emergence.config import PhaseRuleConfig
+    from circuits.emergence.phase_rule import EARLY, FAILS, HOLDS, has_sink
+
+    formed = has_sink(real["row"], PhaseRuleConfig())
+    out = dict.fromkeys(PREDICTIONS, "not testable (final weights only)")
+    for key, place in (("final_first_two_state", real["place_state"]),
+                       ("final_first_two_attention", real["place_attention"])):  # fmt: skip
+        if formed and place is not None:
+            out[key] = HOLDS if place == EARLY else FAILS
+    return out
+
+
+def claims_markdown(frame: pd.DataFrame, real: list[dict]) -> str:
+    """Seed 001's predictions, one row each, a column per run and per released model."""
+    cols = {r["run"]: r for r in frame.to_dict(orient="records")}
+    cols |= {m["model"]: real_verdicts(m) for m in real}
+    lines = ["| prediction | " + " | ".join(cols) + " |", "|" + "---|" * (len(cols) + 1)]
+    for key, text in PREDICTIONS.items():
+        lines.append(f"| {text} | " + " | ".join(str(c[key]) for c in cols.values()) + " |")
+    return "\n".join(lines) + "\n"
+
+
+def write_report(root: Path, out: Path, real: Path | None = None) -> pd.DataFrame:
     docs = [json.loads(p.read_text(encoding="utf-8")) for p in sorted(root.glob("*/phases.json"))]
     if not docs:
         raise ValueError(f"no */phases.json under {root}: run scripts/emergence_runs.py first")
-    frame = pd.DataFrame([run_record(d) for d in docs])
+    frame = pd.DataFrame([run_record(d, root) for d in docs])
     with atomic_folder(out) as tmp:
         write_csv(tmp / "runs.csv", frame)
         (tmp / "runs.md").write_text(markdown(frame), encoding="utf-8")
+        models = json.loads(real.read_text(encoding="utf-8"))["models"] if real else []
+        (tmp / "claims.md").write_text(claims_markdown(frame, models), encoding="utf-8")
         for doc in docs:
             folder = tmp / doc["run"]
             folder.mkdir()
@@ -167,8 +213,9 @@ def main(argv: list[str] | None = None) -> int:
     p = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     p.add_argument("--root", type=Path, required=True)
     p.add_argument("--out", type=Path, required=True)
+    p.add_argument("--real", type=Path, help="rows.json of scripts/emergence_real.py")
     args = p.parse_args(argv)
-    print(markdown(write_report(args.root, args.out)))
+    print(markdown(write_report(args.root, args.out, args.real)))
     return 0
 
 
