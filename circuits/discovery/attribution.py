@@ -80,19 +80,52 @@ def _gradient_at(
     """d metric / d c_e per text at keep-coefficients `keep` (`EdgeRunner.run`'s
     `clean_senders`: sender differences of the clean run instead of the current one; `hooks`:
     further forward hooks of the run)."""
+    if clean_senders:
+        return _gradient_at_inputs(runner, keep, hooks)
     sp = runner.space
     n_batch = runner.tokens.shape[0]
     coef = runner.coefficients(keep[None]).repeat(n_batch, 1, 1)
     coef.requires_grad_(True)
     with torch.enable_grad():
         values = runner.run(keep[None], per_row=coef, clean_senders=clean_senders, hooks=hooks)
-        if not values.requires_grad:
-            raise ValueError(
-                f"metric {runner.metric.name!r} is not differentiable (its value carries no "
-                "gradient): score edges with method='exact' instead"
-            )
+        _check_differentiable(runner, values)
         (grad,) = torch.autograd.grad(values.sum(), coef)
     return grad[:, sp.edges[:, 0], sp.edges[:, 1]]
+
+
+def _check_differentiable(runner: EdgeRunner, values: Tensor) -> None:
+    if not values.requires_grad:
+        raise ValueError(
+            f"metric {runner.metric.name!r} is not differentiable (its value carries no "
+            "gradient): score edges with method='exact' instead"
+        )
+
+
+def _gradient_at_inputs(
+    runner: EdgeRunner, keep: Float[Tensor, " edge"], hooks: tuple
+) -> Float[Tensor, "batch edge"]:
+    """`_gradient_at` with clean senders, from the gradient at each receiver's input: with the
+    differences delta_s fixed, d metric / d c[r, s] = (d metric / d x_r) . delta_s, so one
+    backward pass to the receivers' inputs and one product with the clean differences give
+    every edge's gradient (no gradient through the coefficients' own products; as EAP-IG's
+    code scores edges)."""
+    sp = runner.space
+    n_batch = runner.tokens.shape[0]
+    coef = runner.coefficients(keep[None]).repeat(n_batch, 1, 1)
+    probes: list = []
+    with torch.enable_grad():
+        values = runner.run(keep[None], per_row=coef, clean_senders=True, hooks=hooks,
+                            probes=probes)  # fmt: skip
+        _check_differentiable(runner, values)
+        grads = torch.autograd.grad(values.sum(), [p for _, p in probes], allow_unused=True)
+    deltas = (runner.clean.outputs - runner.clean.ablated).float()
+    out = torch.zeros(n_batch, len(sp.receivers), len(sp.senders))
+    for (rows, _), g in zip(probes, grads, strict=True):
+        if g is not None:
+            n = sp.n_senders[rows[0]]
+            got = torch.einsum("nrpd,nspd->nrs", g.to(deltas.device), deltas[:, :n])
+            out[:, rows, :n] = got.to(out.device)
+    return out[:, sp.edges[:, 0], sp.edges[:, 1]]
 
 
 def _swapped(runner: EdgeRunner) -> EdgeRunner:

@@ -28,10 +28,19 @@ class Feed:
     forward hooks that feed receiver r x_r = resid - sum_s drop[r, s] * delta_s at the ablated
     positions (drop = 1 - coef), and the sender differences delta_s = out_s - ablated_s they
     collect as the run goes [rows, pos, d]. Senders before block `start` wrote what they wrote
-    in the clean run; with `clean_senders` every sender's difference is the clean run's."""
+    in the clean run; with `clean_senders` every sender's difference is the clean run's. With
+    `probes` (a list) each receiver group's input gets a zero tensor added that gradients can be
+    taken at, appended as (rows, probe): d metric / d coef[r, s] is then that gradient . delta_s
+    (clean senders), so the coefficients need no gradient of their own."""
 
     def __init__(
-        self, runner: EdgeRunner, coef: Tensor, n_circ: int, start: int, clean_senders: bool
+        self,
+        runner: EdgeRunner,
+        coef: Tensor,
+        n_circ: int,
+        start: int,
+        clean_senders: bool,
+        probes: list | None = None,
     ) -> None:
         sp = self.space = runner.space
         self.model, self.coef, self.drop = runner.model, coef, 1 - coef
@@ -42,6 +51,7 @@ class Feed:
         self.deltas: list[Tensor] = list(clean.unbind(1))
         self.resid: Tensor | None = None  # the stream entering the current block, ablated positions
         self.stacked: tuple[int, Tensor] | None = None  # (n, the first n deltas stacked)
+        self.probes = probes
 
     def _sparse_sum(self, x: Tensor, w: Tensor) -> Tensor:
         """x [n, rows, pos, d] plus sum_s w[n, row, s] * delta_s over the nonzero w."""
@@ -54,16 +64,30 @@ class Feed:
     def _stack(self, n: int, device) -> Tensor:
         """The first `n` sender differences stacked [rows, n, pos, d] (float32), built once for
         the q, k and v inputs of a block (they see the same senders; a sender's difference never
-        changes once made), so the three share one tensor, in the backward pass too."""
+        changes once made) in a run without gradients."""
         if self.stacked is None or self.stacked[0] != n or self.stacked[1].device != device:
             stack = torch.stack([delta.to(device) for delta in self.deltas[:n]], 1).float()
             self.stacked = (n, stack)
         return self.stacked[1]
 
+    def _probed(self, rows: list[int], resid: Tensor, d: Tensor) -> Tensor:
+        """The inputs with a probe added (`probes`); only the senders some coefficient scales
+        (d != 0) are summed."""
+        x = resid.float().unsqueeze(1).expand(-1, len(rows), -1, -1)
+        cols = d.ne(0).any(1).any(0).nonzero().flatten().tolist()
+        if cols:
+            stack = torch.stack([self.deltas[s].to(resid.device) for s in cols], 1).float()
+            x = x - torch.einsum("nrs,nspd->nrpd", d[:, :, cols], stack)
+        probe = torch.zeros(x.shape, device=x.device, requires_grad=True)
+        self.probes.append((rows, probe))
+        return (x + probe).to(resid.dtype)
+
     def inputs(self, rows: list[int], resid: Tensor) -> Tensor:
         """Inputs of receivers `rows` [n, len(rows), pos, d] at the ablated positions."""
         n, grad = self.space.n_senders[rows[0]], self.coef.requires_grad
         d = self.drop[:, rows, :n].to(resid.device)
+        if self.probes is not None:
+            return self._probed(rows, resid, d)
         deltas = self.deltas[:n]
         # Summed in float32, handed back in the model's dtype (bfloat16 / float16 models).
         # Every sender's difference moves to the receiving block's device. Without gradients
@@ -76,7 +100,10 @@ class Feed:
             total = sum(delta.to(resid.device).float() for delta in deltas)
             x = (resid.float() - total).unsqueeze(1).repeat(1, len(rows), 1, 1)
             return self._sparse_sum(x, 1 - d).to(resid.dtype)
-        stack = self._stack(n, resid.device)
+        # With gradients a fresh stack per group: a shared one sums its gradients in another
+        # order (1e-8 apart), which the mask's training amplifies (the planted test's circuit).
+        stack = torch.stack([t.to(resid.device) for t in deltas], 1).float() if grad else None
+        stack = self._stack(n, resid.device) if stack is None else stack
         x = resid.unsqueeze(1) - torch.einsum("nrs,nspd->nrpd", d, stack)
         return x.to(resid.dtype)
 

@@ -251,6 +251,7 @@ class EdgeRunner:
         start: int = 0,
         clean_senders: bool = False,
         hooks: Sequence[tuple] = (),
+        probes: list | None = None,
     ) -> Float[Tensor, "circuit batch"]:
         """The metric per circuit and prompt [circuit, batch] with edges kept per `keep`.
 
@@ -262,12 +263,14 @@ class EdgeRunner:
         current run's. Where all edges out of a sender are kept nothing changes, and there
         d metric / d c[r, s] = (clean - ablated output of s) . d metric / d x_r: what the
         input-path EAP-IG integrates (`attribution.eap_ig_inputs`). `hooks`: further forward
-        hooks (name, fn) of the patched run, after the receivers' own."""
+        hooks (name, fn) of the patched run, after the receivers' own. `probes`: a list that
+        gets (receiver rows, a zero tensor added to their inputs) per receiver group, to take
+        gradients at (with clean senders: `attribution`'s fast gradient)."""
         n_batch = self.tokens.shape[0]
         n_circ = keep.shape[0]
         if per_row is None:
             per_row = self.coefficients(keep).repeat_interleave(n_batch, 0)
-        feed = Feed(self, per_row, n_circ, start, clean_senders)
+        feed = Feed(self, per_row, n_circ, start, clean_senders, probes)
         fwd, targets = feed.hooks(start)
         values = self._forward(n_circ, start, fwd + list(hooks), targets)
         return values.view(n_circ, n_batch)
