@@ -13,6 +13,7 @@ import pytest
 import torch
 
 from circuits.claims import ClaimsConfig, claims
+from circuits.claims.inputs import Basis
 from circuits.claims.secondary import SPECS as SECONDARY_SPECS
 from circuits.claims.secondary import UNMEASURED, read_secondary, secondary_claims
 from circuits.claims.table import (
@@ -629,7 +630,35 @@ def test_rejudge_reads_a_saved_run_back(planted_claims, tmp_path):
     (tmp_path / "run" / "p0_norm.csv").unlink()  # a run saved before per-text norms were kept
     row = rejudge(tmp_path / "run").frame().set_index("claim").loc["location.first_two_blocks"]
     assert (row.verdict, row.value, row.n) == (HOLDS, 1.0, CONFIG.n_texts)
-    assert math.isnan(row.low) and "the same (BOS at P0)" in row.detail
+    assert math.isnan(row.low) and "per-text norms not kept" in row.detail
+
+
+def test_first_two_blocks_sees_block_zero():
+    """Gemma 3's shape (P0 norms of 8 texts, rounded): the P0 norm grows 114x across block 0
+    into 28.7x the other positions' median, then the others catch up (5-7x) and the state is
+    massive again from block 4 after a 1.9x growth. The state is made in block 0: inside the
+    first two blocks, which only the embedding (block 0's input) shows; without it the P0
+    tracer's rule falls back to the largest growth from block 1 on (2.17x across block 3)."""
+    from circuits.claims.location import location_claims, text_blocks
+    from circuits.tracing.p0.formation import Formation
+
+    norms = torch.tensor([[2987.0, 5109.0, 6252.0, 13582.0, 26160.0]] * 8)
+    ratios = torch.tensor([[28.7, 5.0, 5.2, 7.0, 11.4]] * 8)
+    basis = Basis("m", "bos", 8, 24, Formation([], [], [3], [4]), True, 2.17, norms, ratios,
+                  torch.full((8,), 26.1), torch.full((8,), 1.0))  # fmt: skip
+    assert text_blocks(basis, CONFIG) == [0.0] * 8
+    row = location_claims(basis, CONFIG)[0]
+    assert (row.verdict, row.value, row.n) == (HOLDS, 0.0, 8) and "x114" in row.detail
+    blind = dataclasses.replace(basis, embed_norm=None, embed_ratio=None)
+    row = location_claims(blind, CONFIG)[0]
+    assert (row.verdict, row.value) == (FAILS, 3.0) and "block 0 not judged" in row.detail
+    # SmolLM2's shape: 2.3x after block 0 is no massive state; the last jump is block 3 here.
+    small = dataclasses.replace(basis, p0_norm=norms * torch.tensor([1, 1, 1, 10.0, 10.0]),
+                                norm_ratio=torch.tensor([[2.3, 5.0, 5.2, 70.0, 80.0]] * 8))  # fmt: skip
+    assert location_claims(small, CONFIG)[0].value == 3.0
+    # No block grows the norm jump_factor times: no block made the state.
+    flat = dataclasses.replace(basis, p0_norm=torch.ones(8, 5), embed_norm=torch.ones(8))
+    assert location_claims(flat, CONFIG)[0].verdict == NOT_APPLICABLE
 
 
 def test_claims_join_another_report(planted_claims, tmp_path):

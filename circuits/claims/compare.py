@@ -67,3 +67,34 @@ def markdown(frame: pd.DataFrame, code: str = "claim") -> str:
         for r in frame.to_dict("records")
     ]
     return "\n".join([head, rule, *rows])
+
+
+def _tables(folders) -> dict[str, pd.DataFrame]:
+    return {Path(f).name: read_claims(f) for f in folders}
+
+
+def side_by_side_markdown(*folders: str | Path) -> str:
+    """`side_by_side` of the claims runs in `folders` (columns named by the folders)."""
+    return markdown(side_by_side(_tables(folders)))
+
+
+def counts_markdown(*folders: str | Path) -> str:
+    """`paper_counts` of the claims runs in `folders`, as Markdown."""
+    return markdown(paper_counts(_tables(folders)))
+
+
+def rows_markdown(folder: str | Path) -> str:
+    """One run's rows: paper, claim, value [interval], n, threshold, verdict (a row that is not
+    applicable says why)."""
+    from circuits.claims.table import number
+
+    frame = read_claims(folder)
+    out = pd.DataFrame(
+        {"paper": frame.paper, "claim": frame.claim,
+         "value [95 % interval]": [number(r) for r in frame.itertuples()], "n": frame.n,
+         "threshold": [f"{r.threshold} {r.sense} {r.threshold_value:g}"
+                       for r in frame.itertuples()],
+         "verdict": [f"**{r.verdict}**" + (f" ({r.detail})" if r.verdict == NOT_APPLICABLE
+                                           else "") for r in frame.itertuples()]}
+    )  # fmt: skip
+    return markdown(out)

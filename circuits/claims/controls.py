@@ -48,7 +48,7 @@ def trace_rows(model: TransformerBridge, folder: str | Path) -> list[list[int]]:
     key = info.key if info else model.cfg.model_name
     traces = read_traces(source)[:n] if source else project_traces(key, n)
     rows = make_corpus(model, traces).rows
-    events = pd.read_csv(folder / "events.csv")
+    events = pd.read_csv(folder / "events.csv", keep_default_na=False, dtype={"token": str})
     for e in events.itertuples():
         row = rows[e.text] if e.text < len(rows) else []
         found = model.to_string([row[e.position]]) if e.position < len(row) else None
@@ -82,6 +82,7 @@ def valley_control(
     forming MLP output replaced (`_mean_elsewhere` at each sink's l_start), `dip` = 1 - clean /
     ablated, and the sinks' mean cosine with P0's state at their l_start, clean and ablated."""
     out = []
+    sinks = sinks.astype({"layer": int, "lifetime": int, "position": int})
     for text, g in sinks.groupby("text"):
         tokens = torch.tensor([rows[text]]).to(model.cfg.device)
         active = sorted({a for r in g.itertuples() for a in range(r.layer, r.layer + r.lifetime)})

@@ -29,7 +29,8 @@ class Basis:
     growth when no block qualifies), whether the P0 norm really jumps there (`formed`: it grows
     at least jump_factor times across the last jump block, `growth` times), and per text and
     layer the P0 norm and its ratio to the other positions' median (None in runs saved before
-    they were kept)."""
+    they were kept), and the same at the embedding (block 0's input; None in runs saved before
+    it was kept)."""
 
     model_name: str
     main: str
@@ -40,6 +41,8 @@ class Basis:
     growth: float
     p0_norm: Float[Tensor, "text layer"] | None = None
     norm_ratio: Float[Tensor, "text layer"] | None = None
+    embed_norm: Float[Tensor, " text"] | None = None
+    embed_ratio: Float[Tensor, " text"] | None = None
 
     @property
     def formation_layers(self) -> list[int]:
@@ -66,28 +69,24 @@ class Basis:
             f"(block {self.formation.last_jump}) < jump_factor"
         )
 
-    def last_jumps(self, jump_factor: float, massive_ratio: float) -> list[int] | None:
-        """Per text, the last block of its own P0 norm jump (`find_formation` on that text's
-        norms); None when the per-text norms were not kept."""
-        if self.p0_norm is None or self.norm_ratio is None:
-            return None
-        return [
-            find_formation(n.tolist(), r.tolist(), jump_factor=jump_factor,
-                           massive_ratio=massive_ratio).last_jump
-            for n, r in zip(self.p0_norm, self.norm_ratio, strict=True)
-        ]  # fmt: skip
-
     def norm_table(self) -> pd.DataFrame:
-        """Per layer (block output): the P0 norm and its ratio to the other positions' median,
-        means over texts and per text (`*_by_text`); empty when they were not kept."""
+        """Per layer (block output; layer -1: the embedding, block 0's input, when kept): the P0
+        norm and its ratio to the other positions' median, means over texts and per text
+        (`*_by_text`); the mean ratio is the formation's (mean P0 norm / mean of the other
+        positions' medians). Empty when they were not kept."""
         if self.p0_norm is None or self.norm_ratio is None:
             return pd.DataFrame()
+        norm, ratio, first = self.p0_norm, self.norm_ratio, 0
+        if self.embed_norm is not None and self.embed_ratio is not None:
+            norm = torch.cat([self.embed_norm[:, None], norm], 1)
+            ratio = torch.cat([self.embed_ratio[:, None], ratio], 1)
+            first = -1
         return pd.DataFrame(
-            {"layer": range(self.p0_norm.shape[1]),
-             "p0_norm": self.p0_norm.mean(0).tolist(),
-             "norm_ratio": self.norm_ratio.mean(0).tolist(),
-             "p0_norm_by_text": self.p0_norm.T.tolist(),
-             "norm_ratio_by_text": self.norm_ratio.T.tolist()}
+            {"layer": range(first, first + norm.shape[1]),
+             "p0_norm": norm.mean(0).tolist(),
+             "norm_ratio": (norm.mean(0) / (norm / ratio).mean(0)).tolist(),
+             "p0_norm_by_text": norm.T.tolist(),
+             "norm_ratio_by_text": ratio.T.tolist()}
         )  # fmt: skip
 
 
@@ -125,10 +124,12 @@ def prepare(model: TransformerBridge, texts: Sequence[str], config: ClaimsConfig
     main = "bos" if bos else "no_bos"
     n_layers = model.cfg.n_layers
     names = [hook_name("resid_post", layer) for layer in range(n_layers)]
-    _, cache = model.run_with_cache(variants[main], names_filter=names)
+    embed = hook_name("resid_pre", 0)
+    _, cache = model.run_with_cache(variants[main], names_filter=[embed, *names])
     norms = torch.stack([cache[n].norm(dim=-1) for n in names], 1)  # [text, layer, pos]
     p0 = norms[:, :, 0]
     other = norms[:, :, 1:].median(-1).values
+    e = cache[embed].norm(dim=-1)  # [text, pos]
     ratio = (p0.mean(0) / other.mean(0)).tolist()
     formation = find_formation(
         p0.mean(0).tolist(), ratio, jump_factor=config.jump_factor,
@@ -140,5 +141,6 @@ def prepare(model: TransformerBridge, texts: Sequence[str], config: ClaimsConfig
     name = info.key if info else model.cfg.model_name
     return Inputs(
         name, main, len(texts), int(variants[main].shape[1]), formation,
-        growth >= config.jump_factor, growth, p0, p0 / other, variants,
+        growth >= config.jump_factor, growth, p0, p0 / other, e[:, 0],
+        e[:, 0] / e[:, 1:].median(-1).values, variants,
     )  # fmt: skip

@@ -53,8 +53,14 @@ def saved_basis(doc: dict, tables: dict[str, pd.DataFrame]) -> Basis:
     n_layers = len(tables["cone"])
     norms = tables.get("p0_norm")
     kept = norms is not None and len(norms)
+    embed = norms[norms.layer == -1] if kept else None
+    if kept:
+        norms = norms[norms.layer >= 0]
     p0 = torch.tensor(norms.p0_norm_by_text.tolist()).T if kept else None
     ratio = torch.tensor(norms.norm_ratio_by_text.tolist()).T if kept else None
+    has_embed = embed is not None and len(embed)
+    embed_norm = torch.tensor(embed.p0_norm_by_text.iloc[0]) if has_embed else None
+    embed_ratio = torch.tensor(embed.norm_ratio_by_text.iloc[0]) if has_embed else None
     formation = Formation(
         norms.p0_norm.tolist() if kept else [], norms.norm_ratio.tolist() if kept else [],
         jumps, list(range(jumps[-1] + 1, n_layers)) or [n_layers - 1],
@@ -63,7 +69,7 @@ def saved_basis(doc: dict, tables: dict[str, pd.DataFrame]) -> Basis:
         raise ValueError("this run found no P0 norm jump and kept no p0_norm.csv: re-run it")
     return Basis(
         s["model"], s["p0"], int(s["n_texts"]), int(s["n_tokens"]), formation,
-        bool(s["p0_norm_jump"]), float(s["p0_norm_growth"]), p0, ratio,
+        bool(s["p0_norm_jump"]), float(s["p0_norm_growth"]), p0, ratio, embed_norm, embed_ratio,
     )  # fmt: skip
 
 
