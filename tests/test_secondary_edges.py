@@ -7,10 +7,10 @@ from __future__ import annotations
 import pytest
 import torch
 
+from circuits.core.sites import hook_names
 from circuits.models.planted import planted_secondary_model
 from circuits.patching import patch
 from circuits.patching.metrics import p0_attention
-from circuits.sites import hook_names
 from circuits.tracing.edge_config import EdgeFitConfig
 from circuits.tracing.secondary.census import find_secondary
 from circuits.tracing.secondary.corpus import make_corpus

@@ -6,6 +6,7 @@ from __future__ import annotations
 import ast
 import json
 import math
+import re
 from pathlib import Path
 
 import pytest
@@ -16,23 +17,43 @@ MAX_LINES = 400
 MAX_FUNCTION_LINES = 120
 # Split by the work that owns them (the engine's own issue; modules being changed in parallel).
 OWNED_ELSEWHERE: set[str] = set()
+# Modules other work owns while the vocabulary floor (circuits/core) lands: they still build node
+# ids or hook names by hand. The lead moves them to circuits.core and empties this set.
+HAND_BUILT_PENDING = {
+    "claims/heads.py",
+    "claims/jump.py",
+    "claims/reading.py",
+    "discovery/attribution.py",
+    "discovery/dag.py",
+    "discovery/feed.py",
+    "discovery/forward.py",
+    "emergence/measure.py",
+    "emergence/phases.py",
+    "graph/circuit.py",
+    "graph/eap_ig.py",
+    "tracing/p0/summary.py",
+}
+HAND_BUILT = re.compile(r"L\{\}\.(H\{\}|MLP|ATTN)|blocks\.")
+
+
+def _imports_of(node: ast.AST, path: Path) -> set[str]:
+    """The modules one import statement of `path` names (relative ones resolved)."""
+    if isinstance(node, ast.Import):
+        return {a.name for a in node.names}
+    if not isinstance(node, ast.ImportFrom):
+        return set()
+    package = ".".join(path.relative_to(ROOT.parent).with_suffix("").parts[:-1])
+    base = node.module or ""
+    if node.level:
+        parts = package.split(".")[: len(package.split(".")) - node.level + 1]
+        base = ".".join([*parts, base]) if base else ".".join(parts)
+    return {base} | {f"{base}.{a.name}" for a in node.names}
 
 
 def _imports(path: Path) -> set[str]:
     """Every module a file imports, anywhere (function bodies and TYPE_CHECKING blocks too)."""
-    out = set()
-    package = ".".join(path.relative_to(ROOT.parent).with_suffix("").parts[:-1])
-    for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
-        if isinstance(node, ast.Import):
-            out |= {a.name for a in node.names}
-        elif isinstance(node, ast.ImportFrom):
-            base = node.module or ""
-            if node.level:
-                parts = package.split(".")[: len(package.split(".")) - node.level + 1]
-                base = ".".join([*parts, base]) if base else ".".join(parts)
-            out.add(base)
-            out |= {f"{base}.{a.name}" for a in node.names}
-    return out
+    tree = ast.parse(path.read_text(encoding="utf-8"))
+    return {m for node in ast.walk(tree) for m in _imports_of(node, path)}
 
 
 def test_tracing_never_imports_report():
@@ -53,6 +74,41 @@ def test_graph_never_imports_report():
     for path in (ROOT / "graph").rglob("*.py"):
         bad = sorted(m for m in _imports(path) if m.startswith("circuits.report"))
         assert not bad, f"{path.relative_to(ROOT)} imports {bad}"
+
+
+def _templates(tree: ast.AST):
+    """(line, text) of every string literal and f-string (each formatted value as `{}`)."""
+    inside = {id(v) for n in ast.walk(tree) if isinstance(n, ast.JoinedStr) for v in n.values}
+    for node in ast.walk(tree):
+        if isinstance(node, ast.JoinedStr):
+            parts = [v.value if isinstance(v, ast.Constant) else "{}" for v in node.values]
+            yield node.lineno, "".join(parts)
+        elif isinstance(node, ast.Constant) and isinstance(node.value, str):
+            if id(node) not in inside:
+                yield node.lineno, node.value
+
+
+def test_nothing_builds_a_node_id_or_a_hook_name_by_hand():
+    # One builder each: circuits.core.nodes.node_id ("L3.H5") and circuits.core.sites.hook_name.
+    found = [
+        f"{rel}:{line}: {text[:40]!r}"
+        for p in ROOT.rglob("*.py")
+        if (rel := str(p.relative_to(ROOT))).split("/")[0] != "core"
+        and rel not in HAND_BUILT_PENDING
+        for line, text in _templates(ast.parse(p.read_text(encoding="utf-8")))
+        if HAND_BUILT.match(text)
+    ]
+    assert not found, "use node_id / hook_name (circuits.core): " + "; ".join(found)
+
+
+def test_the_vocabulary_floor_imports_nothing_above_it_and_no_torch():
+    for path in (ROOT / "core").rglob("*.py"):
+        tree = ast.parse(path.read_text(encoding="utf-8"))
+        top = {m for node in tree.body for m in _imports_of(node, path)}
+        above = sorted(m for m in _imports(path) if m.startswith("circuits.") and not
+                       m.startswith("circuits.core"))  # fmt: skip
+        assert not above, f"{path.relative_to(ROOT)} imports {above}"
+        assert not {m for m in top if m.split(".")[0] == "torch"}, path
 
 
 def test_no_module_is_too_long():
@@ -84,13 +140,17 @@ def test_no_module_switches_the_matplotlib_backend():
 def test_site_names_are_transformer_lens_names(tiny):
     from transformer_lens.utilities import get_act_name
 
-    from circuits.sites import SITES, hook_name
+    from circuits.core.sites import SITES, hook_layer, hook_name, parse_hook
 
     for kind, info in SITES.items():
         if info.act_name is not None:
             assert hook_name(kind, 2) == get_act_name(info.act_name, 2), kind
         gated = kind == "result"  # attn.hook_result exists only when per-head results are on
         assert gated or hook_name(kind, 2) in tiny.hook_dict, kind
+        assert parse_hook(hook_name(kind, 2)) == (kind, 2)
+        assert hook_layer(hook_name(kind, 2), 4) == 2
+    assert parse_hook("blocks.2.attn.hook_nothing") is None and parse_hook("hook_embed") is None
+    assert hook_layer("hook_embed", 4) == -1 and hook_layer("ln_final.hook_in", 4) == 4
 
 
 def test_configs_validate_every_field():

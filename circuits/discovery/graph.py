@@ -11,6 +11,7 @@ from dataclasses import asdict
 import networkx as nx
 
 from circuits._repr import short_metric
+from circuits.core.nodes import node_id
 from circuits.discovery.pipeline import EdgeCircuit
 from circuits.graph import add_component, add_effect, new_graph, record_threshold
 
@@ -41,7 +42,7 @@ def circuit_graph(
     sp = circuit.runner.space
     for layer in sp.pattern_layers:
         for hh in range(sp.n_heads):
-            comp = f"L{layer}.H{hh}"
+            comp = node_id("head", layer, hh)
             if comp in g:
                 add_effect(g, comp, target, 0.0, intervention="structure: pattern read by the metric",
                            metric=metric.name, edge_kind="read")  # fmt: skip
@@ -110,7 +111,7 @@ def _add_direct_edges(g: nx.DiGraph, circuit: EdgeCircuit, target: str) -> None:
                 [rec.head] if rec.kind == "q" else range(rec.head * group, (rec.head + 1) * group)
             )
             for hh in heads:
-                add_effect(g, rec.node, f"L{rec.layer}.H{hh}", 0.0, intervention="structure: input of the head",
+                add_effect(g, rec.node, node_id("head", rec.layer, hh), 0.0, intervention="structure: input of the head",
                            metric=metric.name, edge_kind="input")  # fmt: skip
 
 

@@ -14,6 +14,7 @@ from dataclasses import dataclass
 import torch
 from transformer_lens.model_bridge import TransformerBridge
 
+from circuits.core.sites import hook_name
 from circuits.models.tiny import VOCAB, tiny_model
 
 
@@ -177,7 +178,7 @@ def _calibrate_writes(model, token: str, token_id: int, targets: dict, neuron: i
     probe = model.to_tokens("ab" + token + "cd" + token + "e")
     where = (probe[0] == token_id).nonzero()[:, 0]
     for layer, target in sorted(targets.items()):
-        hook = f"blocks.{layer}.mlp.hook_post"
+        hook = hook_name("neuron", layer)
         _, cache = model.run_with_cache(probe, names_filter=[hook], stop_at_layer=layer + 1)
         act = float(cache[hook][0, where, neuron].mean())
         model.original_model.model.layers[layer].mlp.down_proj.weight[lay.sink, neuron] = (

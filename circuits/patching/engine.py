@@ -27,12 +27,12 @@ from jaxtyping import Float, Int
 from torch import Tensor
 from tqdm.auto import tqdm
 
+from circuits.core.sites import hook_layer
 from circuits.patching.forward import (
     Capture,
     MetricReady,
     as_token_batch,
     forward_from,
-    hook_layer,
     no_op_hook,
     tile,
 )
@@ -379,7 +379,6 @@ __all__ = [
     "SweepResult",
     "as_token_batch",
     "forward_from",
-    "hook_layer",
     "patch",
     "plan",
     "run_interventions",

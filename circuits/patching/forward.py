@@ -7,7 +7,6 @@ weights are; `forward_from` moves the residual and the block's keyword arguments
 
 from __future__ import annotations
 
-import re
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass, field
@@ -16,24 +15,16 @@ import torch
 from jaxtyping import Float, Int
 from torch import Tensor
 
+# hook_layer: transitional, discovery/forward.py imports it from here until it imports core.
+from circuits.core.sites import hook_layer, hook_name  # noqa: F401
 from circuits.patching.metrics import Metric
 
-_BLOCK_HOOK = re.compile(r"^blocks\.(\d+)\.")
-_FINAL_PREFIXES = ("ln_final.", "unembed.", "hook_unembed")
 # Block kwargs that carry a KV cache: truncated runs must neither read nor extend it.
 _CACHE_KWARGS = ("cache", "past_key_values", "past_key_value")
 
 
 class MetricReady(Exception):
     """Raised from the last metric hook: nothing after it can change the metric."""
-
-
-def hook_layer(name: str, n_layers: int) -> int:
-    """The block a hook fires in: -1 before the blocks (embeddings), n_layers after them."""
-    m = _BLOCK_HOOK.match(name)
-    if m:
-        return int(m.group(1))
-    return n_layers if name.startswith(_FINAL_PREFIXES) else -1
 
 
 def device_of(module: torch.nn.Module) -> torch.device:
@@ -136,7 +127,7 @@ def capture_run(
 
     fwd = []
     if cut_at is not None:
-        fwd.append((f"blocks.{cut_at}.hook_resid_pre", lambda a, hook: a.detach().requires_grad_()))
+        fwd.append((hook_name("resid_pre", cut_at), lambda a, hook: a.detach().requires_grad_()))
     fwd += [(name, record(name)) for name in dict.fromkeys(hooks)]
     handles = []
     if blocks:

@@ -19,22 +19,10 @@ from typing import Literal, Protocol, runtime_checkable
 
 from torch import Tensor
 
-from circuits.sites import hook_name
+from circuits.core.sites import PATCH_KINDS, hook_name
 
-SiteKind = Literal[
-    "resid_pre",
-    "resid_mid",
-    "resid_post",
-    "attn_out",
-    "mlp_out",
-    "head",
-    "q",
-    "k",
-    "v",
-    "pattern",
-    "neuron",
-]
-SITE_KINDS: tuple[str, ...] = SiteKind.__args__
+SITE_KINDS: tuple[str, ...] = PATCH_KINDS
+"""The kinds a `Site` names: `circuits.core.sites.PATCH_KINDS`."""
 RESID_KINDS = ("resid_pre", "resid_mid", "resid_post", "attn_out", "mlp_out")
 HEAD_KINDS = ("head", "q", "k", "v", "pattern")
 HEAD_OUTPUTS = ("z", "result")
@@ -65,7 +53,7 @@ class Site:
     head / neuron None means all heads / neurons; pos None means all positions.
     """
 
-    kind: str  # a SiteKind; checked in __post_init__ (with the list of kinds)
+    kind: str  # one of SITE_KINDS; checked in __post_init__ (with the list of kinds)
     layer: int
     head: int | None = None
     neuron: int | None = None

@@ -17,7 +17,7 @@ import torch
 from jaxtyping import Float
 from torch import Tensor
 
-from circuits.sites import hook_name, hook_names
+from circuits.core.sites import hook_name, hook_names
 
 Acts = Mapping[str, Tensor]
 

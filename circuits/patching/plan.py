@@ -11,13 +11,13 @@ import torch
 from jaxtyping import Float, Int
 from torch import Tensor
 
+from circuits.core.sites import hook_layer
 from circuits.patching.forward import (
     Capture,
     as_token_batch,
     attn_result,
     capture_run,
     check_fired,
-    hook_layer,
     no_op_hook,
 )
 from circuits.patching.interventions import (

@@ -36,6 +36,7 @@ from torch import Tensor
 from tqdm.auto import tqdm
 from transformer_lens.model_bridge import TransformerBridge
 
+from circuits.core.sites import hook_name
 from circuits.sinks.attention import gu_alpha, sink_score
 from circuits.sinks.chunked import CHUNKED_FROM, MAX_CHUNK_ELEMENTS, column_sums
 from circuits.sinks.primary import (
@@ -43,7 +44,6 @@ from circuits.sinks.primary import (
 )
 from circuits.sinks.results import SinkReport, TextSinks
 from circuits.sinks.settings import Settings
-from circuits.sites import hook_name
 
 MAX_BATCH_TOKENS = 4096
 """Padded tokens per forward pass: bounds the memory of one chunk's block outputs."""
@@ -72,14 +72,6 @@ class Batching:
                 raise ValueError(f"{name} must be an int >= 1, got {value!r}")
         if self.chunked not in (None, True, False):
             raise ValueError(f"chunked must be True, False or None, got {self.chunked!r}")
-
-
-def pattern_hook(layer: int) -> str:
-    return hook_name("pattern", layer)
-
-
-def resid_hook(layer: int) -> str:
-    return hook_name("resid_post", layer)
 
 
 def measure(
@@ -343,7 +335,10 @@ def _forward(
     def on_resid(value: Tensor, hook, layer: int) -> None:
         resid[layer] = value.detach()
 
-    hooks = [(resid_hook(layer), partial(on_resid, layer=layer)) for layer in range(n_layers)]
+    hooks = [
+        (hook_name("resid_post", layer), partial(on_resid, layer=layer))
+        for layer in range(n_layers)
+    ]
     run = partial(
         model.run_with_hooks,
         tokens,
@@ -358,7 +353,8 @@ def _forward(
             score[layer], alpha[layer] = sums.sink_score(layer), sums.gu_alpha(layer)
     else:
         hooks += [
-            (pattern_hook(layer), partial(on_pattern, layer=layer)) for layer in range(n_layers)
+            (hook_name("pattern", layer), partial(on_pattern, layer=layer))
+            for layer in range(n_layers)
         ]
         run(fwd_hooks=hooks)
     missing = [layer for layer in range(n_layers) if layer not in score or layer not in resid]

@@ -27,9 +27,10 @@ from jaxtyping import Float
 from torch import Tensor
 
 from circuits.config import Config, option
+from circuits.core.nodes import node_id
+from circuits.core.sites import hook_name
 from circuits.discovery.components import _project, _rms_scale, head_outputs
 from circuits.discovery.pairs import Pairs
-from circuits.sites import hook_name
 from circuits.tasks.ioi import name_positions
 
 
@@ -94,7 +95,7 @@ def name_mover_table(model, pairs: Pairs, heads, rule: NameMoverRule | None = No
             out = head_outputs(model, layer, cache[hook_name("head", layer)][:, -1:])[:, 0, head]
             direct = float(((out * scale) * read.T).sum(-1).mean())
             top = _ov_logits(model, layer, head, io_state).topk(rule.copy_top_k, -1).indices
-            row = {"head": f"L{layer}.H{head}", "layer": layer, "index": head}
+            row = {"head": node_id("head", layer, head), "layer": layer, "index": head}
             row |= {f"attn_{k}": float(pattern[rows, where[k]].mean()) for k in ("io", "s1", "s2")}
             row |= {
                 "direct_effect": direct,

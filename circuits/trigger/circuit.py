@@ -26,7 +26,9 @@ import networkx as nx
 import pandas as pd
 import torch
 
-from circuits.graph import add_component, add_effect, new_graph, node_id, validate
+from circuits.core.nodes import node_id
+from circuits.core.sites import hook_name
+from circuits.graph import add_component, add_effect, new_graph, validate
 from circuits.trigger.checks import check_float
 from circuits.trigger.data import TriggerBatch
 from circuits.trigger.measure import bos_attention
@@ -94,10 +96,10 @@ def head_roles(
     non[:, 0] = False
     roles = []
     for layer in range(model.cfg.n_layers):
-        pattern = cache[f"blocks.{layer}.attn.hook_pattern"]
+        pattern = cache[hook_name("pattern", layer)]
         at_non, at_trig = bos_attention(pattern, batch.is_trigger)
         mass = (pattern * preceding).sum(-1)  # [batch, head, query]
-        z = cache[f"blocks.{layer}.attn.hook_z"]
+        z = cache[hook_name("head", layer)]
         for h in range(model.cfg.n_heads):
             agg = mass[:, h][batch.is_trigger].mean().item()
             content = mass[:, h][non].mean().item()
@@ -108,9 +110,7 @@ def head_roles(
                 value[:, :, h] = mean
                 return value
 
-            out = model.run_with_hooks(
-                batch.inputs, fwd_hooks=[(f"blocks.{layer}.attn.hook_z", ablate)]
-            )
+            out = model.run_with_hooks(batch.inputs, fwd_hooks=[(hook_name("head", layer), ablate)])
             ablated = _mse(out, batch)
             sinks = at_non[:, h].mean().item() >= sink_threshold
             aggregates = agg - content >= aggregate_threshold

@@ -21,6 +21,7 @@ from pathlib import Path
 import pandas as pd
 
 from circuits._io import write_csv, write_json
+from circuits.core.nodes import node_id
 from circuits.graph import write
 from circuits.trigger.checks import check_distinct, check_int
 from circuits.trigger.circuit import (
@@ -74,7 +75,7 @@ class TriggerRun:
             "mse_trigger": m.mse_trigger,
             "mse_nontrigger": m.mse_nontrigger,
             "rel_error_trigger": m.rel_error_trigger,
-            "bos_top_head": f"L{top.layer}.H{top.head}",
+            "bos_top_head": node_id("head", top.layer, top.head),
             "bos_nontrigger_mean": top.nontrigger_mean,
             "bos_nontrigger_sd": top.nontrigger_sd,
             "bos_nontrigger_min": top.nontrigger_min,

@@ -17,6 +17,8 @@ import torch
 from jaxtyping import Bool, Float
 from torch import Tensor
 
+from circuits.core.nodes import node_id
+from circuits.core.sites import hook_name
 from circuits.trigger.checks import check_float
 from circuits.trigger.data import TriggerBatch
 from circuits.trigger.model import TriggerTransformer
@@ -125,7 +127,7 @@ def measure(model: TriggerTransformer, batch: TriggerBatch) -> TriggerMeasuremen
     non[:, 0] = False
     heads, per_example = [], []
     for layer in range(model.cfg.n_layers):
-        pattern = cache[f"blocks.{layer}.attn.hook_pattern"]
+        pattern = cache[hook_name("pattern", layer)]
         at_non, at_trig = bos_attention(pattern, trig)
         non_mask = non[:, None, :].expand(-1, pattern.shape[1], -1)
         per_example.append(at_non.T.tolist())
@@ -198,7 +200,7 @@ def check_theorems(m: TriggerMeasurement, bounds: Bounds = Bounds()) -> list[The
     err = f"relative trigger error {m.rel_error_trigger:.4f} (bound {error_bound})"
     top = m.strongest_sink()
     top_txt = (
-        f"L{top.layer}.H{top.head} BOS attention {top.nontrigger_mean:.4f} ± "
+        f"{node_id('head', top.layer, top.head)} BOS attention {top.nontrigger_mean:.4f} ± "
         f"{top.nontrigger_sd:.4f} (min {top.nontrigger_min:.4f})"
     )
     single = m.n_layers == 1 and m.n_heads == 1

@@ -10,9 +10,10 @@ from jaxtyping import Int
 from torch import Tensor
 from transformer_lens.model_bridge import TransformerBridge
 
-from circuits.graph import add_component, add_effect, new_graph, node_id
+from circuits.core.nodes import node_id
+from circuits.core.sites import hook_name
+from circuits.graph import add_component, add_effect, new_graph
 from circuits.patching import Metric, Site, p0_attention
-from circuits.sites import hook_name
 from circuits.tracing.p0.ablation import effects_on
 from circuits.tracing.p0.config import NODE_ABLATION, P0Config
 from circuits.tracing.p0.formation import Formation

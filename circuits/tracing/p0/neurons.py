@@ -11,8 +11,8 @@ from jaxtyping import Int
 from torch import Tensor
 from transformer_lens.model_bridge import TransformerBridge
 
+from circuits.core.sites import hook_name
 from circuits.patching import neuron_grid, resid_norm, sweep
-from circuits.sites import hook_name
 from circuits.tracing.p0.ablation import p0_ablation, relative
 from circuits.tracing.p0.config import P0Config
 

@@ -16,6 +16,7 @@ from matplotlib.figure import Figure
 from torch import Tensor
 from transformer_lens.model_bridge import TransformerBridge
 
+from circuits.core.nodes import node_id
 from circuits.discovery import EdgeCircuit, token_rows
 from circuits.discovery.texts import DEFAULT_TEXTS, PLAIN_KIND, read_kinded_texts
 from circuits.graph import edge_table
@@ -153,9 +154,9 @@ class P0Trace(TraceResult):
             "late_layers": f"{f.late_layers[0]}-{f.late_layers[-1]}",
             "p0_norm_after_last_jump": f.p0_norm[f.last_jump],
             "node_circuit_heads": [
-                f"L{layer}.H{h}" for layer, h in self.localisation.circuit_heads
+                node_id("head", layer, h) for layer, h in self.localisation.circuit_heads
             ],
-            "node_circuit_mlps": [f"L{m}.MLP" for m in self.localisation.circuit_mlps],
+            "node_circuit_mlps": [node_id("mlp", m) for m in self.localisation.circuit_mlps],
             "late_p0_attention_clean": float(conf.loc["clean", "p0_attention"]),
             "node_share_removed_by_circuit": float(frac.get("circuit_ablated", math.nan)),
             "node_share_restored_by_circuit": float(frac.get("all_but_circuit_ablated", math.nan)),
@@ -217,8 +218,8 @@ class P0Trace(TraceResult):
 
     def attention_views(self) -> tuple[list[str], list[str]]:
         """The first two texts, and the top sink heads then the circuit heads (node ids)."""
-        ids = [f"L{layer}.H{h}" for layer, h, _ in self.sink_heads[:4]]
-        ids += [f"L{layer}.H{h}" for layer, h in self.localisation.circuit_heads[:4]]
+        ids = [node_id("head", layer, h) for layer, h, _ in self.sink_heads[:4]]
+        ids += [node_id("head", layer, h) for layer, h in self.localisation.circuit_heads[:4]]
         return self.texts[:2], list(dict.fromkeys(ids))
 
 

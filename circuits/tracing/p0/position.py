@@ -10,9 +10,9 @@ import torch
 from torch import Tensor
 from transformer_lens.model_bridge import TransformerBridge
 
+from circuits.core.sites import hook_name
 from circuits.discovery.texts import token_rows
 from circuits.sinks.attention import sink_score
-from circuits.sites import hook_name
 from circuits.tracing.p0.config import P0Config
 
 

@@ -12,9 +12,10 @@ from jaxtyping import Float, Int
 from torch import Tensor
 from transformer_lens.model_bridge import TransformerBridge
 
-from circuits.graph import add_component, add_effect, new_graph, node_id
+from circuits.core.nodes import node_id
+from circuits.core.sites import hook_names
+from circuits.graph import add_component, add_effect, new_graph
 from circuits.patching import Intervention, Site, Value, patch
-from circuits.sites import hook_names
 from circuits.tracing.secondary.census import SecondaryCensus
 from circuits.tracing.secondary.config import SecondaryConfig
 from circuits.tracing.secondary.corpus import Corpus
@@ -74,7 +75,8 @@ def secondary_circuit(
         l_start=l_star,
         lifetime=life,
     )
-    mlp = add_component(g, node_id("mlp", l_star), label=f"L{l_star}.MLP (forming)")
+    mlp = node_id("mlp", l_star)
+    add_component(g, mlp, label=f"{mlp} (forming)")
     _formation_edges(g, mlp, swaps, events, l_star, min_effect)
     layers = list(range(l_star + 1, min(l_star + life, model.cfg.n_layers - 1) + 1))
     if layers:

@@ -14,8 +14,8 @@ from tqdm.auto import tqdm
 from transformer_lens.model_bridge import TransformerBridge
 
 from circuits._io import json_records
+from circuits.core.sites import hook_name
 from circuits.sinks.constants import TAU
-from circuits.sites import hook_name
 from circuits.tracing.secondary.census import SecondaryCensus
 from circuits.tracing.secondary.config import SecondaryConfig
 from circuits.tracing.secondary.corpus import Corpus, special_tokens, token_type

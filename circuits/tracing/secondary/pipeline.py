@@ -13,8 +13,9 @@ from matplotlib.figure import Figure
 from transformer_lens.model_bridge import TransformerBridge
 
 from circuits._io import json_finite
+from circuits.core.nodes import node_id
 from circuits.discovery.texts import texts_source
-from circuits.graph import edge_table, node_id
+from circuits.graph import edge_table
 from circuits.provenance import code_identity, provenance
 from circuits.sinks.rules import RULE_OPTIONS, RULES, Rule, get_rule
 from circuits.tracing.figures import faithfulness_figure

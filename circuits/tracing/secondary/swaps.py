@@ -17,6 +17,7 @@ from tqdm.auto import tqdm
 from transformer_lens.model_bridge import TransformerBridge
 
 from circuits._io import json_records
+from circuits.core.sites import hook_names
 from circuits.patching import (
     Intervention,
     Metric,
@@ -27,7 +28,6 @@ from circuits.patching import (
     run_interventions,
 )
 from circuits.sinks.constants import TAU
-from circuits.sites import hook_names
 from circuits.tracing.secondary.census import SecondaryCensus
 from circuits.tracing.secondary.config import SecondaryConfig
 from circuits.tracing.secondary.corpus import Corpus, special_tokens, token_type

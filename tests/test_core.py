@@ -1,0 +1,45 @@
+"""The vocabulary floor (`circuits.core`): node ids and hook names, built and read back in one
+place each."""
+
+from __future__ import annotations
+
+import pytest
+
+from circuits.core.nodes import KINDS, Component, node_id, parse_node_id
+from circuits.core.sites import PATCH_KINDS, SITES, hook_name
+
+
+@pytest.mark.parametrize(
+    ("args", "nid"),
+    [
+        (("embed",), "embed"),
+        (("head", 3, 5), "L3.H5"),
+        (("head", 3, 5, -1, "k"), "L3.H5.k"),
+        (("attn", 2), "L2.ATTN"),
+        (("mlp", 3), "L3.MLP"),
+        (("neuron", 1, -1, 17), "L1.MLP.N17"),
+        (("resid", 4, -1, -1, "resid_mid"), "L4.resid_mid"),
+    ],
+)
+def test_a_node_id_is_built_and_read_back(args, nid):
+    assert node_id(*args) == nid
+    assert node_id(*parse_node_id(nid)[:5]) == nid
+    assert parse_node_id(nid).kind in KINDS
+
+
+def test_a_bad_component_is_refused_in_one_line():
+    assert parse_node_id("target:p0_mass") == Component("target", name="p0_mass")
+    with pytest.raises(ValueError, match="needs a layer >= 0, got -2"):
+        node_id("mlp", -2)
+    with pytest.raises(ValueError, match="needs a head index >= 0, got -1"):
+        node_id("head", 3)
+    with pytest.raises(ValueError, match="is not a component id"):
+        parse_node_id("L3.X")
+
+
+def test_patchable_kinds_are_the_site_table_in_its_order():
+    assert PATCH_KINDS == tuple(k for k, s in SITES.items() if s.patch)
+    assert {"attn_raw", "mlp_in", "result", "scores"}.isdisjoint(PATCH_KINDS)
+    assert hook_name("k_in", 0) == "blocks.0.attn.k.hook_in"
+    with pytest.raises(ValueError, match="unknown site kind 'nope'"):
+        hook_name("nope", 0)
