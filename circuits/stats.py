@@ -18,7 +18,7 @@ MIN_N = 5
 "n too small" instead (a bootstrap over 1-4 texts gives an interval that only says n is small,
 e.g. 0.50 (0.50-0.50) from one text)."""
 
-N_TOO_SMALL = f"n too small (< {MIN_N})"
+N_TOO_SMALL = "n too small"
 """What a table or text shows in place of an interval from fewer than `MIN_N` items."""
 
 

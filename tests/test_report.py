@@ -233,7 +233,7 @@ def test_the_report_is_one_self_contained_file(report, circuit):
     assert text.count("<svg") >= 1  # the circuit drawing, inline
     assert "<strong>five</strong>" in text and "<code>L0-L2</code>" in text
     assert "&lt;script&gt;alert(1)&lt;/script&gt;" in text and "<li>one</li>" in text
-    assert "first 4 of 16 rows" in text and "edges, strongest first" in text
+    assert "first 4 of 16 rows" in text and "edges, strongest |effect| first" in text
     assert "P0 circuit &lt;tiny&gt;" in text and "<figcaption>top-5 heads</figcaption>" in text
     assert all(isinstance(v, AttentionView) for v in views)
     for n in circuit:
@@ -320,7 +320,7 @@ def test_the_p0_text_never_says_minus_zero(p0_trace):
     # The random control removes none of the planted sink (measured -1e-6 of it).
     assert trace.summary()["node_share_removed_by_random"] == pytest.approx(0, abs=1e-4)
     text = trace.text()
-    assert "components removes 0%." in text
+    assert "components removes 0% (sd 0.00)" in text
     assert not re.search(r"-0(\.0+)?(?![\d.])", text)  # "-0%", "-0.00"; "-0.25" is fine
 
 
@@ -432,13 +432,15 @@ def test_the_report_opens_with_its_finding_and_ends_with_its_settings(p0_trace):
     assert len(captions) == len(trace.figures()) and all(len(c) > 40 for c in captions)
     # The edge table names what every row shares once, in its caption, not in each row.
     circuit = section(page, "Circuit")
-    edges = circuit[circuit.index("edges, strongest first") :]
+    edges = circuit[circuit.index("(effect: change under removal") :]
     edges = edges[: edges.index("</table>")]
     assert "every edge&#x27;s metric: " in edges or "every edge's metric: " in edges
     assert "<th>metric</th>" not in edges and "<th>role</th>" in edges
     # summary.md opens with the same finding; summary.json says what every key means.
     md = (report.parent / "summary.md").read_text(encoding="utf-8")
-    assert md.startswith("# P0-sink circuit: tiny\n\n## Finding\n\nIn tiny, the late P0")
+    # The planted trace runs on reduced settings: the finding says first that it is rough.
+    assert md.startswith("# P0-sink circuit: tiny\n\n## Finding\n\n**Rough result: a quick run")
+    assert "\n\nIn tiny, the late P0" in md
     assert md.index("## Figures") < md.index("## In detail") < md.index("## Settings")
     saved = json.loads((report.parent / "summary.json").read_text(encoding="utf-8"))
     assert set(saved["summary"]) <= set(saved["summary_keys"])

@@ -35,10 +35,14 @@ from circuits.graph.query import (
     strongest_path,
     subgraph_layers,
 )
+from circuits.graph.roles import EDGE_KINDS, edge_roles, support_sign
+from circuits.graph.schema import SCHEMA_VERSION, upgrade
 from circuits.graph.validate import validate
 
 __all__ = [
     "EDGE_ATTRS",
+    "EDGE_KINDS",
+    "SCHEMA_VERSION",
     "FORMATS",
     "GRAPH_ATTRS",
     "KINDS",
@@ -54,6 +58,7 @@ __all__ = [
     "atomic_write",
     "compare",
     "convert",
+    "edge_roles",
     "edge_table",
     "from_scores",
     "merge",
@@ -73,8 +78,10 @@ __all__ = [
     "sort_key",
     "strongest_path",
     "subgraph_layers",
+    "support_sign",
     "targets",
     "thresholds",
+    "upgrade",
     "validate",
     "write",
 ]

@@ -15,9 +15,9 @@ import re
 import networkx as nx
 
 from circuits.graph.roles import REMOVAL_SIGN
+from circuits.provenance import SCHEMA_VERSION
 
-SCHEMA_VERSION = 2
-"""The schema this code writes and reads (see the module docstring)."""
+# SCHEMA_VERSION (every saved result's, graphs included): 2 is the first with typed edge roles.
 LEGACY_VERSION = 1
 """A graph saved before versions (no `schema_version`): no typed edge roles."""
 

@@ -51,7 +51,9 @@ def role_legend(g: nx.DiGraph, *, sign: int | None = None) -> dict[str, str]:
 
 def edge_rows(g: nx.DiGraph) -> pd.DataFrame:
     """The edges as a reader's table, strongest first: source, target, kind (when the graph
-    has several), effect, role in words, and stability / exact when the edges carry them. What
+    has several), effect, role in words, and stability / exact / estimated_effect when the
+    edges carry them. Where some edges were measured exactly (`exact`), those come first, by
+    |exact effect|, then the others by |estimate| (`edge_rows_order` says so in words). What
     every row shares (metric, intervention) belongs in the caption, not in each row."""
     roles = edge_roles(g)
     kinds = len(edge_kind_counts(g)) > 1
@@ -59,15 +61,31 @@ def edge_rows(g: nx.DiGraph) -> pd.DataFrame:
     for u, v, d in g.edges(data=True):
         row = {"source": u, "target": v}
         if kinds:
-            row["kind"] = d.get("edge_kind", "direct")
+            row["kind"] = d["edge_kind"]
         row |= {"effect": d["effect"], "role": roles[u, v]}
-        row |= {k: d[k] for k in ("stability", "exact") if k in d}
+        row |= {k: d[k] for k in ("exact", "estimated_effect", "stability") if k in d}
         rows.append(row)
     frame = pd.DataFrame(rows)
     if frame.empty:
         return frame
-    order = frame["effect"].abs().sort_values(ascending=False, kind="stable").index
-    return frame.loc[order].reset_index(drop=True)
+    keys = [frame["effect"].abs()]
+    if "exact" in frame and frame["exact"].any():
+        keys.insert(0, frame["exact"].fillna(False).astype(bool))
+    order = pd.DataFrame({i: k for i, k in enumerate(keys)}).sort_values(
+        list(range(len(keys))), ascending=False, kind="stable"
+    )
+    return frame.loc[order.index].reset_index(drop=True)
+
+
+def edge_rows_order(g: nx.DiGraph) -> str:
+    """How `edge_rows` orders the edges of `g`, in words."""
+    if any(d.get("exact") is True for *_, d in g.edges(data=True)):
+        return (
+            "edges measured exactly first (exact = True: effect is the exact change when the "
+            "edge alone is removed), by |effect|; then the others, whose effect is the method's "
+            "estimate (estimated_effect), by |estimate|"
+        )
+    return "edges, strongest |effect| first"
 
 
 def is_relative(g: nx.DiGraph) -> bool:
@@ -122,6 +140,7 @@ __all__ = [
     "edge_label",
     "edge_roles",
     "edge_rows",
+    "edge_rows_order",
     "effect_meaning",
     "format_value",
     "is_observed",

@@ -37,6 +37,12 @@ from circuits.report.circuit_style import (
     support_sign,
 )
 
+FIRST_VIEW_EDGES = 6
+"""The view opens on the strongest circuit edges (this many, with their nodes) when the whole
+circuit would show its labels below `MIN_LABEL_PX`; "fit" shows it all."""
+MIN_LABEL_PX = 10
+"""Labels (node names 11 px, edge values 10 px at zoom 1) are at least this big on opening."""
+
 CYTOSCAPE_VERSION = "3.35.0"
 CYTOSCAPE_SHA256 = "71fa9ebec21a7ca2c40cff6aacc30d1f6464e363662ad4b2c197e1adc770cd94"
 VENDOR = Path(__file__).parent / "vendor"
@@ -144,10 +150,13 @@ def _edge_elements(
     g: nx.DiGraph, lay: CircuitLayout, roles: dict, kept: set, max_edge_labels: int
 ) -> list[dict]:
     """One cytoscape edge per edge: role colour, width by |effect|, a label on observed values
-    and the `max_edge_labels` strongest effects, dot's route when it has one."""
+    and the `max_edge_labels` strongest effects, dot's route when it has one, and `first_view`
+    on the `FIRST_VIEW_EDGES` strongest circuit edges (where the view opens)."""
     effects = [e for e in g.edges if roles[e] != "observed"]
     top = max((g.edges[e]["abs_effect"] for e in effects), default=0.0) or 1.0
-    labelled = set(sorted(effects, key=lambda e: -g.edges[e]["abs_effect"])[:max_edge_labels])
+    ranked = sorted(effects, key=lambda e: -g.edges[e]["abs_effect"])
+    labelled = set(ranked[:max_edge_labels])
+    first = set([e for e in ranked if e in kept and roles[e] != "structure"][:FIRST_VIEW_EDGES])
     elements = []
     for i, (u, v, d) in enumerate(g.edges(data=True)):
         role = roles[u, v]
@@ -167,6 +176,7 @@ def _edge_elements(
                     "label": edge_label(g, u, v) if show_label else "",
                     "value": edge_label(g, u, v),
                     "in_circuit": (u, v) in kept,
+                    "first_view": (u, v) in first,
                     "attrs": {k: _plain(v) for k, v in d.items()},
                     **route,
                 },
@@ -207,11 +217,13 @@ def _route(lay, u: str, v: str) -> dict:
 
 
 _STYLE = """
-.circuits-graph { border: 1px solid #ddd; border-radius: 4px; margin: 1em 0; font-size: 13px; }
+.circuits-graph { border: 1px solid #ddd; border-radius: 4px; margin: 1em 0; font-size: 13px;
+  max-width: 100%; overflow: hidden; }
 .circuits-graph .cg-bar { display: flex; gap: 1em; align-items: center; flex-wrap: wrap;
   padding: .4em .6em; border-bottom: 1px solid #eee; background: #fafafa; }
 .circuits-graph .cg-main { display: flex; }
-.circuits-graph .cg-canvas { flex: 1 1 auto; position: relative; min-width: 0; }
+.circuits-graph .cg-canvas { flex: 1 1 auto; position: relative; min-width: 0;
+  overflow: hidden; }
 .circuits-graph .cg-info { flex: 0 0 260px; border-left: 1px solid #eee; padding: .5em .7em;
   overflow: auto; color: #333; }
 .circuits-graph .cg-info table { font-size: 12px; margin: .3em 0; }
@@ -237,7 +249,7 @@ _SCRIPT = r"""
     box.textContent = "cytoscape.js is not loaded: put cytoscape_script() before this view.";
     root.setAttribute("data-rendered", "error"); return; }
   var cy = cytoscape({
-    container: box, elements: spec.elements, layout: { name: "preset", fit: true, padding: 24 },
+    container: box, elements: spec.elements, layout: { name: "preset", fit: false },
     wheelSensitivity: 0.3, minZoom: 0.2, maxZoom: 4,
     style: [
       { selector: "node", style: { shape: "round-rectangle", width: "data(w)",
@@ -283,7 +295,19 @@ _SCRIPT = r"""
   cy.on("tap", "node, edge", function (evt) { show(evt.target); });
   cy.on("tap", function (evt) { if (evt.target === cy) { cy.elements().removeClass("faded");
     info.innerHTML = spec.hint; root.removeAttribute("data-selected"); } });
-  root.querySelector(".cg-fit").addEventListener("click", function () { cy.fit(null, 24); });
+  function fitAll() { cy.fit(cy.elements(":visible"), 24); }
+  function firstView() {
+    // The whole circuit when its labels stay readable; else its strongest edges, at least at
+    // the zoom that shows labels at spec.min_px.
+    var least = spec.min_px / 10;
+    fitAll();
+    if (cy.zoom() >= least) { return; }
+    var strong = cy.edges("[?first_view]");
+    var part = strong.union(strong.connectedNodes());
+    if (part.length) { cy.fit(part, 24); }
+    if (cy.zoom() < least) { cy.zoom(least); cy.center(part.length ? part : undefined); }
+  }
+  root.querySelector(".cg-fit").addEventListener("click", fitAll);
   function count() {
     // What is shown: elements not hidden as outside the circuit (nor ending at such a node).
     var shown = cy.elements().filter(function (e) { return !e.hasClass("outside") &&
@@ -296,7 +320,10 @@ _SCRIPT = r"""
       !evt.target.checked); });
     count(); });
   cy.ready(function () {
+    firstView();
     count();
+    // The smallest label on screen (edge values are 10 px at zoom 1), for tests and readers.
+    root.setAttribute("data-label-px", (10 * cy.zoom()).toFixed(1));
     root.setAttribute("data-rendered", cy.nodes().length > 0 ? "true" : "empty");
   });
   window.circuitsGraphs = window.circuitsGraphs || {};
@@ -324,8 +351,12 @@ def graph_view_html(
         raise ValueError(f"element_id must be a plain HTML id (letters, digits, -, _), got "
                          f"{element_id!r}")  # fmt: skip
     spec = graph_elements(g, **selection)
-    hint = "Click a node or an edge to see its attributes; drag to pan, scroll to zoom."
-    spec.update(id=element_id, hint=html.escape(hint))
+    hint = (
+        "Click a node or an edge to see its attributes; drag to pan, scroll to zoom. Opened on "
+        f"the circuit's {FIRST_VIEW_EDGES} strongest edges when the whole would be too small "
+        "to read: 'fit' shows it all."
+    )
+    spec.update(id=element_id, hint=html.escape(hint), min_px=MIN_LABEL_PX)
     legend = " ".join(
         f'<span><span class="sw {item["role"]}" style="border-color:{item["color"]}"></span>'
         f"{html.escape(item['text'])}</span>"

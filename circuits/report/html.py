@@ -32,16 +32,23 @@ from matplotlib.figure import Figure
 
 from circuits._io import atomic_write
 from circuits._repr import key_value_html, number
+from circuits.graph.roles import REMOVAL_SIGN, support_sign
 from circuits.report.attention import AttentionView, circuitsvis_script
-from circuits.report.circuit_style import edge_count_text, edge_kinds_text, edge_rows
+from circuits.report.circuit_style import (
+    edge_count_text,
+    edge_kinds_text,
+    edge_rows,
+    edge_rows_order,
+)
 from circuits.report.draw import draw_circuit
 from circuits.report.graph_view import cytoscape_script, graph_view_html
 
 
 @dataclass
 class Text:
-    """Markdown-ish text: blank-line paragraphs, "# "/"## " headings, "- " lists, `code`,
-    **bold**. Everything else is shown as written (HTML is escaped)."""
+    """Markdown-ish text: blank-line paragraphs, "# "/"## " headings, "- " lists, pipe tables
+    ("| a | b |" rows under a "|---|---|" rule, shown as HTML tables that scroll in their box),
+    `code`, **bold**. Everything else is shown as written (HTML is escaped)."""
 
     markdown: str
 
@@ -134,13 +141,42 @@ def _inline(text: str) -> str:
     return re.sub(r"\*\*([^*]+)\*\*", r"<strong>\1</strong>", text)
 
 
+_PIPE_ROW = re.compile(r"^\s*\|.*\|\s*$")
+_PIPE_RULE = re.compile(r"^\s*\|(\s*:?-{3,}:?\s*\|)+\s*$")
+
+
+def _cells(line: str) -> list[str]:
+    return [c.strip() for c in line.strip().strip("|").split("|")]
+
+
+def _pipe_table(lines: list[str]) -> str:
+    """A Markdown pipe table (header row, rule, rows) as an HTML table in a scroll box."""
+    head, rows = _cells(lines[0]), [_cells(line) for line in lines[2:]]
+    th = "".join(f"<th>{_breakable(_inline(c))}</th>" for c in head)
+    body = "".join("<tr>" + "".join(f"<td>{_inline(c)}</td>" for c in r) + "</tr>" for r in rows)
+    return _scroll(f"<table><thead><tr>{th}</tr></thead><tbody>{body}</tbody></table>")
+
+
+def _is_pipe_table(lines: list[str]) -> bool:
+    return (
+        len(lines) >= 2
+        and bool(_PIPE_RULE.match(lines[1]))
+        and all(_PIPE_ROW.match(line) for line in lines)
+    )
+
+
 def _text_html(item: Text) -> str:
     out = []
     for block in re.split(r"\n\s*\n", item.markdown.strip()):
         lines = block.strip().splitlines()
         if not lines:
             continue
-        if all(line.lstrip().startswith(("- ", "* ")) for line in lines):
+        start = next((i for i in range(len(lines)) if _is_pipe_table(lines[i:])), None)
+        if start is not None:  # a table, perhaps under a line of text
+            if start:
+                out.append(f"<p>{_inline(' '.join(lines[:start]))}</p>")
+            out.append(_pipe_table(lines[start:]))
+        elif all(line.lstrip().startswith(("- ", "* ")) for line in lines):
             rows = "".join(f"<li>{_inline(line.lstrip()[2:])}</li>" for line in lines)
             out.append(f"<ul>{rows}</ul>")
         elif lines[0].startswith("#"):
@@ -167,7 +203,13 @@ def _table_html(item: Table) -> str:
         na_rep=item.na_rep,
     )
     caption = f"<figcaption>{html.escape(item.caption)}</figcaption>" if item.caption else ""
+    table = re.sub(r"<th>([^<]*)</th>", lambda m: f"<th>{_breakable(m[1])}</th>", table)
     return f"<figure>{caption}{_scroll(table)}{note}</figure>"
+
+
+def _breakable(text: str) -> str:
+    """A column name that may wrap before each "_" (long snake_case names keep tables narrow)."""
+    return text.replace("_", "<wbr>_")
 
 
 def _float_formatter(pattern: str):
@@ -242,8 +284,8 @@ def _graph_html(item: GraphView, element_id: str) -> str:
             _table_html(
                 Table(
                     edge_rows(g),
-                    "edges, strongest first (effect: change under removal of the source, "
-                    "negative = supports)" + (f"; every edge's {shared}" if shared else ""),
+                    f"{edge_rows_order(g)} ({_effect_words(g)})"
+                    + (f"; every edge's {shared}" if shared else ""),
                     max_rows=item.max_edges,
                     index=False,
                 )
@@ -251,6 +293,12 @@ def _graph_html(item: GraphView, element_id: str) -> str:
             _key_values_html(KeyValues(g.graph, name="graph attribute")),
         ]
     )
+
+
+def _effect_words(g: nx.DiGraph) -> str:
+    if support_sign(g) == REMOVAL_SIGN:
+        return "effect: change under removal of the source, negative = supports"
+    return "effect: contribution of the source, positive = supports"
 
 
 def _wrap(item):

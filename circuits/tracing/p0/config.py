@@ -86,3 +86,17 @@ the defaults are the documented runs)."""
 def quick(config: P0Config, keep: tuple[str, ...] = ()) -> P0Config:
     """`config` with the `QUICK` settings, except the fields named in `keep` (flat names)."""
     return config.with_options(**{k: v for k, v in QUICK.items() if k not in keep})
+
+
+def rough_note(config: P0Config) -> str:
+    """ "" for a run at the documented settings; else one sentence saying the result is rough and
+    which `QUICK` settings are below their defaults (as `--quick` sets them)."""
+    flat, default = config.to_flat(), P0Config().to_flat()
+    low = [k for k in QUICK if flat[k] < default[k]]
+    if not low:
+        return ""
+    parts = ", ".join(f"{k.replace('_', '-')} {flat[k]} (default {default[k]})" for k in low)
+    return (
+        f"Rough result: a quick run, with settings below the documented defaults ({parts}); "
+        "read its numbers as a first look, not as the documented result."
+    )

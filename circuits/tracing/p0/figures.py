@@ -85,6 +85,7 @@ def heads_figure(heads: pd.DataFrame, model: str) -> Figure:
             grid = heads.pivot(index="layer", columns="head", values=col)
             im = ax.imshow(grid.to_numpy(), cmap=role_cmap(), vmin=-lim, vmax=lim, aspect="auto")
             _box_circuit(ax, heads, grid)
+            _hatch_unstable(ax, heads, grid, col, 0.05 * lim)
             ax.set_title(HEAD_PANELS[col], fontsize=9)
             ax.set_xlabel("head")
             ax.set_xticks(range(len(grid.columns)), grid.columns, fontsize=7)
@@ -97,22 +98,38 @@ def heads_figure(heads: pd.DataFrame, model: str) -> Figure:
     axes[0].set_yticks(range(len(grid.index)), grid.index, fontsize=7)
     fig.suptitle(f"{model}: heads ablated (mean over the other positions)")
     member = Patch(fc="none", ec="black", label="black box: head in the node-level circuit")
-    _role_legend(fig, "head", member)
+    unstable = Patch(fc="none", ec="0.3", hatch="////", lw=0,
+                     label="hatched: unstable, sd over texts >= |mean effect|")  # fmt: skip
+    _role_legend(fig, "head", member, unstable)
     return fig
 
 
-def _role_legend(fig: Figure, what: str, member) -> None:
+def _hatch_unstable(ax, heads: pd.DataFrame, grid: pd.DataFrame, col: str, floor: float) -> None:
+    """Hatch the cells whose spread over texts (`col:sd`) is at least their mean effect (and
+    the effect shows: >= `floor`): a mean one text carries."""
+    if f"{col}:sd" not in heads:
+        return
+    rows, cols = list(grid.index), list(grid.columns)
+    values = heads[[col, f"{col}:sd", "layer", "head"]].to_numpy()
+    for value, sd, layer, head in values:
+        if abs(value) >= floor and sd >= abs(value):
+            y, x = rows.index(int(layer)), cols.index(int(head))
+            ax.add_patch(Rectangle((x - 0.5, y - 0.5), 1, 1, fill=False, hatch="////",
+                                   ec="0.3", lw=0))  # fmt: skip
+
+
+def _role_legend(fig: Figure, what: str, *markers) -> None:
     """The convention's two colours in words (`circuits.graph.convention`) and the circuit
-    marker `member`, below the panels."""
+    `markers`, below the panels."""
     fig.legend(
         handles=[
             Patch(color=ROLE_COLORS["supports"],
                   label=f"blue: supports the sink (ablating the {what} lowers it)"),
             Patch(color=ROLE_COLORS["opposes"],
                   label=f"orange: opposes it (ablating the {what} raises it)"),
-            member,
+            *markers,
         ],
-        loc="outside lower center", ncols=3, fontsize=8, frameon=False,
+        loc="outside lower center", ncols=2, fontsize=8, frameon=False,
     )  # fmt: skip
 
 

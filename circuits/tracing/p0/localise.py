@@ -7,11 +7,19 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 
 import pandas as pd
+import torch
 from jaxtyping import Int
 from torch import Tensor
 from transformer_lens.model_bridge import TransformerBridge
 
-from circuits.patching import head_grid, p0_attention, position_grid, resid_norm, sweep
+from circuits.patching import (
+    head_grid,
+    p0_attention,
+    position_grid,
+    resid_norm,
+    run_interventions,
+    sweep,
+)
 from circuits.tracing.p0.ablation import p0_ablation, relative
 from circuits.tracing.p0.config import P0Config
 from circuits.tracing.p0.formation import Formation
@@ -22,7 +30,8 @@ from circuits.tracing.p0.neurons import top_neurons
 class Localisation:
     """Effects (relative change, (patched - clean) / clean) of ablating each component at P0,
     and at a control position, on the two metrics (`p0_norm@p0`, `p0_attention@p0`,
-    `p0_attention@control`); the components kept; the top neurons of the circuit MLPs."""
+    `p0_attention@control`), each with its spread over texts (`...:sd`); the components kept;
+    the top neurons of the circuit MLPs."""
 
     heads: pd.DataFrame
     mlps: pd.DataFrame
@@ -40,8 +49,17 @@ def _sweeps(model, tokens, grid_for, metrics, progress) -> dict[str, Tensor | fl
                 continue  # under causal attention, nothing at a later position reaches P0
             res = sweep(model, tokens, grid, metric, progress=progress)
             out[f"{mname}@{where}"] = relative(res.values, res.baseline)
+            out[f"{mname}@{where}:sd"] = text_spread(model, tokens, metric, res.per_prompt)
             out[f"baseline:{mname}"] = res.baseline
     return out
+
+
+def text_spread(model, tokens: Tensor, metric, per_text: Tensor) -> Tensor:
+    """The sd over texts of each ablation's relative change, each text against its own clean
+    value (0 for one text): a mean that one text carries shows a spread as large as itself."""
+    clean = run_interventions(model, tokens, [], metric, progress=False).baselines
+    change = (per_text - clean) / torch.where(clean == 0, torch.ones_like(clean), clean)
+    return change.std(-1) if change.shape[-1] > 1 else torch.zeros(change.shape[:-1])
 
 
 def keep(effects: Sequence[float], share: float) -> list[int]:

@@ -5,11 +5,18 @@ from __future__ import annotations
 import math
 from typing import TYPE_CHECKING
 
+import pandas as pd
+
 from circuits._repr import number, percent
 from circuits.discovery.size_rule import rule_text
-from circuits.tracing.edge_text import above_one, edge_circuit_text, kinds_text
+from circuits.graph.circuit import parse_node_id
+from circuits.stats import MIN_N
+from circuits.tracing.edge_list import strongest_edges_text
+from circuits.tracing.edge_text import above_one, edge_circuit_text, interval_text, kinds_text
+from circuits.tracing.p0.config import rough_note
 
 if TYPE_CHECKING:
+    from circuits.tracing.p0.config import P0Config
     from circuits.tracing.p0.pipeline import P0Trace
 
 
@@ -41,19 +48,17 @@ def summary_text(trace: P0Trace) -> str:
         f"{number(s['late_p0_attention_clean'], '.3f')} (mean over heads, queries i >= 1, texts).",
         f"**Node-level first view.** Heads: {', '.join(s['node_circuit_heads']) or 'none'}; MLPs: "
         f"{', '.join(s['node_circuit_mlps']) or 'none'} (components whose ablation at P0 lowers the "
-        f"late P0 attention by >= {percent(c.keep_share)} of the strongest effect of their kind).",
-        f"**Causal confirmation.** Ablating the circuit at P0 removes "
-        f"{percent(s['node_share_removed_by_circuit'])} of the drop that ablating every attention "
-        f"and MLP output of blocks 0-{f.last_jump} at P0 causes (P0 attention "
-        f"{number(conf.loc['all_formation_ablated', 'p0_attention'], '.3f')}); patching only the "
-        f"circuit back restores {percent(s['node_share_restored_by_circuit'])}; ablating as many "
-        f"random components removes {percent(s['node_share_removed_by_random'])}. Run on each "
-        "text alone, the three fractions vary by (sd over texts) "
-        + " / ".join(
-            number(s.get("node_sd_over_texts_" + run, math.nan))
-            for run in ("circuit_ablated", "all_but_circuit_ablated", "random_control_ablated")
-        )
-        + ".",
+        f"late P0 attention by >= {percent(c.keep_share)} of the strongest effect of their kind)."
+        + unstable_text(trace.localisation.heads, trace.localisation.mlps, c),
+        f"**Causal confirmation.** On {c.n_texts} texts, ablating the circuit at P0 removes "
+        f"{_spread(s, 'node_share_removed_by_circuit', 'circuit_ablated')} of the drop that "
+        f"ablating every attention and MLP output of blocks 0-{f.last_jump} at P0 causes (P0 "
+        f"attention {number(conf.loc['all_formation_ablated', 'p0_attention'], '.3f')}); "
+        "patching only the circuit back restores "
+        f"{_spread(s, 'node_share_restored_by_circuit', 'all_but_circuit_ablated')}; ablating "
+        "as many random components removes "
+        f"{_spread(s, 'node_share_removed_by_random', 'random_control_ablated')} (sd: over the "
+        f"texts, each run alone{'' if c.n_texts >= MIN_N else f'; fewer than {MIN_N} texts'}).",
         "**Position, not content.** Per first-token variant: share of texts whose "
         "most-attended / largest-norm token is position 0, and the P0 attention mass: "
         + "; ".join(
@@ -69,22 +74,97 @@ def summary_text(trace: P0Trace) -> str:
     return "\n\n".join(lines)
 
 
+def _spread(s: dict, key: str, run: str) -> str:
+    """A node-level share with its sd over texts, flagged unstable when the sd is at least as
+    large as the share itself and 5 points or more (the sign of the share is then not
+    settled)."""
+    value, sd = s[key], s.get("node_sd_over_texts_" + run, math.nan)
+    flag = ", unstable: the spread is as large as the value" if sd >= max(abs(value), 0.05) else ""
+    return f"{percent(value)} (sd {number(sd)}{flag})"
+
+
+PLATEAU = 0.05
+"""Effects within this share of each other (relative to the largest) count as one value."""
+
+
+def unstable_text(heads: pd.DataFrame, mlps: pd.DataFrame, config: P0Config) -> str:
+    """The node-level effects that matter (>= keep_share of the strongest |effect|) whose sd
+    over texts is at least their mean: one text, not all, carries them; and when three or more
+    share one value, why (a ceiling that text reaches, not separate mechanisms)."""
+    col = "p0_attention@p0"
+    if f"{col}:sd" not in heads:
+        return ""
+    rows = pd.concat(
+        [
+            heads.assign(name=[f"L{r.layer}.H{r.head}" for r in heads.itertuples()]),
+            mlps.assign(name=[f"L{r.layer}.MLP" for r in mlps.itertuples()]),
+        ]
+    )
+    size, sd = rows[col].abs(), rows[f"{col}:sd"]
+    bad = rows[(size >= config.keep_share * size.max()) & (sd >= size)]
+    bad = bad.loc[bad[col].abs().sort_values(ascending=False).index]
+    if bad.empty:
+        return ""
+    listed = ", ".join(f"{r.name} ({number(getattr(r, 'p0_attention@p0'), '+.3f')}, sd "
+                       f"{number(getattr(r, 'p0_attention@p0:sd'))})" for r in bad.itertuples())  # fmt: skip
+    text = (
+        f" Unstable across the {config.n_texts} texts (sd over texts at least the mean effect: "
+        f"some texts carry it, not all): {listed}."
+    )
+    top = bad[col].abs().max()
+    same = bad[(top - bad[col].abs()) <= PLATEAU * top]
+    if len(same) >= 3:
+        text += (
+            f" {len(same)} unrelated components share one effect "
+            f"({number(same[col].min(), '+.3f')} to {number(same[col].max(), '+.3f')}): a "
+            "ceiling the late P0 attention of those texts reaches whichever of them is ablated "
+            f"at P0, not {len(same)} separate mechanisms."
+        )
+    return text
+
+
 def _what_it_is(trace: P0Trace) -> str:
-    """The circuit's strongest exactly measured edges and how much of their effect runs
-    between MLPs."""
+    """How much of the exactly measured effect runs between MLPs."""
     frame = trace.edges.edges_frame().dropna(subset=["direct_effect"])
     if frame.empty:
         return "no edge was measured exactly"
     size = frame.direct_effect.abs()
     mlp = frame.sender.str.endswith("MLP") & frame.receiver.str.endswith("MLP")
-    top = frame.loc[size.sort_values(ascending=False).index[:4]]
-    edges = ", ".join(f"{r.sender} -> {r.receiver} ({number(r.direct_effect, '+.3f')})"
-                      for r in top.itertuples())  # fmt: skip
     return (
         f"{percent(size[mlp].sum() / size.sum())} of the summed |direct effect| of its "
-        f"{len(frame)} exactly measured edges runs from one MLP to another; the strongest "
-        f"are {edges}"
+        f"{len(frame)} exactly measured edges runs from one MLP to another"
     )
+
+
+def why_position_0(trace: P0Trace) -> str:
+    """One sentence: what writes the P0 state (the blocks where its norm jumps) and what reads
+    it (the circuit's edges into the keys of the late layers' heads, and where they come
+    from)."""
+    f, frame = trace.formation, trace.edges.edges_frame()
+    late = set(f.late_layers)
+    into_keys = frame[[_late_key(r, late) for r in frame.receiver]]
+    value = into_keys.direct_effect.fillna(into_keys.estimated_effect).abs()
+    writers = value.groupby(into_keys.sender).sum().sort_values(ascending=False).index[:3]
+    state = (
+        f"Why position 0: block(s) {', '.join(map(str, f.jump_layers))} write a massive state "
+        f"there (norm {number(f.p0_norm[f.last_jump], ',.0f')} after block {f.last_jump}, "
+        f"{number(f.norm_ratio[f.last_jump], '.0f')}x the median of the other positions)"
+    )
+    if into_keys.empty:
+        return (
+            f"{state}; none of the circuit's edges enters a late head's key input, so the "
+            "circuit does not show how it is read (the claims, `--claims`, measure the keys)."
+        )
+    return (
+        f"{state}, and the heads of layers {min(late)}-{max(late)} read it through their keys: "
+        f"{len(into_keys):,} of the circuit's {len(frame):,} edges enter their key inputs at "
+        f"position 0, most of it (by |effect|) from {', '.join(writers)}."
+    )
+
+
+def _late_key(receiver: str, late: set[int]) -> bool:
+    comp = parse_node_id(receiver)
+    return comp.kind == "head" and comp.part == "k" and comp.layer in late
 
 
 def _left_out(trace: P0Trace) -> str:
@@ -107,6 +187,7 @@ def finding_text(trace: P0Trace) -> str:
     s, e, cfg = trace.summary(), trace.edges.summary(), trace.edges.config
     f, lo_hi = e["heldout_faithfulness"], e["heldout_faithfulness_ci"]
     late = trace.formation.late_layers
+    rough = rough_note(trace.config)
     sentence = (
         f"In {trace.model}, the late P0 attention (the attention layers "
         f"{late[0]}-{late[-1]} pay to position 0: {number(s['late_p0_attention_clean'], '.3f')} "
@@ -115,17 +196,18 @@ def finding_text(trace: P0Trace) -> str:
         f"components. On {e['n_heldout_texts']} held-out texts the circuit alone keeps f = "
         f"{number(f)} of it{above_one(f, e['complement_faithfulness'])}; random circuits of the "
         f"same size keep {number(e['random_faithfulness_mean'])}. What the circuit is: "
-        f"{_what_it_is(trace)}. The P0 state forms where its norm jumps, in block(s) "
-        f"{', '.join(map(str, trace.formation.jump_layers))}. Colours and signs everywhere: "
-        "blue (a negative change when removed) supports the sink, orange opposes it."
+        f"{_what_it_is(trace)}. {why_position_0(trace)} "
+        f"{strongest_edges_text(trace.edges.edges_frame(), cfg.method)} Colours and signs "
+        "everywhere: blue (a negative change when removed) supports the sink, orange opposes it."
     )
     heads = ", ".join(s["node_circuit_heads"]) or "none"
     mlps = ", ".join(s["node_circuit_mlps"]) or "none"
     numbers = [
         f"- circuit size: {e['n_edges']:,} direct edges ({e['n_senders']} sending components) "
         f"of {e['n_edges_total']:,}",
-        f"- held-out faithfulness f: {number(f)} (95% interval {number(lo_hi[0])}-"
-        f"{number(lo_hi[1])}), |1 - f| = {number(abs(1 - f))}; on the fit texts "
+        f"- held-out faithfulness f: {number(f)} "
+        f"({interval_text(lo_hi, e['n_heldout_texts'], '95% interval ')}), |1 - f| = "
+        f"{number(abs(1 - f))}; on the fit texts "
         f"{number(e['fit_faithfulness'])} (size rule: the smallest grown circuit "
         f"{rule_text(cfg.size_rule, cfg.target, cfg.target_band)}; {e['size_rule_fired']})",
         f"- random circuits of the same size: {number(e['random_faithfulness_mean'])} +- "
@@ -135,18 +217,19 @@ def finding_text(trace: P0Trace) -> str:
         f"- node-level first view (one component at a time): heads {heads}; MLPs {mlps}. "
         + _left_out(trace),
     ]
-    return sentence + "\n\n" + "\n".join(numbers)
+    return (f"**{rough}**\n\n" if rough else "") + sentence + "\n\n" + "\n".join(numbers)
 
 
 CAPTIONS = {
     "variants": "Does the sink stay at position 0 whatever token is there? Left: the attention "
     "each layer pays to position 0; right: the norm of position 0's residual, one line per "
-    "first-token variant (dashed black: the median norm of the other positions; dotted grey: "
+    "first-token variant (thick grey: the median norm of the other positions; dotted grey: "
     "blocks where the P0 norm jumps).",
     "heads": "What each attention head does to the sink when ablated at P0 (left) or at a "
     "control position (middle), and to the P0 norm (right): relative change, blue where the "
     "head supports the sink (ablating lowers it), orange where it opposes it; boxed heads make "
-    "up the node-level circuit (supporting heads only).",
+    "up the node-level circuit (supporting heads only); hatched cells are unstable: their sd "
+    "over the texts is at least their mean effect, which some texts carry and others not.",
     "mlps": "The same for each MLP, one panel per measurement: blue bars support the sink, "
     "orange bars oppose it; * marks the MLPs of the node-level circuit.",
     "position": "Position, not content: the same token at position 0 and at a later position, "
