@@ -29,7 +29,6 @@ longer than the model's context.
 from __future__ import annotations
 
 import datetime as dt
-import hashlib
 import resource
 import sys
 from collections.abc import Sequence
@@ -41,6 +40,7 @@ from transformer_lens.model_bridge import TransformerBridge
 
 from circuits._io import check_out_file
 from circuits._lines import JSONL_SUFFIXES
+from circuits.core.identity import model_key, recorded_info, weights_sha256
 from circuits.corpus import (
     INSTRUCTION,
     PROBLEMS_PATH,
@@ -75,9 +75,9 @@ dates may differ)."""
 def _settings(model: TransformerBridge, decoding: Decoding, chat: bool) -> dict:
     from importlib.metadata import version
 
-    info = getattr(model, "circuits_info", None)
+    info = recorded_info(model)
     return {
-        "model": info.key if info else model.cfg.model_name,
+        "model": model_key(model),
         "gguf_sha256": info.gguf_sha256 if info else None,
         "source": info.source if info else None,
         "decoding": "greedy",
@@ -95,18 +95,6 @@ def _settings(model: TransformerBridge, decoding: Decoding, chat: bool) -> dict:
         "kv_cache": True,
         "torch_threads": torch.get_num_threads(),
     }
-
-
-def weights_sha256(model: TransformerBridge) -> str:
-    """SHA-256 over the model's weight tensors (name, dtype, shape and bytes, names sorted): the
-    same for every load of the same weights, whatever file they came from."""
-    digest = hashlib.sha256()
-    tensors = dict(model.original_model.state_dict())
-    for name in sorted(tensors):
-        t = tensors[name].detach().cpu().contiguous()
-        digest.update(f"{name}|{t.dtype}|{tuple(t.shape)}|".encode())
-        digest.update(t.view(torch.uint8).numpy().tobytes() if t.numel() else b"")
-    return digest.hexdigest()
 
 
 def context_length(model: TransformerBridge) -> int:
@@ -133,7 +121,7 @@ def peak_rss_mib() -> float:
 def check_traces(traces: Sequence[Trace], model: TransformerBridge, source: str = "traces") -> None:
     """Raise unless every trace can belong to `model`: hashes recorded in its settings match the
     model's, its token ids are inside the vocabulary and it fits the context."""
-    info = getattr(model, "circuits_info", None)
+    info = recorded_info(model)
     model_gguf = info.gguf_sha256 if info else None
     model_weights = None
     d_vocab = int(model.cfg.d_vocab)

@@ -20,12 +20,12 @@ from circuits.models.registry import MODELS
 
 CHILD = """
 import json, resource, time, torch
-from circuits.models import load_model
+from circuits.models import load_model, model_info
 t = time.perf_counter()
 m = load_model({key!r})
 with torch.no_grad():
     m(m.to_tokens("The capital of France is"))
-print(json.dumps({{"seconds": time.perf_counter() - t, "from_cache": m.circuits_info.from_cache,
+print(json.dumps({{"seconds": time.perf_counter() - t, "from_cache": model_info(m).from_cache,
     "peak_rss_gb": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 2**20}}))
 """
 

@@ -66,6 +66,7 @@ def cache_all(model, corpus):
     """The plain way: cache every hook of one text at a time, then the same metrics."""
     import torch
 
+    from circuits.core.identity import model_key
     from circuits.corpus import Trace
     from circuits.sinks import SinkReport, TextSinks, gu_alpha, sink_score
 
@@ -88,7 +89,7 @@ def cache_all(model, corpus):
             )
         )
         del cache
-    return SinkReport(model.circuits_info.key, n_layers, model.cfg.n_heads, texts)
+    return SinkReport(model_key(model), n_layers, model.cfg.n_heads, texts)
 
 
 def worker(key: str, variant: str, n: int | None) -> None:

@@ -111,9 +111,10 @@ def figure(layers, title: str):
 
 def model_record(model, key: str) -> dict:
     """What was loaded: the loader's ModelInfo and, for a registry model, its GGUF."""
+    from circuits.core.identity import model_info
     from circuits.models.registry import MODELS as REGISTRY
 
-    record = model.circuits_info.to_dict()
+    record = model_info(model).to_dict()
     spec = REGISTRY.get(key)
     record["gguf_name"] = spec.gguf_name if spec else None
     return record

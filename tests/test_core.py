@@ -43,3 +43,43 @@ def test_patchable_kinds_are_the_site_table_in_its_order():
     assert hook_name("k_in", 0) == "blocks.0.attn.k.hook_in"
     with pytest.raises(ValueError, match="unknown site kind 'nope'"):
         hook_name("nope", 0)
+
+
+def test_a_model_is_known_by_its_record_else_by_its_config():
+    from dataclasses import replace
+    from types import SimpleNamespace
+
+    from circuits.core.identity import (
+        model_hash,
+        model_info,
+        model_key,
+        prepends_bos,
+        record_info,
+        recorded_info,
+        same_model,
+    )
+
+    class Model:
+        cfg = SimpleNamespace(model_name="hub/name", default_prepend_bos=False)
+
+    bare, loaded = Model(), Model()
+    assert recorded_info(bare) is None and recorded_info(SimpleNamespace()) is None
+    assert (model_key(bare), model_hash(bare), prepends_bos(bare)) == ("hub/name", "", False)
+    with pytest.raises(ValueError, match="not loaded with circuits.load_model"):
+        model_info(bare)
+    info = record_info(loaded, _info(key="tiny", weights_sha256="ab" * 32))
+    assert model_info(loaded) is info and model_key(loaded) == "tiny" and prepends_bos(loaded)
+    assert same_model("other-name", "ab" * 32, loaded)  # the hashes decide when both have one
+    assert not same_model("tiny", "cd" * 32, loaded)
+    assert same_model("tiny", "", loaded) and not same_model("tiny", "", bare)
+    record_info(loaded, replace(info, gguf_sha256="ef" * 32))
+    assert model_hash(loaded) == "ef" * 32
+
+
+def _info(**fields):
+    from circuits.core.identity import ModelInfo
+
+    shape = dict(n_layers=1, n_heads=1, n_kv_heads=1, d_model=4, d_mlp=4, dtype="float32")
+    given = dict(source="folder:x", hub_name="x", gguf_sha256=None, cache_dir=None)
+    given |= dict(from_cache=False, prepend_bos=True, load_seconds=0.0, quantised_source=False)
+    return ModelInfo(**(shape | given | fields))

@@ -8,13 +8,10 @@ from dataclasses import replace
 import pytest
 import torch
 
+from circuits.core.identity import model_info, record_info, weights_sha256
 from circuits.corpus import Problem, prompt_ids, read_traces, write_traces
 from circuits.decoding import Decoding
-from circuits.generation import (
-    generate_long_traces,
-    load_traces,
-    weights_sha256,
-)
+from circuits.generation import generate_long_traces, load_traces
 
 PROBLEMS = [Problem(0, "What is 2 + 3?", 5), Problem(1, "Name a colour."), Problem(2, "7 - 4?", 3)]
 
@@ -148,12 +145,12 @@ def test_trace_files_from_another_model_are_refused(tiny, tmp_path):
             load_traces(out, tiny)
     gguf = replace(trace, generation={**trace.generation, "gguf_sha256": "ab" * 32})
     write_traces([gguf], out)
-    tiny.circuits_info = replace(tiny.circuits_info, gguf_sha256="cd" * 32)
+    record_info(tiny, replace(model_info(tiny), gguf_sha256="cd" * 32))
     try:
         with pytest.raises(ValueError, match="comes from GGUF abababab"):
             load_traces(out, tiny)
     finally:
-        tiny.circuits_info = replace(tiny.circuits_info, gguf_sha256=None)
+        record_info(tiny, replace(model_info(tiny), gguf_sha256=None))
     out.write_text(json.dumps(trace.to_dict())[:50] + "\n")
     with pytest.raises(ValueError, match="t.jsonl:1: not a trace record"):
         read_traces(out)

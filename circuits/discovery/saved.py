@@ -11,6 +11,7 @@ import networkx as nx
 import numpy as np
 import torch
 
+from circuits.core.identity import model_hash, model_key, same_model
 from circuits.discovery.evaluation import (
     N_BOOT,
     N_RANDOM,
@@ -46,13 +47,9 @@ def build_metric(spec: dict) -> Metric:
 
 
 def _check_model(graph: nx.DiGraph, model) -> None:
-    info = getattr(model, "circuits_info", None)
-    key = info.key if info else model.cfg.model_name
+    key, have_hash = model_key(model), model_hash(model)
     want_hash = graph.graph.get("model_hash", "")
-    have_hash = (info.gguf_sha256 or info.weights_sha256 or "") if info else ""
-    # Identity is the weights' hash when both sides have one (a folder's path may change).
-    same = want_hash == have_hash if want_hash and have_hash else graph.graph.get("model") == key
-    if not same:
+    if not same_model(graph.graph.get("model"), want_hash, model):
         replaced = ": the same name with other weights" if graph.graph.get("model") == key else ""
         raise ValueError(
             f"this circuit was found on model {graph.graph.get('model')!r} "
@@ -167,8 +164,7 @@ def eap_ig_circuit(data: dict, model, source: str = "graph") -> nx.DiGraph:
     edges = from_eap_ig(data, shape["n_kv_heads"], source)
     if not edges:
         raise ValueError(f"{source}: no edge has in_graph true; the circuit is empty")
-    info = getattr(model, "circuits_info", None)
-    g = nx.DiGraph(model=info.key if info else model.cfg.model_name, metric_spec=PAIRS_SPEC,
+    g = nx.DiGraph(model=model_key(model), metric_spec=PAIRS_SPEC,
                    metric="pairs", source=source)  # fmt: skip
     for name, score in edges.items():
         u, v = name.split("->")

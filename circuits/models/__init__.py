@@ -2,18 +2,18 @@
 
 `load_model` and friends import torch and TransformerLens; they are loaded on first use, so
 that the registry and the cache (`circuits.models.cache`, e.g. for `circuits models`) stay cheap.
+What a loaded model is (`ModelInfo`, `model_info`) lives in `circuits.core.identity`.
 """
 
+from circuits.core.identity import ModelInfo, model_info
 from circuits.models.registry import DEFAULT_MODEL, MODELS, ModelSpec, get_spec
-
-_FROM_LOAD = ("ModelInfo", "load_model", "model_info")
 
 
 def __getattr__(name: str):
-    if name in _FROM_LOAD:
+    if name == "load_model":
         from circuits.models import load
 
-        return getattr(load, name)
+        return load.load_model
     raise AttributeError(f"module 'circuits.models' has no attribute {name!r}")
 
 

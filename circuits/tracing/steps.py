@@ -21,6 +21,7 @@ import torch
 from tqdm.auto import tqdm
 
 from circuits._io import atomic_write, strict_json, write_json
+from circuits.core.identity import model_key, recorded_info, weights_sha256
 from circuits.provenance import texts_sha256
 
 KEY_FILE = "key.json"
@@ -33,16 +34,14 @@ def run_key(model, config, texts: Sequence[str], kinds: Sequence[str] | None = N
     """What identifies a pipeline run for its checkpoints: the model key, its weights (the GGUF's
     SHA-256 plus the dtype for a registry model, else the hash of the weight tensors), the
     config's fields (nested configs too) and a hash of the texts (with their kinds, if given)."""
-    info = getattr(model, "circuits_info", None)
+    info = recorded_info(model)
     if info is not None and info.gguf_sha256:
         weights = f"gguf:{info.gguf_sha256}"
     else:
-        from circuits.generation import weights_sha256
-
         weights = f"tensors:{weights_sha256(model)}"
     text_hash = texts_sha256(texts, kinds)
     return {
-        "model": info.key if info is not None else model.cfg.model_name,
+        "model": model_key(model),
         "weights": weights,
         "dtype": str(model.cfg.dtype).removeprefix("torch."),
         "config": config.to_dict(),

@@ -16,6 +16,7 @@ from matplotlib.figure import Figure
 from torch import Tensor
 from transformer_lens.model_bridge import TransformerBridge
 
+from circuits.core.identity import model_key, prepends_bos
 from circuits.core.nodes import node_id
 from circuits.discovery import EdgeCircuit, token_rows
 from circuits.discovery.texts import DEFAULT_TEXTS, PLAIN_KIND, read_kinded_texts
@@ -253,9 +254,7 @@ def trace_p0(
     key = run_key(model, config, texts, kinds) if checkpoint is not None else None
     fit_items, held_items = edge_split(kinds, config.edge)
     fit_texts, heldout = [texts[i] for i in fit_items], [texts[i] for i in held_items]
-    info = getattr(model, "circuits_info", None)
-    name = info.key if info else model.cfg.model_name
-    bos = info.prepend_bos if info else bool(model.cfg.default_prepend_bos)
+    name, bos = model_key(model), prepends_bos(model)
     first = model.tokenizer.bos_token_id if bos else None
     node_texts = fit_texts[: config.n_texts]
     tokens = token_rows(model, node_texts, config.n_tokens, first=first)

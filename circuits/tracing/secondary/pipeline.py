@@ -13,6 +13,7 @@ from matplotlib.figure import Figure
 from transformer_lens.model_bridge import TransformerBridge
 
 from circuits._io import json_finite
+from circuits.core.identity import model_key, recorded_info
 from circuits.core.nodes import node_id
 from circuits.discovery.texts import texts_source
 from circuits.graph import edge_table
@@ -229,10 +230,10 @@ def trace_secondary(
         min_queries=config.min_queries, event_choice=config.event_choice,
     )  # fmt: skip
     graph = edges.graph if edges else node_graph
-    info = getattr(model, "circuits_info", None)
+    info = recorded_info(model)
     run = {
-        "model": info.key if info else model.cfg.model_name,
-        "gguf_sha256": getattr(info, "gguf_sha256", None),
+        "model": model_key(model),
+        "gguf_sha256": info.gguf_sha256 if info is not None else None,
         "n_texts": len(corpus.rows),
         "n_tokens": sum(len(r) for r in corpus.rows),
         "tokens_by_part": corpus.parts(),
@@ -279,14 +280,14 @@ def _config_and_rule(config: SecondaryConfig, overrides: dict) -> tuple[Secondar
 
 def _check_trace_models(model: TransformerBridge, texts: Sequence) -> None:
     """Refuse traces made by another model (registry key or GGUF hash), before any work."""
-    info = getattr(model, "circuits_info", None)
+    info = recorded_info(model)
     if info is None:
         return
     for t in texts:
         if not hasattr(t, "prompt_len"):
             continue
         made = (getattr(t, "generation", None) or {}).get("gguf_sha256")
-        ours = getattr(info, "gguf_sha256", None)
+        ours = info.gguf_sha256
         if t.model != info.key or (made and ours and made != ours):
             raise ValueError(
                 f"the trace of problem {t.id} was made by {t.model!r}"
