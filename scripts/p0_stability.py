@@ -71,6 +71,21 @@ def copy_to_docs(root: Path, docs: Path) -> None:
             shutil.copyfileobj(src, out)  # fmt: skip
 
 
+def write_readme(readme: Path, figures: dict) -> None:
+    """The README's stability section for the models whose seed-0 run in its folder is today's
+    (it records the size rule)."""
+    from p0_stability_section import write_section
+
+    models = [
+        m for m in MODELS
+        if (p := readme.parent / m / "summary.json").is_file()
+        and "size_rule" in json.loads(p.read_text())["summary"]
+    ]  # fmt: skip
+    text = write_section(readme, figures, models)
+    with atomic_write(readme) as fh:
+        fh.write(text)
+
+
 def variant_name(seed: int, ablation: str) -> str:
     return f"seed{seed}" if ablation == "mean" else f"{ablation}-seed{seed}"
 
@@ -173,6 +188,7 @@ def main() -> None:
     ana.add_argument("--root", type=Path, default=Path("runs/stability"))
     ana.add_argument("--out", type=Path, default=Path("docs/p0/stability"))
     ana.add_argument("--no-cross", action="store_true", help="keep the last cross.csv")
+    ana.add_argument("--readme", type=Path, help="write its stability section (docs/p0/README.md)")
     docs = sub.add_parser("docs", help="copy the finished runs into docs/p0 (lean)")
     docs.add_argument("--root", type=Path, default=Path("runs/stability"))
     docs.add_argument("--docs", type=Path, default=Path("docs/p0"))
@@ -186,9 +202,11 @@ def main() -> None:
         from p0_stability_report import markdown
 
         tables = analyse(args.root, args.out, cross=not args.no_cross)
-        text = markdown(tables, stability_figures(tables))
+        figures = stability_figures(tables)
         with atomic_write(args.out / "README.md") as fh:
-            fh.write(text)
+            fh.write(markdown(tables, figures))
+        if args.readme:
+            write_readme(args.readme, figures)
     else:
         copy_to_docs(args.root, args.docs)
 

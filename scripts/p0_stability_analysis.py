@@ -26,12 +26,13 @@ from pathlib import Path
 
 import numpy as np
 import pandas as pd
+from p0_stability_judge import SEEDS, cross_rows
 
 from circuits._io import write_csv, write_json
 
-ROOT = Path(__file__).resolve().parent.parent
-SEEDS = ("seed0", "seed1", "seed2", "seed3", "seed4")
 ABLATIONS = ("seed0", "zero-seed0")
+COMMON_TOP = 8
+"""Edges of every split named in stability.json (the strongest by mean |direct effect|)."""
 RULES = {"band_by_kind": None, "target": 0.8}
 
 
@@ -159,46 +160,34 @@ def common_nodes(model: str, runs: dict[str, dict]) -> pd.DataFrame:
     return pd.DataFrame(rows).sort_values(["splits_with_it", "node"], ascending=[False, True])
 
 
-def heldout_texts(run: dict) -> list[str]:
-    """The run's held-out texts, from the texts file and indices its provenance records (a
-    snapshot's file that is gone is read from this checkout's data/texts/ of the same name);
-    the texts' sha256 must be the one recorded."""
-    from circuits.discovery.texts import read_kinded_texts
-    from circuits.provenance import texts_sha256
-
-    record = run["doc"]["provenance"]["texts"]
-    source = Path(record["source"])
-    if not source.is_file():
-        source = ROOT / "data" / "texts" / source.name
-    texts, kinds = read_kinded_texts(source)
-    if texts_sha256(texts, kinds) != record["sha256"]:
-        raise ValueError(f"{source}: not the texts {run['folder']} ran on (sha256 differs)")
-    return [texts[i] for i in record["heldout_indices"]]
-
-
-def cross_rows(model_key: str, runs: dict[str, dict], threads: int = 1) -> list[dict]:
-    """Each split's circuit (mean ablation) judged on every split's held-out texts."""
-    import torch
-
-    from circuits.discovery.saved import judge_saved
-    from circuits.graph import read
-    from circuits.models import load_model
-
-    torch.set_num_threads(threads)
-    splits = [v for v in SEEDS if v in runs]
-    if len(splits) < 2:
-        return []
-    model = load_model(model_key)
-    texts = {v: heldout_texts(runs[v]) for v in splits}
-    rows = []
-    for a in splits:
-        graph = read(runs[a]["folder"] / "circuit.graphml")
-        for b in splits:
-            r = judge_saved(model, graph, texts[b], n_random=0, n_boot=1000, seed=0)
-            rows.append({"model": model_key, "circuit": a, "texts": b,
-                         "faithfulness": r["faithfulness"], "ci_low": r["faithfulness_ci"][0],
-                         "ci_high": r["faithfulness_ci"][1], "n_edges": r["n_edges"]})  # fmt: skip
-    return rows
+def judgements(runs: dict, out: Path, judge: bool) -> dict[str, pd.DataFrame]:
+    """cross.csv and unseen.csv: what `out` holds already, with (when `judge`) the missing
+    judgements made (`cross_rows`) and the diagonal taken from each run's own summary."""
+    old = {n: pd.read_csv(out / f"{n}.csv") if (out / f"{n}.csv").exists() else pd.DataFrame()
+           for n in ("cross", "unseen")}  # fmt: skip
+    cross = old["cross"]
+    cross = cross[cross.circuit != cross.texts] if len(cross) else cross
+    new_cross, new_unseen = [], []
+    for m in runs if judge else []:
+        done = set()
+        if len(cross):
+            mine = cross[cross.model == m]
+            done |= set(zip(mine.circuit, mine.texts, strict=True))
+        if len(old["unseen"]):
+            done |= {("unseen", c) for c in old["unseen"][old["unseen"].model == m].circuit}
+        rows, unseen = cross_rows(m, runs[m], done)
+        new_cross += rows
+        new_unseen += unseen
+    diagonal = [{"model": m, "circuit": v, "texts": v, "faithfulness": r["summary"][
+        "heldout_faithfulness"], "ci_low": r["summary"]["heldout_faithfulness_ci"][0],
+        "ci_high": r["summary"]["heldout_faithfulness_ci"][1], "n_edges": r["summary"][
+        "edge_circuit_edges"]} for m in runs for v, r in runs[m].items() if v in SEEDS]  # fmt: skip
+    frames = [f for f in (cross, pd.DataFrame(new_cross), pd.DataFrame(diagonal)) if len(f)]
+    unseen = [f for f in (old["unseen"], pd.DataFrame(new_unseen)) if len(f)]
+    return {
+        "cross": pd.concat(frames).sort_values(["model", "circuit", "texts"]) if frames
+        else pd.DataFrame(), "unseen": pd.concat(unseen) if unseen else pd.DataFrame(),
+    }  # fmt: skip
 
 
 def analyse(root: Path, out: Path, cross: bool = True) -> dict:
@@ -215,10 +204,7 @@ def analyse(root: Path, out: Path, cross: bool = True) -> dict:
         "common_edges": pd.concat(common) if common else pd.DataFrame(),
         "common_nodes": pd.concat(nodes) if nodes else pd.DataFrame(),
     }
-    if cross:
-        tables["cross"] = pd.DataFrame([r for m in runs for r in cross_rows(m, runs[m])])
-    elif (out / "cross.csv").exists():
-        tables["cross"] = pd.read_csv(out / "cross.csv")
+    tables.update(judgements(runs, out, cross))
     for name, frame in tables.items():
         write_csv(out / f"{name}.csv", frame)
     figures = stability_figures(tables)
@@ -226,36 +212,75 @@ def analyse(root: Path, out: Path, cross: bool = True) -> dict:
     return tables
 
 
-def stability_figures(tables: dict[str, pd.DataFrame]) -> dict:
-    """Per model: the splits, mean / min / max Jaccard between splits (edges, nodes), edges in
-    every split, cross-split faithfulness (off the diagonal: mean, min, max)."""
-    out: dict = {}
+def slug(model: str) -> str:
+    """A model key make_docs' dotted paths can name (qwen2.5-0.5b -> qwen2_5-0_5b)."""
+    return model.replace(".", "_")
+
+
+def finite(doc: dict) -> dict:
+    return {k: (None if isinstance(v, float) and math.isnan(v) else v) for k, v in doc.items()}
+
+
+def split_figures(model: str, tables: dict[str, pd.DataFrame]) -> dict:
+    """Across the splits (seeds, mean ablation): their number, edges and held-out f (min, max),
+    Jaccard (edges: mean, min, max; nodes: mean), edges in every split, cross-split f off the
+    diagonal (mean, min, max)."""
     runs, overlap = tables["runs"], tables["overlap"]
-    for model, group in runs.groupby("model"):
-        splits = group[group.variant.isin(SEEDS)]
-        pairs = overlap[(overlap.model == model) & overlap.a.isin(SEEDS) & overlap.b.isin(SEEDS)]
-        common = tables["common_edges"]
-        if not len(pairs):
-            continue
-        fig = {
-            "n_splits": len(splits),
-            "edges_min": int(splits.edges.min()), "edges_max": int(splits.edges.max()),
-            "heldout_f_min": float(splits.heldout_f.min()),
-            "heldout_f_max": float(splits.heldout_f.max()),
-            "edges_jaccard_mean": float(pairs.edges_jaccard.mean()),
-            "edges_jaccard_min": float(pairs.edges_jaccard.min()),
-            "edges_jaccard_max": float(pairs.edges_jaccard.max()),
-            "nodes_jaccard_mean": float(pairs.nodes_jaccard.mean()),
-            "edges_in_every_split": int((common.model == model).sum()) if len(common) else 0,
-        }  # fmt: skip
-        cross = tables.get("cross")
-        if cross is not None and len(cross):
-            off = cross[(cross.model == model) & (cross.circuit != cross.texts)]
+    splits = runs[(runs.model == model) & runs.variant.isin(SEEDS)]
+    pairs = overlap[(overlap.model == model) & overlap.a.isin(SEEDS) & overlap.b.isin(SEEDS)]
+    if not len(pairs):
+        return {"n_splits": len(splits)}
+    common = tables["common_edges"]
+    fig = {
+        "n_splits": len(splits),
+        "edges_min": int(splits.edges.min()), "edges_max": int(splits.edges.max()),
+        "heldout_f_min": float(splits.heldout_f.min()),
+        "heldout_f_max": float(splits.heldout_f.max()),
+        "edges_jaccard_mean": float(pairs.edges_jaccard.mean()),
+        "edges_jaccard_min": float(pairs.edges_jaccard.min()),
+        "edges_jaccard_max": float(pairs.edges_jaccard.max()),
+        "nodes_jaccard_mean": float(pairs.nodes_jaccard.mean()),
+        "edges_in_every_split": int((common.model == model).sum()) if len(common) else 0,
+    }  # fmt: skip
+    cross = tables.get("cross")
+    if cross is not None and len(cross):
+        off = cross[(cross.model == model) & (cross.circuit != cross.texts)]
+        if len(off):
             fig.update(cross_f_mean=float(off.faithfulness.mean()),
                        cross_f_min=float(off.faithfulness.min()),
                        cross_f_max=float(off.faithfulness.max()))  # fmt: skip
-        out[model] = {k: (None if isinstance(v, float) and math.isnan(v) else v)
-                      for k, v in fig.items()}  # fmt: skip
+    return fig
+
+
+def stability_figures(tables: dict[str, pd.DataFrame]) -> dict:
+    """Per model (`slug`): `split_figures`; "seed0" and "zero" (the two ablations at seed 0):
+    each run's row of runs.csv (edges, f, per-kind held-out f, the old rule's circuit on its
+    curve); "zero_jaccard_edges" / "_nodes": the two ablations' overlap."""
+    out: dict = {}
+    runs, overlap = tables["runs"], tables["overlap"]
+    for model in sorted(runs.model.unique()):
+        fig = split_figures(model, tables)
+        rows = runs[runs.model == model].set_index("variant")
+        for variant, name in (("seed0", "seed0"), ("zero-seed0", "zero")):
+            if variant in rows.index:
+                fig[name] = finite(rows.loc[variant].drop("model").to_dict())
+        pair = overlap[(overlap.model == model) & (overlap.a == "seed0")
+                       & (overlap.b == "zero-seed0")]  # fmt: skip
+        if len(pair):
+            fig["zero_jaccard_edges"] = float(pair.edges_jaccard.iloc[0])
+            fig["zero_jaccard_nodes"] = float(pair.nodes_jaccard.iloc[0])
+        unseen = tables.get("unseen")
+        if unseen is not None and len(unseen):
+            fig["unseen"] = {r.kind: finite({"n_texts": int(r.n_texts), "f": r.faithfulness,
+                                             "ci": [r.ci_low, r.ci_high]})
+                             for r in unseen[unseen.model == model].itertuples()}  # fmt: skip
+        common = tables["common_edges"]
+        if len(common) and fig.get("n_splits", 0) >= 2:
+            top = common[common.model == model].head(COMMON_TOP)
+            fig["common_top"] = [finite({"edge": r.edge, "direct_mean": r.direct_mean,
+                                         "n_direct": int(r.n_direct)})
+                                 for r in top.itertuples()]  # fmt: skip
+        out[slug(model)] = finite(fig)
     return out
 
 

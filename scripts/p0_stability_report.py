@@ -109,6 +109,15 @@ def cross_table(cross: pd.DataFrame, model: str) -> str:
     return md_table(["circuit \\ held-out texts of", *names], rows)
 
 
+def unseen_table(unseen: pd.DataFrame, model: str) -> str:
+    group = unseen[unseen.model == model]
+    if group.empty:
+        return "(not measured yet)"
+    rows = [[r.kind, str(int(r.n_texts)), f"{num(r.faithfulness)} [{num(r.ci_low)}, "
+             f"{num(r.ci_high)}]"] for r in group.itertuples()]  # fmt: skip
+    return md_table(["kind", "texts", "f [95% CI]"], rows)
+
+
 def markdown(tables: dict[str, pd.DataFrame], figures: dict) -> str:
     parts = [
         "# P0 circuit stability: five splits, two ablations (generated)",
@@ -124,7 +133,7 @@ def markdown(tables: dict[str, pd.DataFrame], figures: dict) -> str:
         "(the curve is refined before both), judged on the same held-out texts.",
     ]
     for model in sorted(tables["runs"].model.unique()):
-        fig = figures.get(model, {})
+        fig = figures.get(model.replace(".", "_"), {})
         parts += [
             "", f"## {model}", "", runs_table(tables["runs"], model), "",
             f"Edge overlap between splits (Jaccard, mean {num(fig.get('edges_jaccard_mean'))}, "
@@ -136,6 +145,9 @@ def markdown(tables: dict[str, pd.DataFrame], figures: dict) -> str:
             "Each split's circuit judged on each split's held-out texts (f [95% CI]; the "
             "diagonal is each run's own judgement):", "",
             cross_table(tables.get("cross", pd.DataFrame(columns=["model"])), model), "",
+            "seed0's circuit on every text of the file that its split left out (neither fit "
+            "nor held out), per kind:", "",
+            unseen_table(tables.get("unseen", pd.DataFrame(columns=["model"])), model), "",
             f"Edges in every split's circuit ({fig.get('edges_in_every_split', 0)}), by mean "
             "|exact direct effect| (metric change when the edge alone is removed, on 2 fit "
             "texts, for the 100 edges of largest |score| of each circuit; negative = supports):",
