@@ -145,23 +145,9 @@ def test_the_checker_flags_blue_and_orange_categories_and_passes_roles():
 
 
 def _p0_figures() -> dict[str, Figure]:
-    from circuits.tracing.p0.figures import (
-        heads_figure,
-        mlps_figure,
-        position_figure,
-        variants_figure,
-    )
+    from test_draw import p0_figures  # the SmolLM2 P0 figures drawn from the tables in docs/
 
-    def table(name):
-        return pd.read_csv(DOCS / f"{name}.csv")
-
-    model = "smollm2-135m"
-    return {
-        "p0 position": position_figure(table("position_vs_content"), model),
-        "p0 heads": heads_figure(table("heads"), model),
-        "p0 mlps": mlps_figure(table("mlps"), model),
-        "p0 variants": variants_figure(table("variants_layers"), "bos", [2, 11], model),
-    }
+    return {f"p0 {name}": fig for name, fig in p0_figures().items()}
 
 
 def _faithfulness_figure() -> Figure:
