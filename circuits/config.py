@@ -171,6 +171,12 @@ class Config:
         """Every field by name (tuples as lists, as JSON has them; nested configs as dicts)."""
         return {f.name: _plain(getattr(self, f.name)) for f in fields(self)}
 
+    def rough(self) -> str:
+        """One sentence when these settings give a rough result (below the documented ones,
+        e.g. a `--quick` run): every output of the run says so (report title, finding,
+        summary.md). "" here: a config with reduced settings says it by overriding this."""
+        return ""
+
     def to_flat(self) -> dict:
         """Every leaf field by its flat name (`flat_fields`), as the CLI names them."""
         out = {}

@@ -439,7 +439,9 @@ def test_the_report_opens_with_its_finding_and_ends_with_its_settings(p0_trace):
     # summary.md opens with the same finding; summary.json says what every key means.
     md = (report.parent / "summary.md").read_text(encoding="utf-8")
     # The planted trace runs on reduced settings: the finding says first that it is rough.
-    assert md.startswith("# P0-sink circuit: tiny\n\n## Finding\n\n**Rough result: a quick run")
+    assert md.startswith(
+        "# P0-sink circuit: tiny (rough: reduced settings)\n\n## Finding\n\n**Rough result: a quick"
+    )
     assert "\n\nIn tiny, the late P0" in md
     assert md.index("## Figures") < md.index("## In detail") < md.index("## Settings")
     saved = json.loads((report.parent / "summary.json").read_text(encoding="utf-8"))

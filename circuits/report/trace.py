@@ -72,7 +72,10 @@ def write_trace(trace, folder: str | Path, model=None) -> Path:
     `model` (the one traced), the report also shows the attention patterns of the heads the
     trace names (circuitsvis, offline)."""
     folder = check_out_folder(folder)
-    title = f"{trace.title}: {trace.model}"
+    # A run on reduced settings (`--quick`) says so on every output: the title here (report,
+    # summary.md, the circuit drawing), its finding, summary.md.
+    rough = " (rough: reduced settings)" if trace.config.rough() else ""
+    title = f"{trace.title}: {trace.model}{rough}"
     record = trace_record(trace, model)
     note = dirty_note(record)
     with atomic_folder(folder, {"trace": trace.title, "model": trace.model}, record) as tmp:

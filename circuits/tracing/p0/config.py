@@ -64,6 +64,9 @@ class P0Config(Config):
         EdgeFitConfig, "edge circuit (experiment 7): split, tokens, discovery", prefix="edge_"
     )
 
+    def rough(self) -> str:
+        return rough_note(self)
+
 
 QUICK = {
     "edge_n_fit": 6,

@@ -13,7 +13,6 @@ from circuits.graph.circuit import parse_node_id
 from circuits.stats import MIN_N
 from circuits.tracing.edge_list import strongest_edges_text
 from circuits.tracing.edge_text import above_one, edge_circuit_text, interval_text, kinds_text
-from circuits.tracing.p0.config import rough_note
 
 if TYPE_CHECKING:
     from circuits.tracing.p0.config import P0Config
@@ -187,7 +186,7 @@ def finding_text(trace: P0Trace) -> str:
     s, e, cfg = trace.summary(), trace.edges.summary(), trace.edges.config
     f, lo_hi = e["heldout_faithfulness"], e["heldout_faithfulness_ci"]
     late = trace.formation.late_layers
-    rough = rough_note(trace.config)
+    rough = trace.config.rough()
     sentence = (
         f"In {trace.model}, the late P0 attention (the attention layers "
         f"{late[0]}-{late[-1]} pay to position 0: {number(s['late_p0_attention_clean'], '.3f')} "
