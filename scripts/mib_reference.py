@@ -167,7 +167,7 @@ def side_by_side(args, out: Path, pairs_csv: Path) -> dict:
         rows[method] = {"ours": _light(ours), "ref": _light(ref),
                         **compare(ours, ref, args.n_pairs)}  # fmt: skip
         rows[method]["same_tokens"] = _same_tokens(ours, ref)
-    if "eap_ig_inputs" in args.methods:
+    if "eap_ig_inputs" in args.methods and not args.no_evaluation:
         evaluated = out / "ref_evaluation.json"
         importances = (out / "ours_eap_ig_inputs.json").with_suffix(".importances.json")
         rows["mib_evaluation"] = run_side(
@@ -236,6 +236,7 @@ def main() -> None:
     p.add_argument("--ref", default="/tmp/mibref", help="the reference clones and their venv")
     p.add_argument("--out", default="runs/mib_reference")
     p.add_argument("--threads", type=int, default=1)
+    p.add_argument("--no-evaluation", action="store_true", help="skip MIB's CPR / CMD of our file")
     p.add_argument("--side", choices=("ours",), help=argparse.SUPPRESS)
     p.add_argument("--method", help=argparse.SUPPRESS)
     args = p.parse_args()
