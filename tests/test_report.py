@@ -497,3 +497,27 @@ def test_every_figure_names_its_colours_in_words(p0_trace):
             assert f"{COLOR_WORDS[role]}: {role[:-1]}" in words, (name, role, words[:300])
     # The figures that carry a sign do use the convention's colours.
     assert {"heads", "mlps", "circuit", "node_circuit"} <= {n for n, r in coloured.items() if r}
+
+
+def test_unstable_node_level_effects_and_plateaus_are_named_with_their_spread():
+    from circuits.tracing.p0.config import P0Config
+    from circuits.tracing.p0.summary import unstable_text
+
+    # Seven unrelated heads at +0.23..+0.24, each carried by one of two texts (sd as large as
+    # the mean: today's quick run), one stable supporting head, one MLP too weak to matter.
+    effects = [0.240, 0.238, 0.237, 0.237, 0.236, 0.236, 0.230, -0.068]
+    heads = pd.DataFrame(
+        {
+            "layer": [10, 2, 10, 1, 0, 0, 0, 1],
+            "head": [8, 2, 6, 4, 0, 7, 1, 7],
+            "p0_attention@p0": effects,
+            "p0_attention@p0:sd": [0.41] * 7 + [0.01],
+        }
+    )
+    mlps = pd.DataFrame({"layer": [11], "p0_attention@p0": [-0.01], "p0_attention@p0:sd": [0.2]})
+    text = unstable_text(heads, mlps, P0Config(n_texts=2))
+    assert "Unstable across the 2 texts" in text and "L10.H8 (+0.240, sd 0.41)" in text
+    assert "L1.H7" not in text and "L11.MLP" not in text  # stable; too weak to matter
+    assert "7 unrelated components share one effect (+0.230 to +0.240)" in text
+    steady = heads.assign(**{"p0_attention@p0:sd": 0.01})
+    assert unstable_text(steady, mlps, P0Config(n_texts=2)) == ""

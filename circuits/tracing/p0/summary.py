@@ -104,8 +104,10 @@ def unstable_text(heads: pd.DataFrame, mlps: pd.DataFrame, config: P0Config) -> 
     bad = bad.loc[bad[col].abs().sort_values(ascending=False).index]
     if bad.empty:
         return ""
-    listed = ", ".join(f"{r.name} ({number(getattr(r, 'p0_attention@p0'), '+.3f')}, sd "
-                       f"{number(getattr(r, 'p0_attention@p0:sd'))})" for r in bad.itertuples())  # fmt: skip
+    listed = ", ".join(
+        f"{name} ({number(value, '+.3f')}, sd {number(sd)})"
+        for name, value, sd in zip(bad.name, bad[col], bad[f"{col}:sd"], strict=True)
+    )
     text = (
         f" Unstable across the {config.n_texts} texts (sd over texts at least the mean effect: "
         f"some texts carry it, not all): {listed}."
