@@ -102,7 +102,23 @@ def p0_headline(*runs: str) -> str:
     return "\n".join(rows)
 
 
-TABLES: dict[str, Callable[..., str]] = {"p0_headline": p0_headline}
+def _claims(name: str) -> Callable[..., str]:
+    """A table of `circuits.claims.compare` (NAME_markdown) over run folders given from ROOT."""
+
+    def make(*runs: str) -> str:
+        from circuits.claims import compare
+
+        return getattr(compare, f"{name}_markdown")(*(ROOT / r for r in runs))
+
+    return make
+
+
+TABLES: dict[str, Callable[..., str]] = {
+    "p0_headline": p0_headline,
+    "claims_side_by_side": _claims("side_by_side"),
+    "claims_counts": _claims("counts"),
+    "claims_rows": _claims("rows"),
+}
 """Table makers by the NAME a `<!--table NAME ...-->` mark gives; each returns Markdown."""
 
 

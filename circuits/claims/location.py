@@ -46,10 +46,7 @@ def text_blocks(inputs: Basis, config: ClaimsConfig) -> list[float] | None:
 
 def _block_zero(inputs: Basis) -> str:
     if inputs.embed_norm is None or inputs.p0_norm is None:
-        return (
-            "block 0 not judged (this run kept no embedding norms): a jump there could only "
-            "come before the blocks found"
-        )
+        return "block 0 not judged (this run kept no embedding norms)"
     growth = float((inputs.p0_norm[:, 0] / inputs.embed_norm).mean())
     return f"block 0: P0 norm x{growth:.3g} from the embedding"
 
@@ -63,7 +60,10 @@ def location_claims(inputs: Basis, config: ClaimsConfig) -> list[Claim]:
     given, values, missing = None, per_text or [], inputs.no_jump()
     if per_text is None:
         given = Interval(float(f.last_jump), math.nan, math.nan, inputs.n_texts)
-        how = "the P0 tracer's last jump block on the mean over texts (per-text norms not kept)"
+        how = (
+            "the P0 tracer's last jump block on the mean over texts (this run kept no per-text "
+            "or embedding norms: block 0 not judged)"
+        )
     else:
         found = sorted({b for b in per_text if math.isfinite(b)})
         how = "per text: " + (", ".join(f"{b:g} x{per_text.count(b)}" for b in found) or "none")

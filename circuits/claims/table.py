@@ -132,8 +132,9 @@ def _verdict(r: Claim) -> str:
     return f"**{r.verdict}** ({r.detail})" if r.verdict == NOT_APPLICABLE else f"**{r.verdict}**"
 
 
-def number(r: Claim) -> str:
-    """The value with its interval, "0.517 [0.495, 0.541]"; "0.971 (every item alike)" for an
+def number(r) -> str:
+    """The value of `r` (a `Claim`, or any row with value, low and high) with its interval,
+    "0.517 [0.495, 0.541]"; "0.971 (every item alike)" for an
     interval of zero width; "3 (no interval)" for one value found on all items together (the
     detail says why); "n/a" without a value."""
     if not math.isfinite(r.value):
