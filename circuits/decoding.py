@@ -1,5 +1,7 @@
-"""Greedy decoding with a KV cache, several prompts at once: the `Decoding` settings and
-`greedy_batch`, which `circuits.generation` turns into trace files.
+"""How the models answer the math problems: the prompt (`prompt_ids`: the chat template and
+`INSTRUCTION`), a plain Hugging Face module for cached decoding (`plain_hf_model`) and greedy
+decoding with a KV cache, several prompts at once (the `Decoding` settings and `greedy_batch`),
+which `circuits.generation` turns into trace files.
 
 A batch left-pads its prompts (attention mask 0 on the padding), so every row's next token sits
 in the last column; a row that ends early is padded on to the batch's end by `generate` and cut
@@ -14,6 +16,7 @@ from __future__ import annotations
 import time
 from collections.abc import Sequence
 from dataclasses import dataclass
+from itertools import chain
 
 import torch
 from torch import Tensor
@@ -24,6 +27,8 @@ from transformers.generation.streamers import BaseStreamer
 
 from circuits.config import Config, option
 
+INSTRUCTION = "Think step by step, then give the final answer."
+"""Appended to every problem, so the models write a short reasoning trace before answering."""
 MAX_NEW_TOKENS = 1024
 """Issue 13's minimum trace length (new tokens per problem)."""
 
@@ -67,7 +72,7 @@ def greedy_batch(
     bar: tqdm,
 ) -> Decoded:
     """`prompts` by KV-cached greedy decoding with `hf` (the bridge's plain HF model, see
-    `circuits.corpus.plain_hf_model`) in one left-padded batch; `bar` counts new tokens."""
+    `plain_hf_model`) in one left-padded batch; `bar` counts new tokens."""
     tok = model.tokenizer
     eos = _eos_ids(model, hf)
     pad = tok.pad_token_id if tok.pad_token_id is not None else tok.eos_token_id
@@ -148,3 +153,56 @@ def _eos_ids(model: TransformerBridge, hf: torch.nn.Module) -> list[int]:
     if model.tokenizer.eos_token_id is not None:
         ids.append(model.tokenizer.eos_token_id)
     return ids
+
+
+def prompt_ids(model: TransformerBridge, problem: str, chat_template: bool = True) -> list[int]:
+    """Token ids of the prompt for `problem`: the model's chat template with the generation
+    prompt when it has one (and `chat_template`), else the plain text as `to_tokens` makes it."""
+    tok = model.tokenizer
+    content = f"{problem}\n{INSTRUCTION}"
+    if chat_template and getattr(tok, "chat_template", None):
+        ids = tok.apply_chat_template(
+            [{"role": "user", "content": content}],
+            add_generation_prompt=True,
+            tokenize=True,
+            return_dict=False,
+        )
+        return [int(i) for i in ids]
+    return model.to_tokens(content)[0].tolist()
+
+
+def plain_hf_model(model: TransformerBridge) -> torch.nn.Module:
+    """The bridge's Hugging Face model rebuilt as a plain (unwrapped) HF module that shares the
+    bridge's weight tensors, so it costs no extra memory.
+
+    Why: in TransformerLens 4.3 with transformers 5.x the bridge's attention wrappers never fill
+    the HF KV cache (`cache.get_seq_length()` stays 0), so cached decoding through the bridge
+    (`bridge.generate`, or `bridge.original_model.generate`) sees no context after the first
+    token and degenerates. Uncached decoding through the bridge is correct but O(T^2)."""
+    from transformers import AutoModelForCausalLM
+
+    wrapped = model.original_model
+    with torch.device("meta"):
+        plain = AutoModelForCausalLM.from_config(wrapped.config, attn_implementation="eager")
+
+    def tensors(module: torch.nn.Module) -> dict[str, torch.Tensor]:
+        items = chain(
+            module.named_parameters(remove_duplicate=False),
+            module.named_buffers(remove_duplicate=False),
+        )
+        return {name.replace("._original_component", ""): t for name, t in items}
+
+    source = tensors(wrapped)
+    missing = sorted(set(tensors(plain)) - set(source))
+    if missing:
+        raise RuntimeError(
+            f"cannot rebuild a plain Hugging Face model from this bridge: {len(missing)} "
+            f"tensors not found (e.g. {missing[:3]}); the bridge's module layout changed"
+        )
+    for name in tensors(plain):
+        owner_name, _, leaf = name.rpartition(".")
+        owner = plain.get_submodule(owner_name)
+        slot = owner._parameters if leaf in owner._parameters else owner._buffers
+        slot[leaf] = source[name]
+    plain.generation_config = wrapped.generation_config
+    return plain.eval()

@@ -9,10 +9,10 @@ trace exactly `max_new_tokens` long) come from the same function.
 loses at most the batch in progress; a second call
 with the same settings skips the problems already in the file. `generate_long_file` loads the
 model first (after checking its arguments). Decoding runs on a plain Hugging Face module sharing
-the bridge's weights (`circuits.corpus.plain_hf_model`: the bridge's own KV cache stays empty
+the bridge's weights (`circuits.decoding.plain_hf_model`: the bridge's own KV cache stays empty
 under `generate`). A progress bar counts new tokens and shows tokens/s.
 
-Each record is a `circuits.corpus.Trace`; its `generation` dict holds the settings (model key,
+Each record is a `circuits.core.traces.Trace`; its `generation` dict holds the settings (model key,
 GGUF and weights sha256, source, decoding, max_new_tokens, stop_at_eos, seed, prompt format,
 dtype, library versions, date, `kv_cache`, `torch_threads`) and the timings of that problem:
 `seconds` (of its batch), `batch_size` (problems decoded with it), `new_tokens`, `tokens_per_s`
@@ -29,6 +29,8 @@ longer than the model's context.
 from __future__ import annotations
 
 import datetime as dt
+import gzip
+import json
 import resource
 import sys
 from collections.abc import Sequence
@@ -38,24 +40,18 @@ import torch
 from tqdm.auto import tqdm
 from transformer_lens.model_bridge import TransformerBridge
 
-from circuits._io import check_out_file
-from circuits._lines import JSONL_SUFFIXES
+from circuits._io import atomic_write, check_out_file
 from circuits.core.identity import model_key, recorded_info, weights_sha256
-from circuits.corpus import (
-    INSTRUCTION,
+from circuits.core.lines import JSONL_SUFFIXES
+from circuits.core.traces import (
     PROBLEMS_PATH,
     Problem,
     Trace,
     load_problems,
-    plain_hf_model,
-    prompt_ids,
     read_traces,
-    write_traces,
 )
-from circuits.decoding import Decoding, greedy_batch
+from circuits.decoding import INSTRUCTION, Decoding, greedy_batch, plain_hf_model, prompt_ids
 
-LONG_TRACES = Path(__file__).resolve().parent.parent / "data" / "traces" / "long"
-"""Where the project keeps long traces: `{model key}.jsonl` (or `.jsonl.gz`)."""
 RESUME_KEYS = (
     "model",
     "gguf_sha256",
@@ -95,6 +91,18 @@ def _settings(model: TransformerBridge, decoding: Decoding, chat: bool) -> dict:
         "kv_cache": True,
         "torch_threads": torch.get_num_threads(),
     }
+
+
+def write_traces(traces: Sequence[Trace], path: str | Path) -> Path:
+    """Write traces as JSONL, one trace a line (gzip if the name ends in `.gz`, with a fixed
+    header time so the bytes depend only on the traces), atomically; returns the path."""
+    path = Path(path)
+    data = "".join(json.dumps(t.to_dict(), ensure_ascii=False) + "\n" for t in traces).encode()
+    if path.suffix == ".gz":
+        data = gzip.compress(data, mtime=0)
+    with atomic_write(path, "wb") as fh:
+        fh.write(data)
+    return path
 
 
 def context_length(model: TransformerBridge) -> int:
@@ -195,7 +203,7 @@ def generate_long_traces(
     ended (None if it never would have): tokens after it continue past the model's answer."""
     decoding = decoding or Decoding()
     if not problems:
-        raise ValueError("no problems given; load some with circuits.corpus.load_problems()")
+        raise ValueError("no problems given; load some with circuits.core.traces.load_problems()")
     if len({p.id for p in problems}) != len(problems):
         raise ValueError("problem ids repeat; each problem needs its own id to resume by")
     out = Path(out)

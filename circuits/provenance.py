@@ -17,8 +17,6 @@ began, before the run writes anything beside it.
 from __future__ import annotations
 
 import functools
-import hashlib
-import json
 import os
 import platform
 import subprocess
@@ -28,6 +26,8 @@ from collections import Counter
 from collections.abc import Sequence
 from importlib.metadata import PackageNotFoundError, version
 from pathlib import Path
+
+from circuits.core.texts import texts_sha256, texts_source
 
 SCHEMA_VERSION = 2
 """Layout of saved results (summary.json, .circuits-run.json, graph files). 1: the layout before
@@ -156,13 +156,6 @@ def times(started: float | None = None) -> dict:
     }
 
 
-def texts_sha256(texts: Sequence, kinds: Sequence[str] | None = None) -> str:
-    """sha256 of the texts (strings, or JSON-ready items such as token-id lists) as JSON, with
-    their kinds when given: the same hash the checkpoints' run key uses."""
-    given = list(texts) if kinds is None else [list(texts), list(kinds)]
-    return hashlib.sha256(json.dumps(given, ensure_ascii=False).encode()).hexdigest()
-
-
 def texts_identity(
     texts: Sequence,
     kinds: Sequence[str] | None = None,
@@ -170,11 +163,9 @@ def texts_identity(
     source: str | Path | None = None,
 ) -> dict:
     """What texts a run used: the file they were read from (`source`, else the file
-    `circuits.discovery.texts` last read them from, else None), the sha256 of the texts and
+    `circuits.core.texts` last read them from, else None), the sha256 of the texts and
     kinds, their count and count per kind, and the fit / held-out indices among them."""
     if source is None and texts and all(isinstance(t, str) for t in texts):
-        from circuits.discovery.texts import texts_source
-
         source = texts_source(texts)
     items = "texts" if all(isinstance(t, str) for t in texts) else "token-id rows"
     record = {
@@ -262,6 +253,5 @@ __all__ = [
     "schema_stamp",
     "stamped",
     "texts_identity",
-    "texts_sha256",
     "times",
 ]

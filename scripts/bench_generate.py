@@ -16,7 +16,7 @@ from pathlib import Path
 
 import torch
 
-from circuits.corpus import load_problems
+from circuits.core.traces import load_problems
 from circuits.decoding import Decoding
 from circuits.generation import generate_long_traces
 from circuits.models import load_model

@@ -56,7 +56,7 @@ class PeakRSS:
 
 
 def corpus_for(key: str, n: int | None):
-    from circuits.corpus import PROBLEMS_PATH, read_corpus
+    from circuits.core.traces import PROBLEMS_PATH, read_corpus
 
     traces = ROOT / "data" / "traces" / f"{key}.jsonl"
     return read_corpus(traces if traces.is_file() else PROBLEMS_PATH)[:n]
@@ -67,7 +67,7 @@ def cache_all(model, corpus):
     import torch
 
     from circuits.core.identity import model_key
-    from circuits.corpus import Trace
+    from circuits.core.traces import Trace
     from circuits.sinks import SinkReport, TextSinks, gu_alpha, sink_score
 
     texts = []

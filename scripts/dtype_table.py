@@ -31,10 +31,10 @@ DTYPES = ("float32", "bfloat16", "float16")
 
 def figures(key: str, dtype: str, texts: list[str], ig_steps: int) -> dict:
     """Every figure of one dtype (raw tensors; compared to float32 later)."""
+    from circuits.core.tokens import token_rows
     from circuits.discovery.attribution import eap, eap_ig
     from circuits.discovery.forward import EdgeRunner
     from circuits.discovery.saved import build_metric, judge_saved
-    from circuits.discovery.texts import token_rows
     from circuits.graph import io as graph_io
     from circuits.models import load_model
     from circuits.sinks.runner import measure

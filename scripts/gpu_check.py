@@ -47,10 +47,10 @@ def timed(fn):
 
 def run_setup(key: str, device: str, dtype: str, texts: list[str]) -> dict:
     """Every figure of one (device, dtype): name -> (value tensor, seconds)."""
+    from circuits.core.tokens import token_rows
     from circuits.discovery.attribution import eap_ig
     from circuits.discovery.forward import EdgeRunner
     from circuits.discovery.saved import build_metric, judge_saved
-    from circuits.discovery.texts import token_rows
     from circuits.graph import io as graph_io
     from circuits.models import load_model
     from circuits.patching import Value, head_grid, p0_attention, sweep

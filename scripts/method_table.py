@@ -28,10 +28,11 @@ import torch
 
 from circuits._io import json_records, write_json
 from circuits.circuit import p0_token
+from circuits.core.texts import read_kinded_texts, split_indices
+from circuits.core.tokens import token_rows
 from circuits.discovery import DEFAULT_TEXTS, DiscoveryConfig, discover
 from circuits.discovery.methods import METHODS
 from circuits.discovery.saved import build_metric
-from circuits.discovery.texts import read_kinded_texts, split_indices, token_rows
 
 DOCS = Path(__file__).resolve().parents[1] / "docs" / "p0"
 OUT = DOCS / "methods"

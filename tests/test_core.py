@@ -83,3 +83,25 @@ def _info(**fields):
     given = dict(source="folder:x", hub_name="x", gguf_sha256=None, cache_dir=None)
     given |= dict(from_cache=False, prepend_bos=True, load_seconds=0.0, quantised_source=False)
     return ModelInfo(**(shape | given | fields))
+
+
+def test_position_0_holds_the_bos_only_where_the_model_prepends_one():
+    from types import SimpleNamespace
+
+    from circuits.core.tokens import p0_token
+
+    def model(bos: bool):
+        cfg = SimpleNamespace(model_name="m", default_prepend_bos=bos)
+        return SimpleNamespace(cfg=cfg, tokenizer=SimpleNamespace(bos_token_id=7))
+
+    assert p0_token(model(True)) == 7 and p0_token(model(False)) is None
+
+
+def test_texts_are_split_by_kind_and_hashed_with_their_kinds():
+    from circuits.core.texts import split_indices, texts_sha256
+
+    kinds = ["prose", "code"] * 4
+    fit, held = split_indices(kinds, 4, 4, seed=0)
+    assert sorted(fit + held) == list(range(8))
+    assert sorted(kinds[i] for i in fit) == ["code", "code", "prose", "prose"]
+    assert texts_sha256(["a"]) != texts_sha256(["a"], ["prose"]) == texts_sha256(["a"], ["prose"])

@@ -8,15 +8,9 @@ import json
 import pytest
 import torch
 
-from circuits.corpus import (
-    PROBLEMS_PATH,
-    Trace,
-    load_problems,
-    plain_hf_model,
-    read_corpus,
-    read_traces,
-    write_traces,
-)
+from circuits.core.traces import PROBLEMS_PATH, Trace, load_problems, read_corpus, read_traces
+from circuits.decoding import plain_hf_model
+from circuits.generation import write_traces
 
 
 def test_problem_file():

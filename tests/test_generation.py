@@ -9,9 +9,9 @@ import pytest
 import torch
 
 from circuits.core.identity import model_info, record_info, weights_sha256
-from circuits.corpus import Problem, prompt_ids, read_traces, write_traces
-from circuits.decoding import Decoding
-from circuits.generation import generate_long_traces, load_traces
+from circuits.core.traces import Problem, read_traces
+from circuits.decoding import Decoding, prompt_ids
+from circuits.generation import generate_long_traces, load_traces, write_traces
 
 PROBLEMS = [Problem(0, "What is 2 + 3?", 5), Problem(1, "Name a colour."), Problem(2, "7 - 4?", 3)]
 

@@ -85,7 +85,7 @@ def test_the_texts_hash_follows_the_texts_and_kinds(tmp_path):
     assert texts_identity(texts, ["a", "b", "b"])["sha256"] != base["sha256"]
     assert base["source"] is None
     # Texts read from a file name it as their source.
-    from circuits.discovery.texts import read_kinded_texts
+    from circuits.core.texts import read_kinded_texts
 
     path = tmp_path / "t.jsonl"
     path.write_text(
@@ -180,8 +180,8 @@ def test_a_dirty_tree_is_noted_never_refused():
 
 
 def test_a_written_trace_carries_its_provenance(tmp_path, monkeypatch):
+    from circuits.core.texts import texts_sha256
     from circuits.models.planted import P0_TEXTS, planted_p0_model
-    from circuits.provenance import texts_sha256
     from circuits.report import write_trace
     from circuits.tracing.p0 import P0Config, trace_p0
 

@@ -28,7 +28,8 @@ from circuits._io import (
     read_marker,
     remove_stale_scratch,
 )
-from circuits.corpus import Trace, read_corpus, read_traces, write_traces
+from circuits.core.traces import Trace, read_corpus, read_traces
+from circuits.generation import write_traces
 from circuits.graph import add_effect, new_graph
 from circuits.graph import io as graph_io
 
@@ -180,7 +181,7 @@ def test_line_separators_inside_records_read_back(tmp_path):
         path = write_traces([trace, trace], tmp_path / name)
         assert read_traces(path) == [trace, trace]
         assert read_corpus(path) == [trace, trace]
-    from circuits.discovery.texts import read_texts
+    from circuits.core.texts import read_texts
 
     texts = tmp_path / "texts.jsonl"
     texts.write_text("".join(json.dumps({"text": f"{i} {odd}"}, ensure_ascii=False) + "\n"

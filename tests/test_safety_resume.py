@@ -15,7 +15,7 @@ import pytest
 
 from circuits import cli
 from circuits.cli import loading
-from circuits.corpus import plain_hf_model
+from circuits.decoding import plain_hf_model
 from circuits.models.planted import P0_TEXTS, planted_p0_model
 from circuits.tracing.p0 import pipeline, trace_p0
 from circuits.tracing.p0.pipeline import STEPS

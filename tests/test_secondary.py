@@ -12,7 +12,7 @@ import numpy as np
 import pytest
 import torch
 
-from circuits.corpus import Trace
+from circuits.core.traces import Trace
 from circuits.graph import read, validate
 from circuits.models.planted import planted_secondary_model
 from circuits.report import write_trace

@@ -11,7 +11,7 @@ import pytest
 import torch
 from jaxtyping import TypeCheckError
 
-from circuits.corpus import Trace
+from circuits.core.traces import Trace
 from circuits.sinks import (
     Batching,
     Settings,
@@ -536,7 +536,7 @@ def test_measure_corpus_traces(tiny):
 # -- measured on the real default model ---------------------------------------------------
 @pytest.fixture(scope="module")
 def smollm2_report(smollm2):
-    from circuits.corpus import load_problems
+    from circuits.core.traces import load_problems
 
     return measure(smollm2, [p.problem for p in load_problems()[:12]], progress=False)
 

@@ -27,7 +27,7 @@ def run(args: argparse.Namespace) -> int:
     config = config_from(args, ClaimsConfig)
     from circuits.claims import Claims, read_secondary
     from circuits.claims.pipeline import claims, write_claims
-    from circuits.discovery.texts import read_texts
+    from circuits.core.texts import read_texts
 
     secondary = read_secondary(args.secondary) if args.secondary else None  # before the load
     texts = read_texts(args.texts) if args.texts else None

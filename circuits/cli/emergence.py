@@ -23,7 +23,7 @@ def run(args: argparse.Namespace) -> int:
     config = config_from(args, EmergenceConfig)
     existing(args.texts, "--texts", f"a {TEXTS_HELP}")
     out = check_out(args.out)
-    from circuits.discovery.texts import read_texts
+    from circuits.core.texts import read_texts
     from circuits.emergence import emergence
 
     texts = read_texts(args.texts) if args.texts else None

@@ -58,7 +58,7 @@ def _check_text_lengths(graph, texts: list[str], model: str) -> None:
 
 def _on_texts(args: argparse.Namespace):
     """(model, graph, texts) for --texts, checked before the model loads."""
-    from circuits.discovery.texts import read_texts
+    from circuits.core.texts import read_texts
     from circuits.graph.io import read
 
     graph = read(args.circuit)

@@ -10,7 +10,7 @@ from circuits.cli.parser import command
 
 def run(args: argparse.Namespace) -> int:
     from circuits._io import check_out_file
-    from circuits._lines import JSONL_SUFFIXES
+    from circuits.core.lines import JSONL_SUFFIXES
 
     check_out_file(args.out, JSONL_SUFFIXES)  # before torch is imported: refused at once
     import torch

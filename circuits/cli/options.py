@@ -89,7 +89,7 @@ def out_option(p: argparse.ArgumentParser, what: str) -> None:
 
 def texts_option(p, help: str = TEXTS_HELP) -> None:
     """--texts PATH on `p` (a parser or a group of one): a texts file (see
-    `circuits.discovery.texts`)."""
+    `circuits.core.texts`)."""
     p.add_argument("--texts", metavar="PATH", help=help)
 
 

@@ -35,7 +35,7 @@ def _config(args: argparse.Namespace) -> P0Config:
 def _texts(args: argparse.Namespace, config: P0Config):
     """(texts, kinds) of --texts (None, None: the default texts), checked to hold enough texts
     for the fit and the held-out judgement, before the model loads."""
-    from circuits.discovery.texts import DEFAULT_TEXTS, read_kinded_texts, read_texts
+    from circuits.core.texts import DEFAULT_TEXTS, read_kinded_texts, read_texts
 
     texts, kinds = (None, None) if args.texts is None else read_kinded_texts(args.texts)
     n_texts = len(texts if texts is not None else read_texts(str(DEFAULT_TEXTS)))

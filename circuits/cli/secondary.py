@@ -23,7 +23,7 @@ def run(args: argparse.Namespace) -> int:
     existing(args.traces, "--traces", "a trace file (.jsonl) written by circuits generate")
     out = check_out(args.out)
     config = config_from(args, SecondaryConfig)
-    from circuits.corpus import read_traces
+    from circuits.core.traces import read_traces
     from circuits.tracing.secondary import plain_texts, project_traces, trace_secondary
 
     if args.traces:

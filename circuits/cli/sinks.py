@@ -14,7 +14,7 @@ def run(args: argparse.Namespace) -> int:
     existing(args.file, "--file", "a traces or problems file (.jsonl) or a text file")
     out = check_out(args.out)  # before torch is imported, so a bad --out is refused at once
     from circuits._io import atomic_folder
-    from circuits.corpus import read_corpus
+    from circuits.core.traces import read_corpus
     from circuits.report.sink_plots import plot_sink_report
     from circuits.sinks import Batching, Settings
     from circuits.sinks.corpus import measure_corpus

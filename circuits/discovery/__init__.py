@@ -7,8 +7,8 @@ effects; `evaluation` evaluates circuits
 (faithfulness, bootstrap interval, random circuits, complement, dead-end pruning, greedy
 growth); `pipeline.discover` grows the circuit by score until it is faithful and judges it on
 held-out texts (`config` holds its settings); `graph`
-turns it into a circuit graph; `saved` judges a saved circuit graph on new texts; `texts` reads
-and splits text files. Names resolve lazily: importing `circuits.discovery.config` (as the CLI
+turns it into a circuit graph; `saved` judges a saved circuit graph on new texts. Texts are read,
+split and cut into token rows in `circuits.core` (`texts`, `tokens`; the names below stay). Names resolve lazily: importing `circuits.discovery.config` (as the CLI
 does for `--help`) loads no torch.
 """
 

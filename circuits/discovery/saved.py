@@ -12,6 +12,7 @@ import numpy as np
 import torch
 
 from circuits.core.identity import model_hash, model_key, same_model
+from circuits.core.tokens import token_rows
 from circuits.discovery.evaluation import (
     N_BOOT,
     N_RANDOM,
@@ -22,7 +23,6 @@ from circuits.discovery.evaluation import (
 )
 from circuits.discovery.forward import EdgeRunner
 from circuits.discovery.pairs import Pairs
-from circuits.discovery.texts import token_rows
 from circuits.graph.eap_ig import from_eap_ig, shape_of
 from circuits.patching.metrics import Metric, logit_diff, p0_attention, resid_norm
 

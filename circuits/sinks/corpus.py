@@ -1,4 +1,4 @@
-"""`measure_corpus`: a corpus as `circuits.corpus.read_corpus` returns it (strings, or traces
+"""`measure_corpus`: a corpus as `circuits.core.traces.read_corpus` returns it (strings, or traces
 measured by their stored token ids), checked before any model loads."""
 
 from __future__ import annotations
@@ -8,7 +8,7 @@ from collections.abc import Sequence
 from transformer_lens.model_bridge import TransformerBridge
 
 from circuits.core.identity import recorded_info
-from circuits.corpus import Trace
+from circuits.core.traces import Trace
 from circuits.sinks.results import SinkReport
 from circuits.sinks.runner import _check_texts, measure, measure_tokens
 from circuits.sinks.settings import Settings
@@ -22,7 +22,7 @@ def measure_corpus(
     offsets: int | Sequence[int] = 0,
     **options,
 ) -> SinkReport:
-    """Measure a corpus as `circuits.corpus.read_corpus` returns it: strings, or traces (their
+    """Measure a corpus as `circuits.core.traces.read_corpus` returns it: strings, or traces (their
     stored token ids, so nothing is re-tokenised). `exclude_prompt` sets each trace's offset to
     its prompt length (only the generated reasoning is measured as queries and secondary
     sinks). `model` may be a registry key, loaded only after the options are checked."""

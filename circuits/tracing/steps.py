@@ -22,7 +22,7 @@ from tqdm.auto import tqdm
 
 from circuits._io import atomic_write, strict_json, write_json
 from circuits.core.identity import model_key, recorded_info, weights_sha256
-from circuits.provenance import texts_sha256
+from circuits.core.texts import texts_sha256
 
 KEY_FILE = "key.json"
 """In a checkpoint folder: the key of the run its steps belong to (strict JSON)."""

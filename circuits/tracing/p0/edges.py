@@ -10,7 +10,7 @@ from collections.abc import Sequence
 
 from transformer_lens.model_bridge import TransformerBridge
 
-from circuits.discovery import token_rows
+from circuits.core.tokens import token_rows
 from circuits.patching.metrics import Metric, p0_attention
 from circuits.tracing.edge_config import EdgeFitConfig
 from circuits.tracing.edge_fit import EdgeFit, EdgeTask, fit_edges

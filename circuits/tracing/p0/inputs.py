@@ -8,7 +8,7 @@ import torch
 from torch import Tensor
 from transformer_lens.model_bridge import TransformerBridge
 
-from circuits.discovery.texts import token_rows
+from circuits.core.tokens import token_rows
 
 
 def variant_first_tokens(model: TransformerBridge, n_texts: int, seed: int) -> dict[str, list]:

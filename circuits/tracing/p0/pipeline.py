@@ -18,8 +18,9 @@ from transformer_lens.model_bridge import TransformerBridge
 
 from circuits.core.identity import model_key, prepends_bos
 from circuits.core.nodes import node_id
-from circuits.discovery import EdgeCircuit, token_rows
-from circuits.discovery.texts import DEFAULT_TEXTS, PLAIN_KIND, read_kinded_texts
+from circuits.core.texts import DEFAULT_TEXTS, PLAIN_KIND, read_kinded_texts
+from circuits.core.tokens import token_rows
+from circuits.discovery import EdgeCircuit
 from circuits.graph import edge_table
 from circuits.provenance import code_identity, provenance
 from circuits.sinks import measure_tokens
@@ -234,7 +235,7 @@ def trace_p0(
     checkpoint: str | Path | None = None,
     **overrides: Any,
 ) -> P0Trace:
-    """Run experiments 1-7 on `texts` (default: `circuits.discovery.texts.DEFAULT_TEXTS`, a mix
+    """Run experiments 1-7 on `texts` (default: `circuits.core.texts.DEFAULT_TEXTS`, a mix
     of kinds) of the given `kinds` (default: one kind), split with `config.edge` (seeded,
     stratified by kind) into `n_fit` fit and `n_heldout` held-out texts. Experiments 1-6 (the
     node-level first view) use the first `n_texts` fit texts cut to `n_tokens`; experiment 7,

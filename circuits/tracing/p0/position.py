@@ -11,7 +11,7 @@ from torch import Tensor
 from transformer_lens.model_bridge import TransformerBridge
 
 from circuits.core.sites import hook_name
-from circuits.discovery.texts import token_rows
+from circuits.core.tokens import token_rows
 from circuits.sinks.attention import sink_score
 from circuits.tracing.p0.config import P0Config
 

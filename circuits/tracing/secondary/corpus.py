@@ -5,13 +5,16 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass, field
-from pathlib import Path
 
 from transformer_lens.model_bridge import TransformerBridge
 
+# The project's traces are read in circuits.core.traces; named here too because notebook 02
+# imports them from circuits.tracing.secondary (one re-export, see CHANGELOG.md "Moved").
+from circuits.core.traces import TRACES as PROJECT_TRACES  # noqa: F401
+from circuits.core.traces import plain_texts as plain_texts
+from circuits.core.traces import project_traces as project_traces
+
 TOKEN_TYPES = ("special", "space", "digits", "punctuation", "word")
-PROJECT_TRACES = Path(__file__).resolve().parents[3] / "data" / "traces"
-"""Where `circuits generate` writes each model's reasoning traces (`{model key}.jsonl`)."""
 
 
 PARTS = ("prompt", "generated", "text")
@@ -74,7 +77,7 @@ class Corpus:
 
 
 def make_corpus(model: TransformerBridge, texts: Sequence, max_tokens: int | None = None) -> Corpus:
-    """A `Corpus` from strings (tokenised with `model.to_tokens`), `circuits.corpus.Trace`s
+    """A `Corpus` from strings (tokenised with `model.to_tokens`), `circuits.core.traces.Trace`s
     (their stored ids, prompt length and natural end) or token-id lists; each cut to
     `max_tokens`. Every row must fit the model's context and vocabulary."""
     if isinstance(texts, str) or not texts:
@@ -122,27 +125,6 @@ def _check_rows(model: TransformerBridge, rows: list[list[int]]) -> None:
                 f"text {i} holds token ids outside this model's vocabulary (0..{vocab - 1}), "
                 f"e.g. {bad[0]}: the traces come from another model"
             )
-
-
-def project_traces(key: str, n: int | None = None) -> list:
-    """The first `n` (all if None) reasoning traces of model `key` from `PROJECT_TRACES`."""
-    from circuits.corpus import read_traces
-
-    path = PROJECT_TRACES / f"{key}.jsonl"
-    if not path.is_file():
-        raise FileNotFoundError(
-            f"no traces for {key!r} at {path}; make them with "
-            f"`circuits generate --model {key} --out {path}` or pass --traces FILE"
-        )
-    if n is not None and n < 1:
-        raise ValueError(f"n must be >= 1, got {n}")
-    return read_traces(path)[:n]
-
-
-def plain_texts(traces: Sequence) -> list[str]:
-    """Each trace's problem and completion as one plain string (no chat template, no system
-    prompt): the same reasoning with position 0 a real text token."""
-    return [f"{t.problem}\n{t.completion}" for t in traces]
 
 
 def token_type(token: str, special: frozenset[str] = frozenset()) -> str:

@@ -15,7 +15,7 @@ from transformer_lens.model_bridge import TransformerBridge
 from circuits._io import json_finite
 from circuits.core.identity import model_key, recorded_info
 from circuits.core.nodes import node_id
-from circuits.discovery.texts import texts_source
+from circuits.core.texts import texts_source
 from circuits.graph import edge_table
 from circuits.provenance import code_identity, provenance
 from circuits.sinks.rules import RULE_OPTIONS, RULES, Rule, get_rule
