@@ -34,9 +34,10 @@ def figures(key: str, dtype: str, texts: list[str], ig_steps: int) -> dict:
     from circuits.core.tokens import token_rows
     from circuits.discovery.attribution import eap, eap_ig
     from circuits.discovery.forward import EdgeRunner
-    from circuits.discovery.saved import build_metric, judge_saved
+    from circuits.discovery.saved import judge_saved
     from circuits.graph import io as graph_io
     from circuits.models import load_model
+    from circuits.patching.metrics import build_metric
     from circuits.sinks.runner import measure
 
     model = load_model(key, dtype=getattr(torch, dtype))

@@ -50,10 +50,11 @@ def run_setup(key: str, device: str, dtype: str, texts: list[str]) -> dict:
     from circuits.core.tokens import token_rows
     from circuits.discovery.attribution import eap_ig
     from circuits.discovery.forward import EdgeRunner
-    from circuits.discovery.saved import build_metric, judge_saved
+    from circuits.discovery.saved import judge_saved
     from circuits.graph import io as graph_io
     from circuits.models import load_model
     from circuits.patching import Value, head_grid, p0_attention, sweep
+    from circuits.patching.metrics import build_metric
     from circuits.sinks.runner import Batching, measure, measure_tokens
 
     model = load_model(key, device=device, dtype=getattr(torch, dtype))

@@ -32,7 +32,7 @@ from circuits.core.texts import read_kinded_texts, split_indices
 from circuits.core.tokens import token_rows
 from circuits.discovery import DEFAULT_TEXTS, DiscoveryConfig, discover
 from circuits.discovery.methods import METHODS
-from circuits.discovery.saved import build_metric
+from circuits.patching.metrics import build_metric
 
 DOCS = Path(__file__).resolve().parents[1] / "docs" / "p0"
 OUT = DOCS / "methods"

@@ -680,3 +680,17 @@ def test_engine_matches_transformer_lens_patching_on_smollm2(smollm2):
         )
     assert (resid.values.flatten() - tl_resid).abs().max().item() <= 1e-4
     assert resid.effects.abs().max().item() > 0.1
+
+
+def test_each_metric_is_built_again_from_the_spec_it_carries():
+    from circuits.patching.metrics import METRICS, build_metric
+
+    made = [p0_attention([1, 2], heads=[0]), resid_norm(1, pos=0), logit_diff(3, 4)]
+    assert {m.spec["metric"] for m in made} == set(METRICS)
+    for metric in made:
+        again = build_metric(dict(metric.spec))
+        assert (again.name, again.hooks, again.spec) == (metric.name, metric.hooks, metric.spec)
+    with pytest.raises(ValueError, match="names no known metric; use one of p0_attention"):
+        build_metric({"metric": "nope"})
+    with pytest.raises(ValueError, match="metric spec .*: missing a required argument"):
+        build_metric({"metric": "resid_norm", "layers": 1})

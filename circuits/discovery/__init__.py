@@ -34,7 +34,7 @@ _EXPORTS = {
     "EdgeRunner": "forward",
     "circuit_graph": "graph",
     "edge_effects": "path_patching",
-    "build_metric": "saved",
+    "build_metric": "saved",  # its home is circuits.patching.metrics
     "judge_saved": "saved",
     "DEFAULT_TEXTS": "texts",
     "read_texts": "texts",

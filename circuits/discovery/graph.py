@@ -32,7 +32,7 @@ def circuit_graph(
     metric; `estimated_effect`, minus the method's score, where no exact effect was run),
     input -> component edges ("input"), and the heads whose pattern the metric reads -> the
     target ("read"); `edge_kind` names each. With `metric_spec` (see
-    `circuits.discovery.saved.METRICS`) and the texts' `first_token` (None: the texts' own first
+    `circuits.patching.metrics.METRICS`) and the texts' `first_token` (None: the texts' own first
     token) the graph can be judged on new texts (`judge_saved`, `circuits faithfulness`)."""
     metric = circuit.runner.metric
     target = f"target:{metric.name}"

@@ -24,26 +24,7 @@ from circuits.discovery.evaluation import (
 from circuits.discovery.forward import EdgeRunner
 from circuits.discovery.pairs import Pairs
 from circuits.graph.eap_ig import from_eap_ig, shape_of
-from circuits.patching.metrics import Metric, logit_diff, p0_attention, resid_norm
-
-METRICS = {"p0_attention": p0_attention, "resid_norm": resid_norm, "logit_diff": logit_diff}
-PAIRS_SPEC = json.dumps({"metric": "pairs"})
-"""The metric spec of a circuit found on counterfactual pairs: each pair's own
-logit(answer) - logit(wrong) (`Pairs.metric`)."""
-"""Metrics a saved circuit can name (`metric_spec`: {"metric": name, **arguments})."""
-
-
-def build_metric(spec: dict) -> Metric:
-    """The metric a spec names, e.g. {"metric": "p0_attention", "layers": [12, 13]}."""
-    if not isinstance(spec, dict) or spec.get("metric") not in METRICS:
-        raise ValueError(
-            f"metric spec {spec!r} names no known metric; use one of {', '.join(METRICS)}"
-        )
-    args = {k: v for k, v in spec.items() if k != "metric"}
-    try:
-        return METRICS[spec["metric"]](**args)
-    except TypeError as err:
-        raise ValueError(f"metric spec {spec!r}: {err}") from None
+from circuits.patching.metrics import PAIRS_SPEC, build_metric
 
 
 def _check_model(graph: nx.DiGraph, model) -> None:
@@ -202,4 +183,4 @@ def _summary(runner: EdgeRunner, mask, n_random: int, n_boot: int, seed: int, ba
     }
 
 
-__all__ = ["METRICS", "PAIRS_SPEC", "build_metric", "eap_ig_circuit", "judge_saved"]
+__all__ = ["eap_ig_circuit", "judge_saved"]

@@ -26,7 +26,9 @@ from circuits.patching.interventions import (
     position_grid,
 )
 from circuits.patching.metrics import (
+    METRICS,
     Metric,
+    build_metric,
     cosine_to,
     logit_diff,
     logits_metric,
@@ -35,6 +37,7 @@ from circuits.patching.metrics import (
 )
 
 __all__ = [
+    "METRICS",
     "AttributionCheck",
     "Grid",
     "Intervention",
@@ -46,6 +49,7 @@ __all__ = [
     "SweepResult",
     "Value",
     "attribute",
+    "build_metric",
     "check_attribution",
     "cosine_to",
     "forward_from",

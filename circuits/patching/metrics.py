@@ -2,13 +2,15 @@
 and/or the logits.
 
 A `Metric` declares the hooks it reads, so the engine caches only those and stops the forward
-once the last of them has fired. These are small adapters for patching; the sink measurements
+once the last of them has fired, and the spec a saved circuit records to build it again
+(`METRICS`, `build_metric`). These are small adapters for patching; the sink measurements
 themselves live in `circuits.sinks`. Batch rows seen by a metric during a sweep are
 patched runs x prompts, prompt index fastest (row = run * n_prompts + prompt).
 """
 
 from __future__ import annotations
 
+import json
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -39,7 +41,7 @@ class Metric:
     texts `rows` only (`for_texts`); None when it reads nothing per text."""
     spec: Mapping[str, Any] | None = None
     """The metric as a saved circuit records it, {"metric": name, **arguments}, so that it can
-    be built again (`circuits.discovery.saved.build_metric`); None when it cannot be."""
+    be built again (`build_metric`, from `METRICS`); None when it cannot be."""
 
     def __post_init__(self) -> None:
         if not self.hooks and not self.logits:
@@ -231,4 +233,38 @@ def logits_metric(fn: Callable[[Tensor], Tensor], name: str) -> Metric:
     return Metric(name, (), lambda acts, logits: fn(logits), logits=True)
 
 
-__all__ = ["Metric", "cosine_to", "logit_diff", "logits_metric", "p0_attention", "resid_norm"]
+METRICS: dict[str, Callable[..., Metric]] = {
+    "p0_attention": p0_attention,
+    "resid_norm": resid_norm,
+    "logit_diff": logit_diff,
+}
+"""Metrics a saved circuit can name (`Metric.spec`: {"metric": name, **arguments})."""
+PAIRS_SPEC = json.dumps({"metric": "pairs"})
+"""The metric spec of a circuit found on counterfactual pairs: each pair's own
+logit(answer) - logit(wrong) (`circuits.discovery.pairs.Pairs.metric`)."""
+
+
+def build_metric(spec: dict) -> Metric:
+    """The metric a spec names, e.g. {"metric": "p0_attention", "layers": [12, 13]}."""
+    if not isinstance(spec, dict) or spec.get("metric") not in METRICS:
+        raise ValueError(
+            f"metric spec {spec!r} names no known metric; use one of {', '.join(METRICS)}"
+        )
+    args = {k: v for k, v in spec.items() if k != "metric"}
+    try:
+        return METRICS[spec["metric"]](**args)
+    except TypeError as err:
+        raise ValueError(f"metric spec {spec!r}: {err}") from None
+
+
+__all__ = [
+    "METRICS",
+    "PAIRS_SPEC",
+    "Metric",
+    "build_metric",
+    "cosine_to",
+    "logit_diff",
+    "logits_metric",
+    "p0_attention",
+    "resid_norm",
+]

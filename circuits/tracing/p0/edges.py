@@ -34,7 +34,7 @@ def text_task(
         raise ValueError(
             f"metric {metric.name!r} carries no spec, so a saved circuit could not rebuild it; "
             "build it with circuits.patching (p0_attention, resid_norm, logit_diff) or "
-            "circuits.discovery.build_metric"
+            "circuits.patching.build_metric"
         )
 
     def rows(items: list[int]):
