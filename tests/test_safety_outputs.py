@@ -334,21 +334,21 @@ def test_bfloat16_sinks_are_measured_and_plotted(tmp_path, capsys):
 
 
 def test_a_folder_model_is_known_by_its_weights(tmp_path, monkeypatch):
-    from circuits.discovery.saved import _check_model
+    from circuits.discovery.saved import check_model
     from circuits.models import load_model
 
     folder = _model_folder(tmp_path / "m", seed=0)
     model = load_model(str(folder))
     graph = new_graph(model, data="probe", metric="p0_attention", seed=0)
     assert graph.graph["model"] == str(folder.resolve()) and len(graph.graph["model_hash"]) == 64
-    _check_model(graph, load_model(f"{folder}/"))  # trailing slash: the same model
+    check_model(graph, load_model(f"{folder}/"))  # trailing slash: the same model
     monkeypatch.chdir(tmp_path)
-    _check_model(graph, load_model("m"))  # relative path: the same model
+    check_model(graph, load_model("m"))  # relative path: the same model
     moved = folder.rename(tmp_path / "moved")
-    _check_model(graph, load_model(str(moved)))  # same weights elsewhere: the same model
+    check_model(graph, load_model(str(moved)))  # same weights elsewhere: the same model
     _model_folder(moved.rename(folder), seed=1)  # weights replaced in place
     with pytest.raises(ValueError, match="the same name with other weights"):
-        _check_model(graph, load_model(str(folder)))
+        check_model(graph, load_model(str(folder)))
 
 
 # -- 9. progress inside the edge step ------------------------------------------------------

@@ -4,30 +4,24 @@ graph's attributes and measure its faithfulness there, with the same baselines a
 from __future__ import annotations
 
 import json
-import math
+import re
 from collections.abc import Sequence
 
 import networkx as nx
-import numpy as np
 import torch
 
 from circuits.core.identity import model_hash, model_key, same_model
 from circuits.core.tokens import token_rows
-from circuits.discovery.evaluation import (
-    N_BOOT,
-    N_RANDOM,
-    bootstrap_interval,
-    evaluate,
-    faithfulness,
-    random_masks,
-)
+from circuits.discovery.evaluation import N_BOOT, N_RANDOM
 from circuits.discovery.forward import EdgeRunner
+from circuits.discovery.judge import judge
 from circuits.discovery.pairs import Pairs
 from circuits.graph.eap_ig import from_eap_ig, shape_of
 from circuits.patching.metrics import PAIRS_SPEC, build_metric
 
 
-def _check_model(graph: nx.DiGraph, model) -> None:
+def check_model(graph: nx.DiGraph, model) -> None:
+    """Refuse `model` unless the circuit in `graph` was found on it (`same_model`)."""
     key, have_hash = model_key(model), model_hash(model)
     want_hash = graph.graph.get("model_hash", "")
     if not same_model(graph.graph.get("model"), want_hash, model):
@@ -95,7 +89,7 @@ def judge_saved(
             f"the graph lacks {', '.join(absent)}: it was not written by edge discovery "
             "(`circuits p0` or `circuits.discovery.circuit_graph`)"
         )
-    _check_model(graph, model)
+    check_model(graph, model)
     metric = build_metric(json.loads(graph.graph["metric_spec"]))
     first = int(graph.graph["first_token"])
     tokens = token_rows(
@@ -111,6 +105,7 @@ def judge_saved(
     runner = EdgeRunner(
         model, tokens, metric, positions=positions,
         ablation=config.get("ablation", "mean"), seed=seed,
+        kv_inputs=config.get("kv_inputs", "grouped"),
     )  # fmt: skip
     return _summary(runner, _edge_mask(graph, runner), n_random, n_boot, seed, batch_size)
 
@@ -126,14 +121,38 @@ def _judge_pairs(model, graph: nx.DiGraph, pairs) -> tuple[EdgeRunner, torch.Ten
             "this circuit was found on counterfactual text pairs; judge it on pairs "
             "(--pairs FILE or --task ioi)"
         )
-    _check_model(graph, model)
-    runner = EdgeRunner(model, pairs, None, positions=None, ablation="resample")
+    check_model(graph, model)
+    kv_inputs = json.loads(graph.graph.get("config") or "{}").get("kv_inputs", "grouped")
+    runner = EdgeRunner(
+        model, pairs, None, positions=None, ablation="resample", kv_inputs=kv_inputs
+    )
     return runner, _edge_mask(graph, runner)
+
+
+_KV_EDGE = re.compile(r"^(.+)->a(\d+)\.h(\d+)<([kv])>$")
+
+
+def ungrouped_file(data: dict, n_heads: int, n_kv_heads: int) -> bool:
+    """True when an EAP-IG / MIB file's circuit tells apart the query heads of one key/value
+    head (their k or v edges from one sender not all in or all out of the graph): a circuit on
+    MIB's ungrouped graph, which folding onto the shared k / v inputs would change."""
+    group = n_heads // n_kv_heads
+    seen: dict[tuple, bool] = {}
+    for name, info in data["edges"].items():
+        m = _KV_EDGE.match(name)
+        if group == 1 or m is None or not isinstance(info, dict):
+            continue
+        kept = bool(info.get("in_graph"))
+        if seen.setdefault((m[1], m[2], int(m[3]) // group, m[4]), kept) != kept:
+            return True
+    return False
 
 
 def eap_ig_circuit(data: dict, model, source: str = "graph") -> nx.DiGraph:
     """An EAP-IG / MIB graph dict as a circuit graph `judge_saved` takes (on pairs): its
-    in-graph edges, on `model` (the file names no model; its cfg must match the model's)."""
+    in-graph edges, on `model` (the file names no model; its cfg must match the model's). A
+    file whose circuit tells apart the query heads of a key/value head (`ungrouped_file`) is
+    read on the ungrouped graph, edge for edge; any other onto the model's own k / v inputs."""
     shape = shape_of(model)
     cfg = data.get("cfg", {})
     if (cfg.get("n_layers"), cfg.get("n_heads")) != (shape["n_layers"], shape["n_heads"]):
@@ -142,11 +161,14 @@ def eap_ig_circuit(data: dict, model, source: str = "graph") -> nx.DiGraph:
             f"this model has {shape['n_layers']} x {shape['n_heads']}; give the model it was "
             "found on"
         )
-    edges = from_eap_ig(data, shape["n_kv_heads"], source)
+    ungrouped = ungrouped_file(data, shape["n_heads"], shape["n_kv_heads"])
+    edges = from_eap_ig(data, shape["n_heads" if ungrouped else "n_kv_heads"], source)
     if not edges:
         raise ValueError(f"{source}: no edge has in_graph true; the circuit is empty")
     g = nx.DiGraph(model=model_key(model), metric_spec=PAIRS_SPEC,
                    metric="pairs", source=source)  # fmt: skip
+    if ungrouped:
+        g.graph["config"] = json.dumps({"kv_inputs": "ungrouped"})
     for name, score in edges.items():
         u, v = name.split("->")
         g.add_edge(u, v, edge_kind="direct", estimated_effect=score)
@@ -154,33 +176,23 @@ def eap_ig_circuit(data: dict, model, source: str = "graph") -> nx.DiGraph:
 
 
 def _summary(runner: EdgeRunner, mask, n_random: int, n_boot: int, seed: int, batch_size: int):
-    """Faithfulness of `mask` on the runner's texts with its interval and baselines."""
-    n = runner.space.n_edges
-    masks = torch.stack(
-        [
-            torch.zeros(n, dtype=torch.bool),
-            mask,
-            ~mask,
-            *random_masks(n, int(mask.sum()), n_random, seed),
-        ]
+    """Faithfulness of `mask` on the runner's texts with its interval and baselines (`judge`)."""
+    held, _, _ = judge(
+        runner, mask, n_random=n_random, n_boot=n_boot, seed=seed, batch_size=batch_size
     )
-    values = evaluate(runner, masks, batch_size=batch_size).numpy()
-    model_v, empty_v = runner.clean.metric.numpy(), values[0]
-    rand = [faithfulness(v, model_v, empty_v) for v in values[3:]]
-    lo, hi = bootstrap_interval(values[1], model_v, empty_v, n_boot=n_boot, seed=seed)
     return {
-        "faithfulness": faithfulness(values[1], model_v, empty_v),
-        "faithfulness_ci": [lo, hi],
-        "random_faithfulness": float(np.mean(rand)) if rand else math.nan,
-        "random_faithfulness_sd": float(np.std(rand)) if rand else math.nan,
-        "complement_faithfulness": faithfulness(values[2], model_v, empty_v),
+        "faithfulness": held.faithfulness,
+        "faithfulness_ci": list(held.faithfulness_ci),
+        "random_faithfulness": held.random_mean,
+        "random_faithfulness_sd": held.random_sd,
+        "complement_faithfulness": held.complement_faithfulness,
         "n_edges": int(mask.sum()),
-        "n_texts": int(runner.tokens.shape[0]),
+        "n_texts": held.n_texts,
         "metric": runner.metric.name,
-        "model_metric": float(model_v.mean()),
-        "empty_metric": float(empty_v.mean()),
-        "circuit_metric": float(values[1].mean()),
+        "model_metric": held.model_metric,
+        "empty_metric": held.empty_metric,
+        "circuit_metric": held.circuit_metric,
     }
 
 
-__all__ = ["eap_ig_circuit", "judge_saved"]
+__all__ = ["check_model", "eap_ig_circuit", "judge_saved"]
