@@ -630,7 +630,7 @@ def test_rejudge_reads_a_saved_run_back(planted_claims, tmp_path):
     (tmp_path / "run" / "p0_norm.csv").unlink()  # a run saved before per-text norms were kept
     row = rejudge(tmp_path / "run").frame().set_index("claim").loc["location.first_two_blocks"]
     assert (row.verdict, row.value, row.n) == (HOLDS, 1.0, CONFIG.n_texts)
-    assert math.isnan(row.low) and "per-text norms not kept" in row.detail
+    assert math.isnan(row.low) and "kept no per-text or embedding norms" in row.detail
 
 
 def test_first_two_blocks_sees_block_zero():
