@@ -31,7 +31,6 @@ HAND_BUILT_PENDING = {
     "emergence/phases.py",
     "graph/circuit.py",
     "graph/eap_ig.py",
-    "tracing/p0/summary.py",
 }
 HAND_BUILT = re.compile(r"L\{\}\.(H\{\}|MLP|ATTN)|blocks\.")
 

@@ -8,8 +8,8 @@ from typing import TYPE_CHECKING
 import pandas as pd
 
 from circuits._repr import number, percent
+from circuits.core.nodes import node_id, parse_node_id
 from circuits.discovery.size_rule import rule_text
-from circuits.graph.circuit import parse_node_id
 from circuits.stats import MIN_N
 from circuits.tracing.edge_list import strongest_edges_text
 from circuits.tracing.edge_text import above_one, edge_circuit_text, interval_text, kinds_text
@@ -95,8 +95,10 @@ def unstable_text(heads: pd.DataFrame, mlps: pd.DataFrame, config: P0Config) -> 
         return ""
     rows = pd.concat(
         [
-            heads.assign(name=[f"L{r.layer}.H{r.head}" for r in heads.itertuples()]),
-            mlps.assign(name=[f"L{r.layer}.MLP" for r in mlps.itertuples()]),
+            heads.assign(
+                name=[node_id("head", int(r.layer), int(r.head)) for r in heads.itertuples()]
+            ),
+            mlps.assign(name=[node_id("mlp", int(r.layer)) for r in mlps.itertuples()]),
         ]
     )
     size, sd = rows[col].abs(), rows[f"{col}:sd"]
@@ -173,7 +175,7 @@ def _left_out(trace: P0Trace) -> str:
     heads = trace.localisation.heads
     col = "p0_attention@p0"
     top = heads.loc[heads[col].abs().idxmax()]
-    name = f"L{int(top['layer'])}.H{int(top['head'])}"
+    name = node_id("head", int(top["layer"]), int(top["head"]))
     if top[col] < 0:
         return f"The largest single-head effect, {name} ({percent(top[col], 1)}), supports it."
     return (
