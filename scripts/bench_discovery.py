@@ -39,7 +39,7 @@ from circuits.discovery import (
     edge_effects,
     read_texts,
 )
-from circuits.discovery.forward import _project
+from circuits.discovery.components import project_qkv
 from circuits.discovery.methods.mask import sweep
 from circuits.models import load_model
 from circuits.patching.metrics import p0_attention
@@ -108,7 +108,7 @@ def separate_forward(model, runner, e) -> torch.Tensor:
             out[:, [0]] = act[:, [0]] - delta
             return out
         x = (held["resid"] - delta).unsqueeze(1).expand(-1, act.shape[2], -1, -1)
-        out[:, [0], rec.head] = _project(model, rec.layer, rec.kind, x)[:, :, rec.head]
+        out[:, [0], rec.head] = project_qkv(model, rec.layer, rec.kind, x)[:, :, rec.head]
         return out
 
     hooks = [(f"blocks.{rec.layer}.ln2.hook_in", swap)] if rec.kind == "mlp" else [

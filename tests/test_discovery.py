@@ -24,8 +24,9 @@ from circuits.discovery import (
     split_texts,
     token_rows,
 )
+from circuits.discovery.components import project_qkv
 from circuits.discovery.evaluation import bootstrap_interval, faithfulness, greedy_order
-from circuits.discovery.forward import _project, full_keep
+from circuits.discovery.forward import full_keep
 from circuits.models.planted import planted_p0_model
 from circuits.patching.metrics import Metric, p0_attention, resid_norm
 
@@ -71,7 +72,7 @@ def edge_hooks(model, runner, e):
         def swap(act, hook):
             x = (held["resid"] - delta).unsqueeze(1).expand(-1, act.shape[2], -1, -1)
             out = act.clone()
-            out[:, pos, rec.head] = _project(model, rec.layer, rec.kind, x)[:, :, rec.head]
+            out[:, pos, rec.head] = project_qkv(model, rec.layer, rec.kind, x)[:, :, rec.head]
             return out
 
         hooks = [
@@ -264,7 +265,9 @@ def test_text_files_and_errors(tmp_path, tiny):
         split_texts(["a", "b"], 2, 1)
     with pytest.raises(ValueError, match="fewer than n_tokens=40"):
         token_rows(tiny, ["short"], 40)
-    with pytest.raises(ValueError, match="method must be one of eap, eap_ig, eap_ig_inputs, eap_ig_activ"):
+    with pytest.raises(
+        ValueError, match="method must be one of eap, eap_ig, eap_ig_inputs, eap_ig_activ"
+    ):
         DiscoveryConfig(method="acdc")
     with pytest.raises(ValueError, match="target must be <= 1"):
         DiscoveryConfig(target=1.5)

@@ -17,7 +17,7 @@ from circuits.discovery import DiscoveryConfig, EdgeRunner, eap_ig, edge_effects
 from circuits.discovery.attribution import eap_ig_inputs
 from circuits.discovery.methods import scorer
 from circuits.discovery.pairs import tokenize
-from circuits.discovery.where import _derangement
+from circuits.discovery.where import derangement
 from circuits.patching.metrics import Metric, p0_attention
 
 EMBED = "blocks.0.hook_resid_pre"  # the input node's output (sender `embed`)
@@ -80,7 +80,7 @@ def test_input_edges_sum_to_the_model_on_the_ablated_input_with_the_p0_metric(ti
     if ablation == "mean":
         value = embedding[:, 1:].mean(1)
     else:
-        value = embedding[_derangement(len(tokens), runner.seed), 0]
+        value = embedding[derangement(len(tokens), runner.seed), 0]
     acts = {}
     hooks = [(EMBED, _set_input(value, 0))] + [
         (h, lambda a, hook, h=h: acts.update({h: a})) for h in metric.hooks

@@ -20,7 +20,7 @@ def _post_attn_norm(model, layer: int):
     return None
 
 
-def _rms_scale(norm, a: Tensor) -> Tensor:
+def rms_scale(norm, a: Tensor) -> Tensor:
     """The diagonal scale an RMSNorm applies to `a` (norm(a) = a * scale), per position."""
     eps = getattr(norm, "eps", getattr(norm, "variance_epsilon", 1e-6))
     # The norm of a ones-vector recovers the per-dimension weight (1 + w for Gemma) exactly up
@@ -40,11 +40,11 @@ def head_outputs(model, layer: int, z: Float[Tensor, "n pos head d_head"]) -> Te
     norm = _post_attn_norm(model, layer)
     if norm is not None:
         a = out.sum(2) + (o.bias if o.bias is not None else 0)
-        out = out * _rms_scale(norm, a).unsqueeze(2)
+        out = out * rms_scale(norm, a).unsqueeze(2)
     return out
 
 
-def _project(model, layer: int, kind: str, x: Tensor) -> Tensor:
+def project_qkv(model, layer: int, kind: str, x: Tensor) -> Tensor:
     """q/k/v of every head from its own input: x [n, head, pos, d_model] -> [n, pos, head, d].
     Given one k / v input per query head of a grouped-query model (the ungrouped graph), query
     head h projects with the weights of its key/value head h // group."""
@@ -59,3 +59,8 @@ def _project(model, layer: int, kind: str, x: Tensor) -> Tensor:
         bias = None if bias is None else bias.repeat_interleave(n_heads // bias.shape[0], 0)
     out = torch.einsum("nhpd,hed->nphe", normed, w)
     return out if bias is None else out + bias
+
+
+# Transitional: discovery/forward.py and feed.py still import the old private name; it goes
+# once they import project_qkv.
+_project = project_qkv

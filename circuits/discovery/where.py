@@ -7,7 +7,7 @@ import torch
 from torch import Tensor
 
 
-def _where(positions, n_batch: int, n_pos: int) -> Tensor:
+def position_index(positions, n_batch: int, n_pos: int) -> Tensor:
     """Ablated positions as an index [batch, k]: the same for every text (ints, or None for
     all), or one list per text (lists of one length)."""
     if positions is None:
@@ -27,7 +27,7 @@ def _where(positions, n_batch: int, n_pos: int) -> Tensor:
     return torch.tensor(rows, dtype=torch.long)
 
 
-def _reference_mask(where: Tensor, n_pos: int) -> Tensor:
+def reference_mask(where: Tensor, n_pos: int) -> Tensor:
     """Per text, the positions whose mean is an ordinary token's value [batch, pos]: outside the
     ablated ones and never position 0 (all positions >= 1 when that leaves none)."""
     mask = torch.ones(where.shape[0], n_pos, dtype=torch.bool)
@@ -50,9 +50,14 @@ def put(act: Tensor, where: Tensor, value: Tensor) -> Tensor:
     return out
 
 
-def _derangement(n: int, seed: int) -> Tensor:
+def derangement(n: int, seed: int) -> Tensor:
     gen = torch.Generator().manual_seed(seed)
     while True:
         perm = torch.randperm(n, generator=gen)
         if not bool((perm == torch.arange(n)).any()):
             return perm
+
+
+# Transitional: discovery/forward.py still imports the old private names; they go once it
+# imports the public ones.
+_where, _reference_mask, _derangement = position_index, reference_mask, derangement

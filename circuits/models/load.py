@@ -196,7 +196,7 @@ def _hf_placement(placement: dict) -> dict:
     return {"device_map": device_map, "max_memory": max_memory}
 
 
-def _hub_reachable(timeout: float = 3.0) -> str | None:
+def hub_reachable(timeout: float = 3.0) -> str | None:
     """None if the Hugging Face hub can be reached now, else why not (offline mode set, or no
     connection within `timeout` seconds)."""
     from huggingface_hub import constants
@@ -211,7 +211,7 @@ def _hub_reachable(timeout: float = 3.0) -> str | None:
     return None
 
 
-def _hub_cached(name: str) -> bool:
+def hub_cached(name: str) -> bool:
     from huggingface_hub import try_to_load_from_cache
 
     return isinstance(try_to_load_from_cache(name, "config.json"), str)
@@ -281,7 +281,7 @@ def _gguf_source(path: Path) -> _Source:
 
 
 def _hub_source(text: str) -> _Source:
-    if not _hub_cached(text) and (why := _hub_reachable()):
+    if not hub_cached(text) and (why := hub_reachable()):
         raise ValueError(
             f"{text!r} is not a local file or folder, and as a Hugging Face hub name it needs "
             f"the hub, which is unavailable ({why}); pass a model key ({', '.join(MODELS)}), a "
@@ -358,3 +358,8 @@ def load_model(
     )
     model.eval()
     return model
+
+
+# Transitional: emergence/specs.py still imports the old private names; they go once it imports
+# hub_cached and hub_reachable.
+_hub_cached, _hub_reachable = hub_cached, hub_reachable

@@ -10,7 +10,7 @@ from transformer_lens.model_bridge import TransformerBridge
 from circuits.core.identity import recorded_info
 from circuits.core.traces import Trace
 from circuits.sinks.results import SinkReport
-from circuits.sinks.runner import _check_texts, measure, measure_tokens
+from circuits.sinks.runner import check_texts, measure, measure_tokens
 from circuits.sinks.settings import Settings
 
 
@@ -33,7 +33,7 @@ def measure_corpus(
     if exclude_prompt and not traces:
         raise ValueError("exclude_prompt needs traces (they record their prompt length)")
     if not traces:
-        _check_texts(corpus)
+        check_texts(corpus)
     if isinstance(model, str):
         from circuits.models import load_model
 

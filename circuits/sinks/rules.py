@@ -28,12 +28,12 @@ from circuits.sinks.constants import (
     TAU,
 )
 from circuits.sinks.secondary import (
-    _runs,
     check_fractions,
     check_tau,
     lifetime_bounds,
     lifetime_label,
     sink_cosine,
+    true_runs,
 )
 
 CHAT_SINK_CANDIDATES = (0, 1, 2)
@@ -292,7 +292,7 @@ def detect(
     tested = position > sink if rule.after_sink_only else position != sink
     passing = passing & in_window[:, None] & tested[None]
     if rule.consecutive:
-        spans = [(p, tuple(range(s, s + n))) for p, s, n in _runs(passing)]
+        spans = [(p, tuple(range(s, s + n))) for p, s, n in true_runs(passing)]
     else:
         spans = [
             (p, tuple(passing[:, p].nonzero()[:, 0].tolist()))

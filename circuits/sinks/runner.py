@@ -87,7 +87,7 @@ def measure(
     `prepend_bos` says otherwise)."""
     if isinstance(texts, str):
         texts = [texts]
-    _check_texts(texts)
+    check_texts(texts)
     # No truncation: a text longer than the context must fail loudly, not lose its tail.
     tokens = [
         model.to_tokens(t, prepend_bos=prepend_bos, truncate=False, move_to_device=False)[0]
@@ -96,7 +96,7 @@ def measure(
     return measure_tokens(model, tokens, **options)
 
 
-def _check_texts(texts: Sequence[str]) -> None:
+def check_texts(texts: Sequence[str]) -> None:
     if not texts:
         raise ValueError("no texts given; pass a string or a list of strings")
     for i, text in enumerate(texts):

@@ -101,10 +101,10 @@ def sink_runs(
     above = cosine > tau
     if candidates is not None:
         above = above & candidates.to(above.device)
-    return _runs(above)
+    return true_runs(above)
 
 
-def _runs(above: Bool[Tensor, "layer pos"]) -> list[tuple[int, int, int]]:
+def true_runs(above: Bool[Tensor, "layer pos"]) -> list[tuple[int, int, int]]:
     """Maximal runs of consecutive True layers per position: (position, start, length)."""
     # A run starts where a layer is above and the one before it is not.
     padded = torch.nn.functional.pad(above.T.int(), (1, 1))  # pos, layer + 2

@@ -29,7 +29,7 @@ from torch import Tensor
 from circuits.config import Config, option
 from circuits.core.nodes import node_id
 from circuits.core.sites import hook_name
-from circuits.discovery.components import _project, _rms_scale, head_outputs
+from circuits.discovery.components import head_outputs, project_qkv, rms_scale
 from circuits.discovery.pairs import Pairs
 from circuits.tasks.ioi import name_positions
 
@@ -57,14 +57,14 @@ class NameMoverRule(Config):
 
 def _final_scale(model, resid: Float[Tensor, "n d_model"]) -> Tensor:
     """The final norm's per-dimension factor at the given residual states [n, d_model]."""
-    return _rms_scale(model.ln_final.original_component, resid)
+    return rms_scale(model.ln_final.original_component, resid)
 
 
 def _ov_logits(model, layer: int, head: int, x: Float[Tensor, "n d_model"]) -> Tensor:
     """Logits [n, vocab] of states `x` sent through one head's value and output weights alone
     (its block's input norm first), then the final norm and the unembedding (no bias)."""
     n_heads, n_kv = model.cfg.n_heads, model.cfg.n_key_value_heads or model.cfg.n_heads
-    v = _project(model, layer, "v", x[:, None, None].expand(-1, n_kv, 1, -1))  # [n, 1, kv, d]
+    v = project_qkv(model, layer, "v", x[:, None, None].expand(-1, n_kv, 1, -1))  # [n, 1, kv, d]
     z = torch.zeros(x.shape[0], 1, n_heads, v.shape[-1], dtype=v.dtype, device=v.device)
     z[:, :, head] = v[:, :, head // (n_heads // n_kv)]
     out = head_outputs(model, layer, z)[:, 0, head]
