@@ -25,7 +25,7 @@ SMALL = {
     "edge_n_stability": 10, "edge_n_curve": 8,
 }  # fmt: skip
 STEP_FUNCTIONS = (
-    "first_token_variants", "position_vs_content", "localise", "confirm", "circuit_graph",
+    "first_token_variants", "position_vs_content", "localise", "confirm", "node_graph",
     "edge_circuit",
 )  # fmt: skip
 

@@ -12,13 +12,13 @@ from circuits.trigger import (
     TriggerTask,
     TriggerTransformer,
     check_theorems,
-    circuit_graph,
     eval_batch,
     head_roles,
     make_batch,
-    measure,
+    measure_trigger,
     relu_construction,
     train_model,
+    trigger_graph,
     trigger_targets,
 )
 from circuits.trigger.data import BOS, CONTENT, OTHER, TRIGGER
@@ -139,7 +139,7 @@ def test_relu_construction_is_exact_with_zero_bos_attention(task):
     assert (pred - batch.targets).pow(2).mean().item() < 1e-12
     pattern = cache["blocks.0.attn.hook_pattern"]
     assert torch.all(pattern[..., 0] == 0)  # exactly zero, at every query position
-    m = measure(model, batch)
+    m = measure_trigger(model, batch)
     assert m.rel_error_trigger < 1e-10 and m.heads[0].nontrigger_mean == 0.0
     checks = {c.theorem: c for c in check_theorems(m)}
     assert checks["theorem 3"].applies and checks["theorem 3"].held
@@ -206,7 +206,8 @@ ERROR_BOUND = 0.05
 
 def test_trained_softmax_sinks_and_relu_does_not(trained_1x1):
     results = {
-        k: measure(r.model, eval_batch(r.task, r.train_config)) for k, r in trained_1x1.items()
+        k: measure_trigger(r.model, eval_batch(r.task, r.train_config))
+        for k, r in trained_1x1.items()
     }
     soft, relu = results["softmax"], results["relu"]
     for m in (soft, relu):
@@ -242,11 +243,11 @@ def test_training_is_seeded_and_checkpointed(trained_1x1, tmp_path):
     assert torch.equal(restored(x), r.model(x))
 
 
-def test_circuit_graph_roles_and_export(trained_1x1, tmp_path):
+def test_trigger_graph_roles_and_export(trained_1x1, tmp_path):
     import circuits.graph as cg
 
     r = trained_1x1["softmax"]
-    g = circuit_graph(r.model, eval_batch(r.task, r.train_config), sink_threshold=0.3)
+    g = trigger_graph(r.model, eval_batch(r.task, r.train_config), sink_threshold=0.3)
     head = g.nodes["L0.H0"]
     assert head["kind"] == "head" and (head["layer"], head["head"]) == (0, 0)
     assert head["role"] == "sink_aggregator"  # sinks off-trigger, averages at the trigger
@@ -258,7 +259,7 @@ def test_circuit_graph_roles_and_export(trained_1x1, tmp_path):
     back = cg.read(cg.write(g, tmp_path / "c.graphml"))
     assert dict(back.nodes(data=True)) == dict(g.nodes(data=True))
     relu = relu_construction(TriggerTask())
-    assert circuit_graph(relu, make_batch(TriggerTask(), 64, seed=0)).nodes["L0.H0"]["role"] == (
+    assert trigger_graph(relu, make_batch(TriggerTask(), 64, seed=0)).nodes["L0.H0"]["role"] == (
         "aggregator"
     )
     # An untrained head attends about uniformly: much mass on content at the trigger, but no
@@ -475,3 +476,10 @@ def test_kill_9_loses_only_the_run_in_progress(tmp_path, monkeypatch):
     resumed = _tiny_experiment(runs_dir=runs, resume=True)
     assert calls == [1, 2]  # seed 0 was kept
     _identical(resumed, _tiny_experiment())
+
+
+def test_the_old_names_still_resolve():
+    import circuits.trigger as trigger
+
+    assert trigger.measure is trigger.measure_trigger
+    assert trigger.circuit_graph is trigger.trigger_graph

@@ -136,7 +136,7 @@ def roles_frame(roles: list[HeadRole]) -> pd.DataFrame:
     return pd.DataFrame([asdict(r) for r in roles])
 
 
-def circuit_graph(
+def trigger_graph(
     model: TriggerTransformer,
     batch: TriggerBatch,
     seed: int | None = None,

@@ -28,7 +28,7 @@ from circuits.trigger.circuit import (
     AGGREGATE_THRESHOLD,
     SINK_THRESHOLD,
     check_thresholds,
-    circuit_graph,
+    trigger_graph,
 )
 from circuits.trigger.data import TriggerTask
 from circuits.trigger.measure import (
@@ -36,7 +36,7 @@ from circuits.trigger.measure import (
     TheoremCheck,
     TriggerMeasurement,
     check_theorems,
-    measure,
+    measure_trigger,
 )
 from circuits.trigger.model import ATTENTION_KINDS, TriggerModelConfig
 from circuits.trigger.train import (
@@ -276,7 +276,7 @@ def run_experiment(
             result = train_model(task, cfg, tc, progress=progress)
             if path is not None:
                 save_result(result, path)
-        m = measure(result.model, eval_batch(task, tc))
+        m = measure_trigger(result.model, eval_batch(task, tc))
         runs.append(
             TriggerRun(seed=tc.seed, measurement=m, checks=check_theorems(m, bounds), train=result)
         )
@@ -346,7 +346,7 @@ def save_experiment(
     first_seed = exp.runs[0].seed
     for run in exp.runs:
         if run.seed == first_seed:
-            g = circuit_graph(
+            g = trigger_graph(
                 run.train.model,
                 eval_batch(exp.task, run.train.train_config),
                 sink_threshold=sink_threshold,

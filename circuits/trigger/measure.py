@@ -116,7 +116,7 @@ def bos_attention(
 
 
 @torch.no_grad()
-def measure(model: TriggerTransformer, batch: TriggerBatch) -> TriggerMeasurement:
+def measure_trigger(model: TriggerTransformer, batch: TriggerBatch) -> TriggerMeasurement:
     """Task error and per-head BOS attention of `model` on `batch` (see the module docstring)."""
     pred, cache = model.run_with_cache(
         batch.inputs, names_filter=lambda name: name.endswith("attn.hook_pattern")

@@ -15,7 +15,7 @@ from tqdm import tqdm
 
 from circuits.trigger.checks import check_float, check_int
 from circuits.trigger.data import TriggerTask, make_batch
-from circuits.trigger.measure import measure
+from circuits.trigger.measure import measure_trigger
 from circuits.trigger.model import TriggerModelConfig, TriggerTransformer
 
 EVAL_SEED_OFFSET = 1_000_003
@@ -130,7 +130,7 @@ def eval_batch(task: TriggerTask, train_config: TrainConfig):
 
 
 def _checkpoint(model: TriggerTransformer, step: int, batch) -> Checkpoint:
-    m = measure(model, batch)
+    m = measure_trigger(model, batch)
     bos = [
         [m.head(layer, h).nontrigger_mean for h in range(m.n_heads)] for layer in range(m.n_layers)
     ]

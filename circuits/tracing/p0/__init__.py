@@ -15,7 +15,7 @@ One module per step, each one result and one function:
     localise    3. localise -> Localisation                (heads and MLPs ablated at P0)
     neurons     4. top_neurons -> DataFrame                (neurons writing onto the P0 state)
     confirm     5. confirm -> Confirmation                 (circuit vs all vs random ablated)
-    graph       6. circuit_graph -> nx.DiGraph                (node-level first view)
+    graph       6. node_graph -> nx.DiGraph                   (node-level first view)
     edges       7. edge_circuit -> EdgeFit (edge circuit, held-out judged, also by kind;
                    the shared step circuits.tracing.edge_fit)
     pipeline    trace_p0 -> P0Trace (runs them; P0Config holds every setting)
@@ -43,7 +43,7 @@ _EXPORTS = {
     "top_neurons": "neurons",
     "Confirmation": "confirm",
     "confirm": "confirm",
-    "circuit_graph": "graph",
+    "node_graph": "graph",
     "edge_circuit": "edges",
     "P0Trace": "pipeline",
     "trace_p0": "pipeline",

@@ -28,7 +28,7 @@ def mlp_out_norm(layer: int) -> Metric:
     )
 
 
-def circuit_graph(
+def node_graph(
     model: TransformerBridge,
     tokens: Int[Tensor, "text pos"],
     formation: Formation,

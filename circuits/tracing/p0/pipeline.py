@@ -31,7 +31,7 @@ from circuits.tracing.p0.confirm import Confirmation, confirm
 from circuits.tracing.p0.edges import edge_circuit
 from circuits.tracing.p0.figures import heads_figure, mlps_figure, position_figure, variants_figure
 from circuits.tracing.p0.formation import Formation, find_formation
-from circuits.tracing.p0.graph import circuit_graph
+from circuits.tracing.p0.graph import node_graph
 from circuits.tracing.p0.localise import Localisation, localise
 from circuits.tracing.p0.position import position_vs_content
 from circuits.tracing.p0.summary import CAPTIONS, SUMMARY_KEYS, finding_text, summary_text
@@ -332,12 +332,12 @@ def _node_view(
     sink_heads = sorted(masses, key=lambda x: -x[2])[: config.n_sink_heads]
     at_p0 = "BOS" if main == "bos" else "no BOS"
     data = f"{len(node_texts)} texts x {config.n_tokens} tokens ({at_p0} at P0)"
-    node_graph = steps.run(
-        "graph", circuit_graph, model, tokens, formation, loc, sink_heads, data=data,
+    graph = steps.run(
+        "graph", node_graph, model, tokens, formation, loc, sink_heads, data=data,
         config=config,
     )  # fmt: skip
     return {
         "variants": variants, "position": position, "formation": formation,
         "localisation": loc, "confirmed": confirmed, "sink_heads": sink_heads,
-        "node_graph": node_graph,
+        "node_graph": graph,
     }  # fmt: skip
