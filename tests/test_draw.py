@@ -33,7 +33,7 @@ from circuits.report.draw import (
 
 # The node-level SmolLM2 P0 circuit as `circuits p0` wrote it before the edge circuits (69 edges).
 P0_GRAPH = Path(__file__).parent / "data" / "smollm2_p0_node_graph.graphml"
-# The edge circuit `circuits p0` writes now (docs/p0; 1,613 direct edges plus structure).
+# The edge circuit `circuits p0` writes now (docs/p0: its direct edges plus structure).
 EDGE_GRAPH = Path(__file__).parents[1] / "docs" / "p0" / "smollm2-135m" / "circuit.graphml"
 # The SmolLM2 P0 trace's tables (docs/p0), from which its figures are drawn without a model.
 P0_TABLES = EDGE_GRAPH.parent
@@ -158,7 +158,7 @@ def test_the_picture_colours_edges_by_what_they_do(layout, tmp_path):
     assert [to_hex(a.get_edgecolor()) for a in dashed] == [ROLE_COLORS["observed"]]
     # Width: linear in |effect| over the effects (observed values have their own scale).
     widths = {to_hex(a.get_edgecolor()): a.get_linewidth() for a in arrows}
-    assert widths[ROLE_COLORS["opposes"]] == pytest.approx(0.4 + 5.6 * 0.2 / 0.5)
+    assert widths[ROLE_COLORS["opposes"]] == pytest.approx(0.7 + 5.3 * 0.2 / 0.5)
     texts = [t.get_text() for t in ax.texts]
     assert "-50%" in texts and "0.90" in texts  # the strongest effect and the observed value
     assert "+20%" not in texts and "-1.0%" not in texts  # over max_edge_labels
@@ -247,8 +247,10 @@ def test_the_smollm2_edge_circuit_draws_its_strongest_edges_in_a_column(layout):
     nodes = {n for e in drawn for n in e}
     assert nodes == set(circuit_edges(g).nodes)  # no node without a drawn edge
     caption = fig.axes[0].get_xlabel().replace("\n", " ")
-    assert "Drawn: 30 of the 1,613 direct edges: the 22 strongest" in caption
-    assert "and the 8 strongest into the inputs of the heads the target reads" in caption
+    n_direct = sum(d["edge_kind"] == "direct" for *_, d in g.edges(data=True))
+    added = circuit_edges(g).readers  # beyond the reading edges among the 30 strongest
+    assert f"Drawn: 30 of the {n_direct:,} direct edges: the {30 - added} strongest" in caption
+    assert f"and the {added} strongest into the inputs of the heads the target reads" in caption
 
 
 @pytest.mark.parametrize("layout", LAYOUTS)

@@ -237,7 +237,7 @@ def circuit_layout(
             max(sizes[n][0] for n in nodes if columns[n] == k) for k in set(columns.values())
         )
         room = (MAX_WIDTH_IN - 0.6 - widths) / max(n_cols - 1, 1)
-        ranksep = min(max(room, 0.3), 1.1)
+        ranksep = min(max(room, 0.22), 1.1)
     make = _dot_layout if method == "dot" else _multipartite_layout
     lay = make(g, nodes, edges, sizes, columns, ranksep)
     for n in sorted(nodes, key=lambda n: columns[n]):

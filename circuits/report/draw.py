@@ -103,7 +103,7 @@ class DrawOptions(Config):
         "auto", "dot = Graphviz, multipartite = networkx, auto = dot when installed",
         choices=LAYOUTS,
     )  # fmt: skip
-    min_edge_width: float = option(0.4, "line width (points) of the weakest effect", low=0)
+    min_edge_width: float = option(0.7, "line width (points) of the weakest effect", low=0)
     max_edge_width: float = option(6.0, "line width (points) of the strongest effect", low=0)
     show_labels: bool = option(True, "write each node's name in its box")
     edge_labels: bool = option(True, "write their value on the strongest edges")
@@ -223,7 +223,9 @@ def _draw_edges(ax: Axes, scene: _Scene) -> None:
         else:
             strength = effect / top
             lw = opts.min_edge_width + (opts.max_edge_width - opts.min_edge_width) * strength
-            style = {"alpha": 0.35 + 0.55 * min(1.0, strength / 0.5)}
+            # Weak edges stay visible (the late heads' key inputs carry ~1/30 of the strongest
+            # effect each): width says the strength, the colour must still show the role.
+            style = {"alpha": 0.55 + 0.4 * min(1.0, strength / 0.5)}
         ax.add_patch(
             FancyArrowPatch(
                 path=_bezier(scene.curves[u, v]),
