@@ -10,7 +10,6 @@ behaviour and 0 means it does no better than nothing.
 from __future__ import annotations
 
 import heapq
-from dataclasses import dataclass
 from functools import partial
 
 import numpy as np
@@ -259,18 +258,8 @@ def mib_curve(
     return [int(m.sum()) for m in masks], [faithfulness(v, model_v, empty_v) for v in values]
 
 
-@dataclass
-class Curve:
-    """Faithfulness of the top-n edges (after pruning) for each n in `sizes`."""
-
-    sizes: list[int]
-    n_edges: list[int]
-    faithfulness: list[float]
-
-
 __all__ = [
     "CI",
-    "Curve",
     "GROWTH",
     "MIB_FRACTIONS",
     "N_BOOT",
