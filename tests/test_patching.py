@@ -694,3 +694,10 @@ def test_each_metric_is_built_again_from_the_spec_it_carries():
         build_metric({"metric": "nope"})
     with pytest.raises(ValueError, match="metric spec .*: missing a required argument"):
         build_metric({"metric": "resid_norm", "layers": 1})
+
+
+def test_a_per_text_sink_metric_over_some_texts_takes_their_positions():
+    metric = p0_attention([1], sink_pos=[0, 2, 1])
+    sub = metric.for_texts([2, 0])
+    assert sub.spec["sink_pos"] == [1, 0] and sub.name == metric.name
+    assert p0_attention([1], sink_pos=0).for_texts([1]).spec["sink_pos"] == 0

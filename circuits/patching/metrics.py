@@ -104,7 +104,8 @@ def p0_attention(
     given layers, over `heads` (default all) and over query positions i > sink_pos (the sink's
     own row is excluded: it can attend only to earlier tokens). With sink_pos=0 this is the P0
     attention mass; at another position it is that token's sink score (Wong et al.). A list
-    gives one sink position per prompt (e.g. each text's secondary sink)."""
+    gives one sink position per prompt (e.g. each text's secondary sink); the metric over some
+    of the prompts (`Metric.for_texts`) takes their positions."""
     layers = _layers(layers)
     per_prompt = not isinstance(sink_pos, int)
     where = list(sink_pos) if per_prompt else [sink_pos]
@@ -145,7 +146,11 @@ def p0_attention(
     if heads is not None:
         spec["heads"] = list(heads)
     name = f"p0_attention(layers={list(layers)}, sink_pos={pos_label}{heads_label})"
-    return Metric(name, hooks, fn, spec=spec)
+
+    def texts(rows: list[int]) -> Metric:
+        return p0_attention(layers, [where[r] for r in rows], heads)
+
+    return Metric(name, hooks, fn, texts=texts if per_prompt else None, spec=spec)
 
 
 def resid_norm(layer: int, pos: int, kind: str = "resid_post") -> Metric:
