@@ -514,10 +514,13 @@ def test_unstable_node_level_effects_and_plateaus_are_named_with_their_spread():
             "p0_attention@p0:sd": [0.41] * 7 + [0.01],
         }
     )
-    mlps = pd.DataFrame({"layer": [11], "p0_attention@p0": [-0.01], "p0_attention@p0:sd": [0.2]})
+    mlps = pd.DataFrame(
+        {"layer": [3, 11], "p0_attention@p0": [-0.01, -0.7], "p0_attention@p0:sd": [0.2, 0.05]}
+    )
     text = unstable_text(heads, mlps, P0Config(n_texts=2))
     assert "Unstable across the 2 texts" in text and "L10.H8 (+0.240, sd 0.41)" in text
-    assert "L1.H7" not in text and "L11.MLP" not in text  # stable; too weak to matter
+    assert "L1.H7" not in text and "L11.MLP" not in text  # stable
+    assert "L3.MLP" not in text  # too weak to matter among the MLPs (-0.01 of -0.7)
     assert "7 unrelated components share one effect (+0.230 to +0.240)" in text
     steady = heads.assign(**{"p0_attention@p0:sd": 0.01})
     assert unstable_text(steady, mlps, P0Config(n_texts=2)) == ""

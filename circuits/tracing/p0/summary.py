@@ -87,22 +87,27 @@ PLATEAU = 0.05
 
 
 def unstable_text(heads: pd.DataFrame, mlps: pd.DataFrame, config: P0Config) -> str:
-    """The node-level effects that matter (>= keep_share of the strongest |effect|) whose sd
-    over texts is at least their mean: one text, not all, carries them; and when three or more
-    share one value, why (a ceiling that text reaches, not separate mechanisms)."""
+    """The node-level effects that matter (>= keep_share of the strongest |effect| of their
+    kind, as the node-level circuit is chosen) whose sd over texts is at least their mean: one
+    text, not all, carries them; and when three or more share one value, why (a ceiling that
+    text reaches, not separate mechanisms)."""
     col = "p0_attention@p0"
     if f"{col}:sd" not in heads:
         return ""
     rows = pd.concat(
         [
             heads.assign(
-                name=[node_id("head", int(r.layer), int(r.head)) for r in heads.itertuples()]
+                name=[node_id("head", int(r.layer), int(r.head)) for r in heads.itertuples()],
+                top=heads[col].abs().max(),
             ),
-            mlps.assign(name=[node_id("mlp", int(r.layer)) for r in mlps.itertuples()]),
+            mlps.assign(
+                name=[node_id("mlp", int(r.layer)) for r in mlps.itertuples()],
+                top=mlps[col].abs().max(),
+            ),
         ]
     )
     size, sd = rows[col].abs(), rows[f"{col}:sd"]
-    bad = rows[(size >= config.keep_share * size.max()) & (sd >= size)]
+    bad = rows[(size >= config.keep_share * rows.top) & (sd >= size)]
     bad = bad.loc[bad[col].abs().sort_values(ascending=False).index]
     if bad.empty:
         return ""
