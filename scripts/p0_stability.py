@@ -66,7 +66,7 @@ def copy_to_docs(root: Path, docs: Path) -> None:
             shutil.copy2(run / name, dest / name)
         with (
             open(run / "circuit.graphml", "rb") as src,
-            gzip.open(dest / "circuit.graphml.gz", "wb", mtime=0) as out,
+            gzip.GzipFile(dest / "circuit.graphml.gz", "wb", mtime=0) as out,
         ):
             shutil.copyfileobj(src, out)  # fmt: skip
 
@@ -187,7 +187,19 @@ def main() -> None:
     ana = sub.add_parser("analyse", help="overlap, common edges, cross-split f; the tables")
     ana.add_argument("--root", type=Path, default=Path("runs/stability"))
     ana.add_argument("--out", type=Path, default=Path("docs/p0/stability"))
-    ana.add_argument("--no-cross", action="store_true", help="keep the last cross.csv")
+    ana.add_argument("--no-cross", action="store_true", help="judge nothing new (no model)")
+    ana.add_argument(
+        "--pairs",
+        choices=("all", "seed0"),
+        default="all",
+        help="cross-split pairs to judge: all, or those with seed 0 (fewer)",
+    )
+    ana.add_argument(
+        "--unseen",
+        nargs="*",
+        default=list(MODELS),
+        help="models whose seed-0 circuit is judged on the left-out texts",
+    )
     ana.add_argument("--readme", type=Path, help="write its stability section (docs/p0/README.md)")
     docs = sub.add_parser("docs", help="copy the finished runs into docs/p0 (lean)")
     docs.add_argument("--root", type=Path, default=Path("runs/stability"))
@@ -201,7 +213,8 @@ def main() -> None:
         from p0_stability_analysis import analyse, stability_figures
         from p0_stability_report import markdown
 
-        tables = analyse(args.root, args.out, cross=not args.no_cross)
+        judge = None if args.no_cross else {"pairs": args.pairs, "unseen": args.unseen}
+        tables = analyse(args.root, args.out, judge)
         figures = stability_figures(tables)
         with atomic_write(args.out / "README.md") as fh:
             fh.write(markdown(tables, figures))

@@ -85,6 +85,8 @@ def run_row(model: str, variant: str, run: dict) -> dict:
     for kind, k in s["heldout_by_kind"].items():
         if kind != "all":
             row[f"heldout_{kind}"] = k["faithfulness"]
+    for r in rule_circuit(run["curve"], RULES["band_by_kind"]).itertuples():
+        row[f"fit_{r.kind}"] = r.faithfulness_fit  # the chosen circuit's, per kind of fit text
     old = rule_circuit(run["curve"], RULES["target"])
     if len(old):
         row["target08_edges"] = int(old.n_edges.iloc[0])
@@ -126,11 +128,11 @@ def overlap_rows(model: str, runs: dict[str, dict]) -> list[dict]:
 
 
 def common_edges(model: str, runs: dict[str, dict]) -> pd.DataFrame:
-    """The edges in every split's circuit (mean ablation), strongest mean |direct effect|
-    first."""
+    """The edges in every split's circuit (mean ablation; at least two splits), strongest mean
+    |direct effect| first."""
     splits = [v for v in SEEDS if v in runs]
     frames = [runs[v]["edges"].assign(variant=v) for v in splits]
-    names = set.intersection(*(edge_names(f) for f in frames)) if frames else set()
+    names = set.intersection(*(edge_names(f) for f in frames)) if len(frames) >= 2 else set()
     if not names:
         return pd.DataFrame()
     all_rows = pd.concat(frames)
@@ -160,9 +162,10 @@ def common_nodes(model: str, runs: dict[str, dict]) -> pd.DataFrame:
     return pd.DataFrame(rows).sort_values(["splits_with_it", "node"], ascending=[False, True])
 
 
-def judgements(runs: dict, out: Path, judge: bool) -> dict[str, pd.DataFrame]:
+def judgements(runs: dict, out: Path, judge: dict | None) -> dict[str, pd.DataFrame]:
     """cross.csv and unseen.csv: what `out` holds already, with (when `judge`) the missing
-    judgements made (`cross_rows`) and the diagonal taken from each run's own summary."""
+    judgements made (`cross_rows` with the options `judge`) and the diagonal taken from each
+    run's own summary."""
     old = {n: pd.read_csv(out / f"{n}.csv") if (out / f"{n}.csv").exists() else pd.DataFrame()
            for n in ("cross", "unseen")}  # fmt: skip
     cross = old["cross"]
@@ -175,7 +178,7 @@ def judgements(runs: dict, out: Path, judge: bool) -> dict[str, pd.DataFrame]:
             done |= set(zip(mine.circuit, mine.texts, strict=True))
         if len(old["unseen"]):
             done |= {("unseen", c) for c in old["unseen"][old["unseen"].model == m].circuit}
-        rows, unseen = cross_rows(m, runs[m], done)
+        rows, unseen = cross_rows(m, runs[m], done, judge)
         new_cross += rows
         new_unseen += unseen
     diagonal = [{"model": m, "circuit": v, "texts": v, "faithfulness": r["summary"][
@@ -190,7 +193,7 @@ def judgements(runs: dict, out: Path, judge: bool) -> dict[str, pd.DataFrame]:
     }  # fmt: skip
 
 
-def analyse(root: Path, out: Path, cross: bool = True) -> dict:
+def analyse(root: Path, out: Path, judge: dict | None) -> dict:
     """Every table of the module docstring from the runs under `root`, into `out`."""
     runs = load_runs(root)
     out.mkdir(parents=True, exist_ok=True)
@@ -204,7 +207,7 @@ def analyse(root: Path, out: Path, cross: bool = True) -> dict:
         "common_edges": pd.concat(common) if common else pd.DataFrame(),
         "common_nodes": pd.concat(nodes) if nodes else pd.DataFrame(),
     }
-    tables.update(judgements(runs, out, cross))
+    tables.update(judgements(runs, out, judge))
     for name, frame in tables.items():
         write_csv(out / f"{name}.csv", frame)
     figures = stability_figures(tables)
@@ -246,7 +249,7 @@ def split_figures(model: str, tables: dict[str, pd.DataFrame]) -> dict:
     if cross is not None and len(cross):
         off = cross[(cross.model == model) & (cross.circuit != cross.texts)]
         if len(off):
-            fig.update(cross_f_mean=float(off.faithfulness.mean()),
+            fig.update(cross_pairs=len(off), cross_f_mean=float(off.faithfulness.mean()),
                        cross_f_min=float(off.faithfulness.min()),
                        cross_f_max=float(off.faithfulness.max()))  # fmt: skip
     return fig

@@ -52,25 +52,32 @@ def unseen_rows(model, model_key: str, run: dict, variant: str) -> list[dict]:
     return rows
 
 
-def cross_rows(model_key: str, runs: dict[str, dict], done: set, threads: int = 1) -> tuple:
+def cross_rows(model_key: str, runs: dict[str, dict], done: set, options: dict) -> tuple:
     """Each split's circuit (mean ablation) judged on every other split's held-out texts, and
     seed 0's on the texts its split left out (`unseen_rows`), skipping what `done` holds:
     (circuit, texts) pairs, and ("unseen", variant). The diagonal is each run's own judgement
-    (the same texts, ablation and seed: it repeats its held-out f to every digit)."""
+    (the same texts, ablation and seed: it repeats its held-out f to every digit). `options`:
+    "pairs" ("all", or "seed0": only the pairs with seed 0's circuit or texts, 2 (n - 1) of
+    n (n - 1)), "unseen" (the models to judge on the left-out texts)."""
     import torch
 
     from circuits.discovery.saved import judge_saved
     from circuits.graph import read
     from circuits.models import load_model
 
-    torch.set_num_threads(threads)
+    torch.set_num_threads(1)
     splits = [v for v in SEEDS if v in runs]
-    todo = [(a, b) for a in splits for b in splits if a != b and (a, b) not in done]
-    first = ("unseen", splits[0]) if splits else None
+    todo = [(a, b) for a in splits for b in splits if a != b and (a, b) not in done
+            and (options["pairs"] == "all" or "seed0" in (a, b))]  # fmt: skip
+    first = ("unseen", splits[0]) if splits and model_key in options["unseen"] else None
     if not todo and (first is None or first in done):
         return [], []
     model = load_model(model_key)
-    unseen = [] if first in done else unseen_rows(model, model_key, runs[splits[0]], splits[0])
+    unseen = (
+        []
+        if first is None or first in done
+        else unseen_rows(model, model_key, runs[splits[0]], splits[0])
+    )
     texts = {v: heldout_texts(runs[v]) for v in splits}
     rows = []
     for a, b in todo:

@@ -50,8 +50,8 @@ def stability_row(model: str, fig: dict) -> str:
                   f"{m('edges_jaccard_max', '.2f')})", m("nodes_jaccard_mean", ".2f"),
                   m("edges_in_every_split", ",d")]  # fmt: skip
         cells.append(f"{m('cross_f_mean', '.2f')} ({m('cross_f_min', '.2f')}-"
-                     f"{m('cross_f_max', '.2f')})" if fig.get("cross_f_mean") is not None
-                     else "-")  # fmt: skip
+                     f"{m('cross_f_max', '.2f')}; {m('cross_pairs', 'd')} pairs)"
+                     if fig.get("cross_f_mean") is not None else "-")  # fmt: skip
     else:
         cells += ["one split so far"] + ["-"] * 5
     if fig.get("zero"):
