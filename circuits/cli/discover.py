@@ -1,7 +1,9 @@
 """`circuits discover`: the edge circuit of any behaviour given as counterfactual text pairs (a
 JSONL file with clean, corrupt, answer, wrong; or a standard task such as IOI), fitted on some
 pairs and judged on the others. Its settings are spelled as `p0`'s and `secondary`'s edge
-circuit's (`--edge-n-fit`, `--edge-method`, ...)."""
+circuit's (`--edge-n-fit`, `--edge-method`, ...), on top of a named protocol (`--protocol`,
+`circuits.discovery.protocol`: the library's defaults, or MIB's): a flag given explicitly wins
+over the protocol, the rest take the protocol's values."""
 
 from __future__ import annotations
 
@@ -10,39 +12,61 @@ import argparse
 from circuits.cli import loading
 from circuits.cli.checks import check_out, existing
 from circuits.cli.options import (
-    config_from,
     config_options,
     count_int,
     model_options,
     out_option,
     positive_int,
+    protocol_option,
 )
 from circuits.cli.output import print_summary
-from circuits.cli.pairs import PAIRS_HELP, make_pairs, pair_options, read_pair_rows
+from circuits.cli.pairs import PAIRS_HELP, make_pairs, pair_options, partner, read_pair_rows
 from circuits.cli.parser import command
+from circuits.config import flat_fields
 from circuits.discovery.config import DiscoveryConfig
+from circuits.discovery.protocol import PROTOCOLS, protocol
 
 PREFIX = "edge_"
 """The prefix of the discovery settings, as in p0's and secondary's `--edge-` options."""
-DEFAULTS = DiscoveryConfig(ablation="resample")
-"""Pairs are ablated from the partner text."""
+DEFAULTS = protocol("library").config()
+"""The settings --help shows: the library's protocol (pairs are ablated from the partner text)."""
+COUNTS = ("n_fit", "n_heldout")
+"""Pair counts a protocol sets beside its DiscoveryConfig (`--edge-n-fit`, `--edge-n-heldout`)."""
 
 
-def _checked(args: argparse.Namespace) -> tuple[DiscoveryConfig, list[dict] | None]:
-    """The settings and the --pairs rows, checked before the model loads."""
-    config = config_from(args, DiscoveryConfig, PREFIX)
+def given(args: argparse.Namespace) -> dict:
+    """The settings the user gave explicitly (flat DiscoveryConfig names, and the pair counts
+    and --partner): the parser leaves the others None, for the protocol to fill."""
+    names = [name for name, _, _ in flat_fields(DiscoveryConfig)] + list(COUNTS)
+    out = {n: getattr(args, PREFIX + n) for n in names if getattr(args, PREFIX + n) is not None}
+    if getattr(args, "partner", None) is not None:
+        out["partner"] = args.partner
+    return {k: tuple(v) if isinstance(v, list) else v for k, v in out.items()}
+
+
+def settings(args: argparse.Namespace) -> tuple[DiscoveryConfig, dict]:
+    """The protocol's DiscoveryConfig with the flags given on top, and what the run records of
+    it ({"name", "overrides"}); --edge-n-fit / --edge-n-heldout resolved in `args` (the
+    protocol's counts unless given). Checked: a bad value is a ValueError naming it."""
+    proto = protocol(args.protocol)
+    overrides = given(args)
+    fields = {k: v for k, v in overrides.items() if k not in (*COUNTS, "partner")}
+    config = proto.config(**fields)
     if config.ablation != "resample":
         raise ValueError(
             f"--edge-ablation {config.ablation}: pairs are ablated from the partner text; use "
             "--edge-ablation resample (the default here)"
         )
+    args.edge_n_fit = overrides.get("n_fit", proto.n_fit)
+    args.edge_n_heldout = overrides.get("n_heldout", proto.n_heldout)
     if args.edge_n_heldout < 1:
         raise ValueError("--edge-n-heldout must be >= 1: the circuit is judged on held-out pairs")
-    return config, read_pair_rows(args, args.edge_n_fit + args.edge_n_heldout)
+    return config, {"name": proto.name, "overrides": overrides}
 
 
 def _write(out, circuit, graph, summary: dict, model) -> None:
     from circuits._io import atomic_folder, write_json
+    from circuits.discovery.protocol import write_mib
     from circuits.graph.eap_ig import shape_of, write_eap_ig
     from circuits.graph.io import write
 
@@ -52,26 +76,38 @@ def _write(out, circuit, graph, summary: dict, model) -> None:
         circuit.edges_frame().to_csv(tmp / "edges.csv", index=False)
         write(graph, tmp / "circuit.json")
         write_eap_ig(graph, tmp / "circuit.eap-ig.json", shape_of(model))
+        write_mib(circuit, shape_of(model), tmp / "importances.mib.json")
 
 
 def run(args: argparse.Namespace) -> int:
+    import json
+
     existing(args.pairs, "--pairs", f"a {PAIRS_HELP}")
     out = check_out(args.out)
-    config, rows = _checked(args)
+    config, proto_record = settings(args)
+    n_fit = args.edge_n_fit
+    rows = read_pair_rows(args, n_fit + args.edge_n_heldout)
     from circuits.discovery import circuit_graph, discover
 
     model = loading.load(args)
-    n_fit = args.edge_n_fit
-    pairs = make_pairs(model, args, rows, n_fit + args.edge_n_heldout, shuffle=True)
+    proto = protocol(args.protocol)
+    pairs = make_pairs(model, args, rows, n_fit + args.edge_n_heldout, True, proto)
     fit, held = pairs[:n_fit], pairs[n_fit:]
     circuit = discover(model, fit, held, None, positions=None, config=config, progress=True)
-    source = args.pairs or f"task {args.task} (seed {args.pair_seed})"
+    source = (
+        args.pairs or f"task {args.task}, partner {partner(args, proto)} (seed {args.pair_seed})"
+    )
     graph = circuit_graph(circuit, model, data=source, metric_spec={"metric": "pairs"})
-    summary = {"pairs": source, "n_tokens": int(pairs.shape[1]), **circuit.summary()}
+    graph.graph["protocol"] = json.dumps(proto_record, sort_keys=True)
+    summary = {"pairs": source, "protocol": proto_record, "n_tokens": int(pairs.shape[1]),
+               **circuit.summary()}  # fmt: skip
     summary.pop("positions", None)  # every position
     _write(out, circuit, graph, summary, model)
     print_summary(summary)
-    print(f"wrote {out} (circuit.json; circuit.eap-ig.json for EAP-IG / MIB)")
+    print(
+        f"wrote {out} (circuit.json; circuit.eap-ig.json, the circuit for EAP-IG / MIB; "
+        "importances.mib.json, every edge's score: MIB's importance file)"
+    )
     return 0
 
 
@@ -82,14 +118,25 @@ def add(sub) -> None:
         "edge circuit of a behaviour given as counterfactual text pairs (or --task ioi)",
         "Find the edge circuit of logit(answer) - logit(wrong) at the last position on clean / "
         "corrupted text pairs (each ablated edge takes its value in the partner text, at every "
-        "position), fitted on --edge-n-fit pairs and judged on --edge-n-heldout others.",
+        "position), fitted on --edge-n-fit pairs and judged on --edge-n-heldout others. "
+        "--protocol mib runs MIB's circuit-track protocol (docs/mib/README.md): its settings "
+        "replace the defaults shown below, and any flag given explicitly wins over them.",
     )
     pair_options(p.add_mutually_exclusive_group(required=True), p, n_pairs=False)
-    p.add_argument("--edge-n-fit", type=positive_int, default=32, help="fit pairs (%(default)s)")
-    p.add_argument(
-        "--edge-n-heldout", type=count_int, default=32, help="held-out pairs (%(default)s)"
-    )
+    protocol_option(p)
+    for count, kind in zip(COUNTS, ("fit", "held-out"), strict=True):
+        per = ", ".join(f"{name} {getattr(proto, count)}" for name, proto in PROTOCOLS.items())
+        p.add_argument(
+            "--edge-" + count.replace("_", "-"),
+            dest=PREFIX + count,
+            type=positive_int if count == "n_fit" else count_int,
+            help=f"{kind} pairs (default: the protocol's: {per})",
+        )
     model_options(p)
-    out_option(p, "summary.json, curve.csv, edges.csv, circuit.json, circuit.eap-ig.json")
+    out_option(
+        p, "summary.json, curve.csv, edges.csv, circuit.json, circuit.eap-ig.json, "
+        "importances.mib.json",
+    )  # fmt: skip
     config_options(p, DiscoveryConfig, prefix=PREFIX, defaults=DEFAULTS)
-    p.set_defaults(func=run)
+    # Unset settings stay None, for the protocol to fill (--help shows the library's defaults).
+    p.set_defaults(func=run, **{PREFIX + n: None for n, _, _ in flat_fields(DiscoveryConfig)})

@@ -107,6 +107,21 @@ def corpus_option(p: argparse.ArgumentParser, what: str) -> None:
     )
 
 
+def protocol_option(p: argparse.ArgumentParser) -> None:
+    """--protocol: a named bundle of pair and discovery settings
+    (`circuits.discovery.protocol.PROTOCOLS`); flags given explicitly win over it."""
+    from circuits.discovery.protocol import PROTOCOLS
+
+    about = "; ".join(f"{name}: {proto.about}" for name, proto in PROTOCOLS.items())
+    p.add_argument(
+        "--protocol",
+        choices=tuple(PROTOCOLS),
+        default="library",
+        help=f"named settings of the pairs and of discovery, under the flags given explicitly "
+        f"({about}) (default: %(default)s)",
+    )
+
+
 def config_options(
     p: argparse.ArgumentParser, config_cls: type, *, prefix: str = "", defaults=None
 ) -> None:
@@ -174,6 +189,7 @@ __all__ = [
     "out_option",
     "positive_float",
     "positive_int",
+    "protocol_option",
     "texts_option",
     "threads_option",
 ]

@@ -1,14 +1,22 @@
 """Counterfactual text pairs on the command line (`discover`, `faithfulness`): a JSONL file of
-{clean, corrupt, answer, wrong} or a standard task's generated pairs, read and checked before
-the model loads, tokenized after."""
+{clean, corrupt, answer, wrong} or a standard task's generated pairs (IOI with the corrupted
+partner of --partner), read and checked before the model loads, tokenized after as a protocol
+says (`circuits.discovery.protocol.Protocol`: partner, padding, BOS)."""
 
 from __future__ import annotations
 
 import argparse
+from typing import TYPE_CHECKING
 
 from circuits.cli.options import count_int, positive_int
 from circuits.tasks import TASKS
 
+if TYPE_CHECKING:
+    from circuits.discovery.protocol import Protocol
+
+PARTNERS = ("abc", "s2_io_flip")
+"""The IOI partners (the keys of `circuits.tasks.ioi.PARTNERS`, which imports torch; a test
+keeps them equal)."""
 PAIRS_HELP = (
     "JSONL file, one pair a line: {'clean', 'corrupt', 'answer', 'wrong'} (answer / wrong: one "
     "token each, e.g. ' Mary'; clean and corrupt of one token length)"
@@ -16,10 +24,17 @@ PAIRS_HELP = (
 
 
 def pair_options(group, p: argparse.ArgumentParser, n_pairs: bool = True) -> None:
-    """--pairs FILE or --task NAME in `group` (mutually exclusive), --pair-seed and (with
-    `n_pairs`) --n-pairs, the number of task pairs, on `p`."""
+    """--pairs FILE or --task NAME in `group` (mutually exclusive), --partner (IOI's corrupted
+    prompt), --pair-seed and (with `n_pairs`) --n-pairs, the number of task pairs, on `p`."""
     group.add_argument("--pairs", metavar="PATH", help=PAIRS_HELP)
     group.add_argument("--task", choices=TASKS, help="a standard task's generated pairs (ioi)")
+    p.add_argument(
+        "--partner",
+        choices=PARTNERS,
+        help="the corrupted prompt of --task ioi: abc (three other names, Wang et al.) or "
+        "s2_io_flip (the second S replaced by IO, MIB's) (default: the protocol's: abc, "
+        "s2_io_flip with --protocol mib)",
+    )
     p.add_argument(
         "--pair-seed", type=count_int, default=0, help="seed of the split / task (%(default)s)"
     )
@@ -35,6 +50,11 @@ def read_pair_rows(args: argparse.Namespace, need: int | None = None) -> list[di
     exists is checked before, at once (`circuits.cli.checks.existing`)."""
     if args.pairs is None:
         return None
+    if getattr(args, "partner", None) is not None:
+        raise ValueError(
+            f"--partner {args.partner} makes the corrupted prompts of --task ioi; a --pairs file "
+            "gives each pair's corrupt text: leave out --partner"
+        )
     from circuits.discovery.pairs import read_rows
 
     rows = read_rows(args.pairs)
@@ -47,17 +67,34 @@ def read_pair_rows(args: argparse.Namespace, need: int | None = None) -> list[di
     return rows
 
 
-def make_pairs(model, args: argparse.Namespace, rows: list[dict] | None, n: int, shuffle: bool):
-    """`n` pairs: the task's (seeded by --pair-seed), else the file's rows tokenized (errors
-    name the file's pair numbers), all of them in file order, or with `shuffle` the first `n`
-    in an order seeded by --pair-seed."""
+def partner(args: argparse.Namespace, proto: Protocol) -> str:
+    """The IOI partner: --partner, else the protocol's."""
+    return getattr(args, "partner", None) or proto.partner
+
+
+def make_pairs(
+    model,
+    args: argparse.Namespace,
+    rows: list[dict] | None,
+    n: int,
+    shuffle: bool,
+    proto: Protocol | None = None,
+):
+    """`n` pairs: the task's (seeded by --pair-seed, with `partner`), else the file's rows
+    tokenized (errors name the file's pair numbers), all of them in file order, or with
+    `shuffle` the first `n` in an order seeded by --pair-seed. Padding and BOS as `proto` says
+    (default: the library's protocol)."""
+    from circuits.discovery.protocol import protocol
+
+    proto = proto or protocol("library")
     if rows is None:
         from circuits.tasks.ioi import ioi_pairs
 
-        return ioi_pairs(model, n, seed=args.pair_seed)[0]
+        return ioi_pairs(model, n, seed=args.pair_seed, partner=partner(args, proto),
+                         pad=proto.pad, bos=proto.bos)[0]  # fmt: skip
     from circuits.discovery.pairs import tokenize
 
-    pairs = tokenize(model, rows, str(args.pairs))
+    pairs = tokenize(model, rows, str(args.pairs), pad=proto.pad, bos=proto.bos)
     if not shuffle:
         return pairs
     import numpy as np
@@ -65,4 +102,4 @@ def make_pairs(model, args: argparse.Namespace, rows: list[dict] | None, n: int,
     return pairs[np.random.default_rng(args.pair_seed).permutation(len(rows))[:n].tolist()]
 
 
-__all__ = ["PAIRS_HELP", "make_pairs", "pair_options", "read_pair_rows"]
+__all__ = ["PAIRS_HELP", "PARTNERS", "make_pairs", "pair_options", "partner", "read_pair_rows"]
