@@ -153,12 +153,12 @@ def markdown(frame: pd.DataFrame) -> str:
 
 
 PREDICTIONS = {
-    "mid_layer_first_state": "1. first appears in middle layers (P0 norm jump block at formation)",
-    "position_1_phase": "2. a position-1 phase (>= 10 % of heads sink on position 1)",
-    "final_first_two_state": "3. settles in the first two blocks (jump block, last 3 checkpoints)",
-    "convergence": "settled coincides with the loss plateau",
-    "mid_layer_first_attention": "1'. (attention reading) lowest sink-head layer in the middle",
-    "final_first_two_attention": "3'. (attention reading) lowest sink-head layer in blocks 0-1",
+    "mid_layer_first_state": "1. middle first (jump block at formation)",
+    "position_1_phase": "2. a position-1 phase (>= 10 % of heads)",
+    "final_first_two_state": "3. settles in blocks 0-1 (jump block, last 3)",
+    "convergence": "settled = loss plateau",
+    "mid_layer_first_attention": "1'. middle first (lowest sink-head layer)",
+    "final_first_two_attention": "3'. settles in blocks 0-1 (lowest sink-head layer)",
 }
 
 
@@ -177,12 +177,13 @@ def real_verdicts(real: dict) -> dict[str, str]:
 
 
 def claims_markdown(frame: pd.DataFrame, real: list[dict]) -> str:
-    """Seed 001's predictions, one row each, a column per run and per released model."""
-    cols = {r["run"]: r for r in frame.to_dict(orient="records")}
-    cols |= {m["model"]: real_verdicts(m) for m in real}
-    lines = ["| prediction | " + " | ".join(cols) + " |", "|" + "---|" * (len(cols) + 1)]
-    for key, text in PREDICTIONS.items():
-        lines.append(f"| {text} | " + " | ".join(str(c[key]) for c in cols.values()) + " |")
+    """Seed 001's predictions: a column each, a row per run and per released model."""
+    rows = {r["run"]: r for r in frame.to_dict(orient="records")}
+    rows |= {m["model"]: real_verdicts(m) for m in real}
+    lines = ["| run or model | " + " | ".join(PREDICTIONS.values()) + " |",
+             "|" + "---|" * (len(PREDICTIONS) + 1)]  # fmt: skip
+    for name, row in rows.items():
+        lines.append(f"| {name} | " + " | ".join(str(row[k]) for k in PREDICTIONS) + " |")
     return "\n".join(lines) + "\n"
 
 
