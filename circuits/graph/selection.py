@@ -32,6 +32,11 @@ class Selection:
     cap: int | None = None
     """The most valued edges drawn, when the rule passed more."""
 
+    @property
+    def joining(self) -> int:
+        """The old name of `readers` (one edge then joined the drawing to the target)."""
+        return self.readers
+
 
 MAX_DRAWN = 60
 """At most this many valued edges in a picture (drawing, Mermaid, viewer's first view)."""
