@@ -243,6 +243,11 @@ def split_figures(model: str, tables: dict[str, pd.DataFrame]) -> dict:
         "edges_jaccard_min": float(pairs.edges_jaccard.min()),
         "edges_jaccard_max": float(pairs.edges_jaccard.max()),
         "nodes_jaccard_mean": float(pairs.nodes_jaccard.mean()),
+        "nodes_jaccard_min": float(pairs.nodes_jaccard.min()),
+        "target08_edges_min": int(splits.target08_edges.min()),
+        "target08_edges_max": int(splits.target08_edges.max()),
+        "target08_heldout_min": float(splits.target08_heldout_all.min()),
+        "target08_heldout_max": float(splits.target08_heldout_all.max()),
         "edges_in_every_split": int((common.model == model).sum()) if len(common) else 0,
     }  # fmt: skip
     cross = tables.get("cross")

@@ -36,10 +36,13 @@ def test_registry_names_every_method_and_the_config_takes_only_those():
     field = DiscoveryConfig.__dataclass_fields__["method"]
     assert field.metadata["choices"] == METHODS
     with pytest.raises(
-        ValueError, match="unknown method 'acdc'; use one of eap, eap_ig, eap_ig_inputs, eap_ig_activations"
+        ValueError,
+        match="unknown method 'acdc'; use one of eap, eap_ig, eap_ig_inputs, eap_ig_activations",
     ):
         scorer("acdc")
-    with pytest.raises(ValueError, match="method must be one of eap, eap_ig, eap_ig_inputs, eap_ig_activ"):
+    with pytest.raises(
+        ValueError, match="method must be one of eap, eap_ig, eap_ig_inputs, eap_ig_activ"
+    ):
         DiscoveryConfig(method="acdc")
     with pytest.raises(ValueError, match="target_band must be two numbers low < high"):
         DiscoveryConfig(target_band=(1.1, 0.9))

@@ -67,6 +67,7 @@ def settings(args: argparse.Namespace) -> tuple[DiscoveryConfig, dict]:
 def _write(out, circuit, graph, summary: dict, model) -> None:
     from circuits._io import atomic_folder, write_json
     from circuits.discovery.protocol import write_mib
+    from circuits.discovery.submission import IMPORTANCES
     from circuits.graph.eap_ig import shape_of, write_eap_ig
     from circuits.graph.io import write
 
@@ -76,7 +77,7 @@ def _write(out, circuit, graph, summary: dict, model) -> None:
         circuit.edges_frame().to_csv(tmp / "edges.csv", index=False)
         write(graph, tmp / "circuit.json")
         write_eap_ig(graph, tmp / "circuit.eap-ig.json", shape_of(model))
-        write_mib(circuit, shape_of(model), tmp / "importances.mib.json")
+        write_mib(circuit, shape_of(model), tmp / IMPORTANCES)
 
 
 def run(args: argparse.Namespace) -> int:
