@@ -7,7 +7,7 @@ Two kinds of marks (HTML comments, invisible when the Markdown is rendered):
         one value: RUN (a run folder holding summary.json, or a .json file), KEY (a dotted path
         into the document; in a run folder's summary.json a first segment not found at the top
         is looked up under "summary"; integers index lists), FORMAT (a Python format spec,
-        e.g. `.2f`, `,d`, `.1%`; `s` for text)
+        e.g. `.2f`, `,d`, `.1%`; `s` for text; `min` for seconds shown as whole minutes)
     <!--table NAME ARG ...-->
     ...
     <!--/table-->
@@ -69,7 +69,11 @@ def render_value(run: str, key: str, fmt: str) -> str:
     value = lookup(load_doc(run), key)
     if value is None:
         return "n/a"
-    return str(value) if fmt == "s" else format(value, fmt)
+    if fmt == "s":
+        return str(value)
+    if fmt == "min":  # seconds shown as whole minutes
+        return f"{value / 60:.0f} min"
+    return format(value, fmt)
 
 
 # ---------------------------------------------------------------------------------------------

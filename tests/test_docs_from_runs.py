@@ -28,6 +28,7 @@ def fake_root(make_docs, tmp_path, monkeypatch):
     run.mkdir(parents=True)
     summary = {
         "model": "m",
+        "wall_seconds": 1853.2,
         "edge_circuit_edges": 1234,
         "edge_circuit_of_all_edges": 30930,
         "heldout_faithfulness": 0.8237,
@@ -47,6 +48,11 @@ def test_a_value_mark_takes_its_runs_number(make_docs, fake_root):
     text += "<!--v docs/p0/m edge_circuit_edges ,d-->1<!--/v--> edges (<!--v docs/p0/m settings.a d-->x<!--/v-->)"
     out = make_docs.render(text, "t.md")
     assert "-->0.82<!--" in out and "-->1,234<!--" in out and "-->1<!--/v-->)" in out
+
+
+def test_seconds_show_as_whole_minutes(make_docs, fake_root):
+    out = make_docs.render("took <!--v docs/p0/m wall_seconds min-->x<!--/v-->", "t.md")
+    assert "-->31 min<!--/v-->" in out
 
 
 def test_a_hand_typed_number_over_a_mark_is_reported(make_docs, fake_root):
