@@ -1,0 +1,32 @@
+"""KV-cache policies decided by the sinks the library measures (issue 35).
+
+`policies`: named cache policies with one signature (`POLICIES`: full, window, streaming_llm,
+heavy_hitters, snapkv, sink_aware), each giving per layer which cached positions a query may
+attend to under a budget, in a streaming or a compress-once mode; `sinks`: the measured primary
+and secondary sinks as per-layer positions; `evaluate`: the perplexity of a continuation under
+a policy, through attention-score hooks (positions kept, not re-indexed); `config`: `KVConfig`.
+Names resolve lazily: importing this package loads no model code.
+"""
+
+from __future__ import annotations
+
+from circuits._lazy import lazy_exports
+
+_EXPORTS = {
+    "KVConfig": "config",
+    "SCORE_FROM": "config",
+    "POLICIES": "policies",
+    "READS_ATTENTION": "policies",
+    "READS_SINKS": "policies",
+    "CacheView": "policies",
+    "get_policy": "policies",
+    "layer_sinks": "sinks",
+    "measured_sinks": "sinks",
+    "PolicyScore": "evaluate",
+    "keep_masks": "evaluate",
+    "masked_nll": "evaluate",
+    "score": "evaluate",
+}
+__all__ = sorted(_EXPORTS)
+
+__getattr__ = lazy_exports(__name__, _EXPORTS)

@@ -1,0 +1,128 @@
+"""KV-cache policies (`circuits.kv`): each keeps exactly the tokens it names, the hooks apply
+exactly those, and a full budget gives the plain forward's loss."""
+
+from __future__ import annotations
+
+import math
+
+import pytest
+import torch
+
+from circuits.kv import KVConfig, keep_masks, layer_sinks, masked_nll, score
+from circuits.kv.policies import CacheView, heavy_hitters, sink_aware, snapkv, streaming_llm, window
+from circuits.sinks.secondary import SinkEvent
+
+N = 48
+CONFIG = KVConfig(sinks=2, score_from=8)
+
+
+def kept(row: torch.Tensor) -> list[int]:
+    return row.nonzero().flatten().tolist()
+
+
+def test_window_and_streaming_llm_keep_what_they_name():
+    view = CacheView(layer=0, n_tokens=N)
+    keep = window(view, 4, CONFIG)
+    assert kept(keep[20]) == [17, 18, 19, 20] and kept(keep[2]) == [0, 1, 2]
+    keep = streaming_llm(view, 5, CONFIG)
+    assert kept(keep[20]) == [0, 1, 18, 19, 20] and kept(keep[4]) == [0, 1, 2, 3, 4]
+    assert kept(keep[5]) == [0, 1, 3, 4, 5]
+    assert (keep.sum(-1) == torch.arange(1, N + 1).clamp(max=5)).all()
+
+
+def test_sink_aware_keeps_the_layers_sinks_and_fills_the_budget_with_a_window():
+    keep = sink_aware(CacheView(layer=1, n_tokens=N, sinks=(0, 9)), 5, CONFIG)
+    assert kept(keep[30]) == [0, 9, 28, 29, 30]
+    assert kept(keep[8]) == [0, 5, 6, 7, 8]  # sink 9 not reached yet: its share is the window
+    assert kept(keep[10]) == [0, 7, 8, 9, 10]  # the window skips the sink it keeps anyway
+    assert (keep.sum(-1) == torch.arange(1, N + 1).clamp(max=5)).all()
+
+
+def test_layer_sinks_keep_a_secondary_sink_where_its_state_is_read():
+    event = SinkEvent(0, 7, "x", l_start=1, lifetime=2, label="secondary", peak_cos=1.0,
+                      mean_cos=1.0, peak_score=0.1, mean_score=0.1)  # fmt: skip
+    noise = SinkEvent(0, 9, "y", 0, 1, "noise", 1.0, 1.0, 0.0, 0.0)
+    sinks = layer_sinks(0, [event, noise], n_layers=5, labels=("secondary",))
+    assert sinks == ((0,), (0,), (0, 7), (0, 7), (0,))  # aligned at 1-2, read by blocks 2-3
+
+
+def test_heavy_hitters_evict_for_good_and_keep_the_recent_window():
+    torch.manual_seed(0)
+    pattern = torch.rand(N, N).tril()
+    pattern[3:, 3] += 5.0  # every query pays key 3 the most
+    pattern = pattern / pattern.sum(-1, keepdim=True)
+    keep = heavy_hitters(CacheView(layer=0, n_tokens=N, pattern=pattern), 8, CONFIG)
+    assert (keep.sum(-1) == torch.arange(1, N + 1).clamp(max=8)).all()
+    assert keep[8:, 3].all()  # the heavy hitter is never evicted
+    for i in range(1, N):
+        assert not (keep[i, :i] & ~keep[i - 1, :i]).any()  # nothing comes back
+        assert keep[i, max(0, i - 3) : i + 1].all()  # the recent half of the budget
+
+
+def test_snapkv_compresses_the_prompt_once():
+    pattern = torch.full((N, N), 0.01).tril()
+    pattern[28:32, 5] = 1.0  # the observation window reads key 5
+    view = CacheView(layer=0, n_tokens=N, prefix=32, pattern=pattern)
+    keep = snapkv(view, 8, KVConfig(observation=4, pool=1))
+    assert 5 in kept(keep[40]) and kept(keep[40])[-13:] == list(range(28, 41))
+    assert keep[40, :32].sum() == 8 and keep[20, :21].all()  # the prompt itself is prefilled
+    with pytest.raises(ValueError, match="compresses a prompt once"):
+        snapkv(CacheView(layer=0, n_tokens=N, pattern=pattern), 8, CONFIG)
+
+
+def test_compress_once_window_is_the_prompts_last_tokens():
+    keep = window(CacheView(layer=0, n_tokens=N, prefix=32), 4, CONFIG)
+    assert kept(keep[40]) == [28, 29, 30, 31, *range(32, 41)]
+
+
+@pytest.fixture(scope="module")
+def text(tiny):
+    torch.manual_seed(1)
+    tokens = torch.randint(3, 200, (N,))
+    tokens[0] = 1
+    return tokens
+
+
+def test_full_budget_equals_the_plain_forward(tiny, text):
+    with torch.inference_mode():
+        plain = float(tiny(text[None], return_type="loss"))
+    config = CONFIG.with_options(score_from=1)
+    for policy, budget in [("full", 1), ("window", N), ("streaming_llm", N + 4)]:
+        got = score(tiny, text, policy, budget, config)
+        assert abs(got.nll - plain) < 1e-5, policy
+        assert math.isclose(got.perplexity, math.exp(plain), rel_tol=1e-5)
+    sinks = [(0,)] * tiny.cfg.n_layers
+    assert abs(score(tiny, text, "sink_aware", N, config, sinks).nll - plain) < 1e-5
+
+
+def test_the_hooks_read_exactly_the_kept_keys(tiny, text):
+    from circuits.core.sites import hook_name
+
+    sinks = [(0,), (0, 11), (0, 11), (0,)]
+    seen = {}
+
+    def grab(pattern, hook):
+        seen[hook.name] = pattern[0].detach()
+
+    for policy in ("streaming_llm", "sink_aware", "heavy_hitters"):
+        masks = keep_masks(tiny, text, policy, 6, CONFIG, sinks)
+        drop = [(hook_name("scores", i), lambda s, hook, m=m: s.masked_fill(~m, -math.inf))
+                for i, m in enumerate(masks)]  # fmt: skip
+        grabs = [(hook_name("pattern", i), grab) for i in range(4)]
+        with torch.inference_mode():
+            tiny.run_with_hooks(text[None], return_type=None, fwd_hooks=drop + grabs)
+        for i, mask in enumerate(masks):
+            assert ((seen[hook_name("pattern", i)] > 0) == mask).all(), (policy, i)
+    nll = masked_nll(tiny, text, masks)
+    assert nll.shape == (N - 1,) and not torch.allclose(nll, masked_nll(tiny, text, None))
+
+
+def test_bad_input_is_refused_in_one_line(tiny, text):
+    with pytest.raises(ValueError, match="unknown cache policy 'lru'; known: full"):
+        keep_masks(tiny, text, "lru", 8, CONFIG)
+    with pytest.raises(ValueError, match="needs the measured sinks of each of the 4 layers"):
+        keep_masks(tiny, text, "sink_aware", 8, CONFIG)
+    with pytest.raises(ValueError, match="budget must be >= 1"):
+        keep_masks(tiny, text, "window", 0, CONFIG)
+    with pytest.raises(ValueError, match="score_from 64 must be below"):
+        score(tiny, text, "window", 8, CONFIG.with_options(score_from=64))
