@@ -25,13 +25,19 @@ import numpy as np
 if TYPE_CHECKING:  # pandas is heavy to import; frames are only passed through here
     import pandas as pd
 
-from circuits.provenance import check_schema_version, code_identity, finished, schema_stamp
+from circuits.provenance import (
+    MARKER_NAME,
+    check_schema_version,
+    code_identity,
+    finished,
+    schema_stamp,
+)
 
 NON_FINITE_KEY = "non_finite"
 """Top-level key of a strict JSON document listing the paths whose value was NaN / inf (now null)."""
 
 
-MARKER = ".circuits-run.json"
+MARKER = MARKER_NAME
 """The file every output folder written by `atomic_folder` holds: which run wrote it. A folder
 is replaced only when it holds this file (or is empty)."""
 
