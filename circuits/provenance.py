@@ -352,7 +352,7 @@ def _reconstructed_gaps(record, folder: Path) -> list[str]:
     page = folder / str(record.get("shown_in", ""))
     if not record.get("shown_in") or not page.is_file():
         gaps.append(f"{RECONSTRUCTED_FILE}: shown_in names no page ({record.get('shown_in')!r})")
-    elif not any(note in page.read_text(encoding="utf-8") for note in PAGE_NOTES):
+    elif not any(note in page.read_text(encoding="utf-8").lower() for note in PAGE_NOTES):
         gaps.append(f"{record['shown_in']} does not say {PAGE_NOTES[0]!r} or {PAGE_NOTES[1]!r}")
     return gaps
 

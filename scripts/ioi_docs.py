@@ -75,6 +75,10 @@ def main() -> None:
         "partner then). The run with MIB's partner, s2_io_flip, is in docs/mib/; "
         "docs/ioi/README.md reads the two.\n"
     )
+    old = [f.relative_to(root).as_posix() for f, _ in found if (f / "provenance.json").is_file()]
+    if old:
+        print(f"Pre-provenance runs (made before runs recorded their provenance; each folder's "
+              f"provenance.json says what is known, the rest unknown): {', '.join(old)}.\n")  # fmt: skip
     print(
         "| model | method | logit diff clean (ABC) | IO > S | edges (of) | f fit | "
         "f held-out [95% CI] | abs(1-f) | random f (sd) | complement f | stability (share "
