@@ -27,6 +27,7 @@ import numpy as np  # noqa: E402
 import pandas as pd  # noqa: E402
 
 from circuits._io import atomic_folder, write_csv, write_json  # noqa: E402
+from circuits.provenance import provenance  # noqa: E402
 
 MAPS = {
     "p0_mass_by_layer": "P0 attention mass",
@@ -192,7 +193,9 @@ def write_report(root: Path, out: Path, real: Path | None = None) -> pd.DataFram
     if not docs:
         raise ValueError(f"no */phases.json under {root}: run scripts/emergence_runs.py first")
     frame = pd.DataFrame([run_record(d, root) for d in docs])
-    with atomic_folder(out) as tmp:
+    settings = {"root": str(root), "out": str(out), "real": str(real) if real else None,
+                "runs": [d["run"] for d in docs]}  # fmt: skip
+    with atomic_folder(out, {"report": "emergence runs"}, provenance(settings=settings)) as tmp:
         write_csv(tmp / "runs.csv", frame)
         (tmp / "runs.md").write_text(markdown(frame), encoding="utf-8")
         models = json.loads(real.read_text(encoding="utf-8"))["models"] if real else []
