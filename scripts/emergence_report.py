@@ -5,7 +5,8 @@ wrote `ROOT/<run>/phases.json`), for docs/emergence/.
         --real docs/emergence/real-models/rows.json
 
 Writes, replaced as a whole: `runs.md` (one row a run: shape, tokens, wall time, final loss,
-Gu's rate, formation, locations, the verdicts), `runs.csv`, `claims.md` (seed 001's
+Gu's rate, formation, locations, the verdicts), `runs.csv`, `overview.json` (the figures over
+all runs that the README quotes), `claims.md` (seed 001's
 predictions, a column per run and per released model of `--real`), and per run `<run>/checkpoints.csv`
 (one row a checkpoint), `<run>/maps.csv` (layer x step: P0 and position-1 mass, sink heads,
 most-attended position; block x step: P0 norm ratio), `<run>/summary.json` and
@@ -188,6 +189,28 @@ def claims_markdown(frame: pd.DataFrame, real: list[dict]) -> str:
     return "\n".join(lines) + "\n"
 
 
+def overview(docs: list[dict]) -> dict:
+    """The figures docs/emergence/README.md quotes, over every run and checkpoint: how many,
+    the highest Gu rate and strongest head (with run and step), the final all-head P0 mass's
+    range, and the runs in which a sink formed by the rule."""
+    rows = [(d["run"], r) for d in docs for r in d["rows"]]
+    rate_run, rate_row = max(rows, key=lambda x: x[1]["gu_rate"][0])
+    head_run, head_row = max(rows, key=lambda x: x[1]["max_head_alpha0"])
+    finals = [d["rows"][-1]["all_head_p0_mass"] for d in docs]
+    return {
+        "n_runs": len(docs), "n_checkpoints": len(rows),
+        "max_tokens": max(d["rows"][-1]["tokens"] for d in docs),
+        "max_gu_rate": rate_row["gu_rate"][0], "max_gu_rate_run": rate_run,
+        "max_gu_rate_step": rate_row["step"],
+        "max_head_alpha0": head_row["max_head_alpha0"], "max_head_alpha0_run": head_run,
+        "max_head_alpha0_step": head_row["step"],
+        "final_p0_mass_min": min(finals), "final_p0_mass_max": max(finals),
+        "final_gu_rate_max": max(d["rows"][-1]["gu_rate"][0] for d in docs),
+        "runs_formed": [d["run"] for d in docs if d["summary"]["formation"] is not None],
+        "n_runs_formed": sum(d["summary"]["formation"] is not None for d in docs),
+    }  # fmt: skip
+
+
 def write_report(root: Path, out: Path, real: Path | None = None) -> pd.DataFrame:
     docs = [json.loads(p.read_text(encoding="utf-8")) for p in sorted(root.glob("*/phases.json"))]
     if not docs:
@@ -197,6 +220,7 @@ def write_report(root: Path, out: Path, real: Path | None = None) -> pd.DataFram
                 "runs": [d["run"] for d in docs]}  # fmt: skip
     with atomic_folder(out, {"report": "emergence runs"}, provenance(settings=settings)) as tmp:
         write_csv(tmp / "runs.csv", frame)
+        write_json(tmp / "overview.json", overview(docs))
         (tmp / "runs.md").write_text(markdown(frame), encoding="utf-8")
         models = json.loads(real.read_text(encoding="utf-8"))["models"] if real else []
         (tmp / "claims.md").write_text(claims_markdown(frame, models), encoding="utf-8")
