@@ -722,7 +722,7 @@ def test_cone_reads_the_attention_output_itself(planted, planted_claims):
     any post-attention norm; for the tiny Llama that is also `hook_attn_out`)."""
     from circuits.claims.cone import RAW_ATTN_OUT
     from circuits.claims.inputs import prepare
-    from circuits.sites import hook_name
+    from circuits.core.sites import hook_name
 
     tokens = prepare(planted.model, list(P0_TEXTS), CONFIG).tokens
     name = hook_name(RAW_ATTN_OUT, 0)

@@ -119,10 +119,10 @@ def test_the_backcopy_head_copies_at_triggers_and_rests_on_bos_elsewhere(backcop
     """Why the sink formed, checked on the last checkpoint: the one head reads the previous
     position when the query is a trigger letter (active) and puts most of its attention on
     <bos> at the other queries (dormant); at initialisation it does neither."""
+    from circuits.core.sites import hook_name
     from circuits.discovery import token_rows
     from circuits.emergence import heldout_texts, load_checkpoint
     from circuits.models.tiny import N_SPECIAL
-    from circuits.sites import hook_name
 
     most = 0.5  # most of the head's attention
     for spec, trained in ((backcopy.checkpoints[0], False), (backcopy.checkpoints[-1], True)):

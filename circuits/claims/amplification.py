@@ -14,7 +14,7 @@ from circuits.claims.heads import pairwise_cos
 from circuits.claims.identification import BY_CONSTRUCTION, PAPER, carriers
 from circuits.claims.inputs import Basis, Inputs
 from circuits.claims.table import AUTO, Claim, claim_row
-from circuits.sites import hook_name
+from circuits.core.sites import hook_name
 
 
 def _normed(model: TransformerBridge, layer: int, x: torch.Tensor) -> torch.Tensor | None:

@@ -13,7 +13,7 @@ from circuits.claims.identification import PAPER
 from circuits.claims.inputs import Basis, Inputs
 from circuits.claims.table import Claim, claim_row
 from circuits.claims.verdict import decisive, interval
-from circuits.sites import hook_names
+from circuits.core.sites import hook_names
 
 RAW_ATTN_OUT = "attn_raw"
 """The site read: the attention output as the attention computes it. Not `hook_attn_out`: in

@@ -29,7 +29,7 @@ from circuits.claims.config import ClaimsConfig
 from circuits.claims.secondary import premise
 from circuits.claims.secondary_tables import SecondaryTables
 from circuits.claims.verdict import bootstrap
-from circuits.sites import hook_name
+from circuits.core.sites import hook_name
 from circuits.stats import variance_spectrum
 from circuits.tracing.secondary.corpus import make_corpus, project_traces, unique_positions
 
@@ -38,7 +38,7 @@ def trace_rows(model: TransformerBridge, folder: str | Path) -> list[list[int]]:
     """The token rows a saved `circuits secondary` run traced: the traces file its provenance
     names, else the project's traces of this model (`data/traces/KEY.jsonl`), as many as it
     traced; checked against its events (each event's token must sit at its position)."""
-    from circuits.corpus import read_traces
+    from circuits.core.traces import read_traces
 
     folder = Path(folder)
     doc = json.loads((folder / "summary.json").read_text(encoding="utf-8"))

@@ -11,8 +11,9 @@ from torch import Tensor
 from transformer_lens.model_bridge import TransformerBridge
 
 from circuits.claims.inputs import Inputs
-from circuits.discovery.forward import head_outputs
-from circuits.sites import hook_name
+from circuits.core.nodes import node_id
+from circuits.core.sites import hook_name
+from circuits.discovery.components import head_outputs
 
 
 def spread(
@@ -62,7 +63,7 @@ def head_table(model: TransformerBridge, inputs: Inputs, window: int) -> pd.Data
     rows = []
     for layer in layers:
         for h in range(model.cfg.n_heads):
-            row = {"component": f"L{layer}.H{h}", "layer": layer, "head": h}
+            row = {"component": node_id("head", layer, h), "layer": layer, "head": h}
             pat = by_variant[inputs.main][1][layer][:, h : h + 1]
             nl, ent = spread(pat, window)
             row["nonlocal"], row["entropy"] = nl[:, 0].tolist(), ent[:, 0].tolist()

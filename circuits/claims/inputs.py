@@ -15,7 +15,7 @@ from torch import Tensor
 from transformer_lens.model_bridge import TransformerBridge
 
 from circuits.claims.config import ClaimsConfig
-from circuits.sites import hook_name
+from circuits.core.sites import hook_name
 from circuits.tracing.p0.formation import Formation, find_formation
 from circuits.tracing.p0.inputs import variant_tokens
 

@@ -9,6 +9,7 @@ from transformer_lens.model_bridge import TransformerBridge
 
 from circuits.claims.inputs import Inputs
 from circuits.claims.table import mean_interval
+from circuits.core.nodes import node_id
 from circuits.patching import head_grid, position_grid, resid_norm, run_interventions
 from circuits.tracing.p0.ablation import p0_ablation
 
@@ -34,9 +35,8 @@ def jump_shares(
     rows = []
     for (kind, layer, h), per_text in zip(labels, shares.tolist(), strict=True):
         mean, lo, hi = mean_interval(per_text, level=level, seed=seed)
-        name = f"L{layer}.H{h}" if kind == "head" else f"L{layer}.MLP"
         rows.append(
-            {"component": name, "kind": kind, "layer": layer, "head": h, "share": mean,
-             "share_low": lo, "share_high": hi, "shares": per_text}
+            {"component": node_id(kind, layer, h), "kind": kind, "layer": layer, "head": h,
+             "share": mean, "share_low": lo, "share_high": hi, "shares": per_text}
         )  # fmt: skip
     return pd.DataFrame(rows)

@@ -16,12 +16,9 @@ from transformer_lens.model_bridge import TransformerBridge
 from circuits.claims.identification import PAPER
 from circuits.claims.inputs import Basis, Inputs
 from circuits.claims.table import AUTO, Claim, claim_row
-from circuits.discovery.forward import head_outputs
-from circuits.sites import hook_name
-
-KEY = "blocks.{}.attn.k.hook_in"
-QUERY = "blocks.{}.attn.q.hook_in"
-SCORES = "blocks.{}.attn.hook_attn_scores"
+from circuits.core.nodes import node_id
+from circuits.core.sites import hook_name
+from circuits.discovery.components import head_outputs
 
 
 def advantage(scores: Float[Tensor, "text head query key"]) -> Float[Tensor, "text head"]:
@@ -35,7 +32,7 @@ def advantage(scores: Float[Tensor, "text head query key"]) -> Float[Tensor, "te
 
 @torch.no_grad()
 def _scores(model, tokens, layer: int, hooks: list) -> Tensor:
-    name = SCORES.format(layer)
+    name = hook_name("scores", layer)
     with model.hooks(fwd_hooks=hooks):
         _, cache = model.run_with_cache(tokens, names_filter=[name], stop_at_layer=layer + 1)
     return cache[name]
@@ -71,14 +68,15 @@ def score_split(model: TransformerBridge, inputs: Inputs, eps: float) -> pd.Data
     with torch.no_grad():
         for layer in inputs.formation.late_layers:
             name = hook_name("pattern", layer)
+            key = hook_name("k_in", layer)
             _, cache = model.run_with_cache(
-                tokens, names_filter=[name, KEY.format(layer)], stop_at_layer=layer + 1
+                tokens, names_filter=[name, key], stop_at_layer=layer + 1
             )
             mass = cache[name][:, :, 1:, 0].mean((0, 2))
             heads = [h for h in range(model.cfg.n_heads) if mass[h] > eps]
             if not heads:
                 continue
-            k0 = cache[KEY.format(layer)][:, 0]  # [text, d_model], after the norm
+            k0 = cache[key][:, 0]  # [text, d_model], after the norm
             direction = F.normalize(k0.mean(0), dim=-1)
             along = F.cosine_similarity(k0, direction[None], dim=-1)
             attn = model.blocks[layer].attn
@@ -87,15 +85,15 @@ def score_split(model: TransformerBridge, inputs: Inputs, eps: float) -> pd.Data
             )
             clean = advantage(_scores(model, tokens, layer, []))
             runs = {
-                "dir": [(KEY.format(layer), _without_excess(direction))],
-                "key": [(KEY.format(layer), _p0_ordinary)],
-                "const_query": [(QUERY.format(layer), _constant_query)],
+                "dir": [(key, _without_excess(direction))],
+                "key": [(key, _p0_ordinary)],
+                "const_query": [(hook_name("q_in", layer), _constant_query)],
             }
             adv = {k: advantage(_scores(model, tokens, layer, h)) for k, h in runs.items()}
             for h in heads:
                 a = clean[:, h]
                 rows.append(
-                    {"component": f"L{layer}.H{h}", "layer": layer, "head": h,
+                    {"component": node_id("head", layer, h), "layer": layer, "head": h,
                      "p0_mass": float(mass[h]), "advantage": a.tolist(),
                      "dir_share": ((a - adv["dir"][:, h]) / a).tolist(),
                      "key_share": ((a - adv["key"][:, h]) / a).tolist(),
@@ -129,8 +127,8 @@ def writers(model: TransformerBridge, inputs: Inputs) -> pd.DataFrame:
     for layer in layers:
         outs = head_outputs(model, layer, cache[hook_name("head", layer)][:, :1])[:, 0]
         for h in range(outs.shape[1]):
-            parts[f"L{layer}.H{h}"] = outs[:, h]
-        parts[f"L{layer}.MLP"] = cache[hook_name("mlp_out", layer)][:, 0]
+            parts[node_id("head", layer, h)] = outs[:, h]
+        parts[node_id("mlp", layer)] = cache[hook_name("mlp_out", layer)][:, 0]
     parts["rest"] = state - sum(parts.values())
     return pd.DataFrame(
         [{"component": k, "share": float((v @ u / total).mean()),

@@ -13,6 +13,7 @@
     result       blocks.l.attn.hook_result      L{l}.H{h}         one head's output in d_model
     q, k, v      blocks.l.attn.hook_q|k|v       L{l}.H{h}.q|k|v   one head's query / key / value
     q_in, k_in, v_in  blocks.l.attn.q|k|v.hook_in  L{l}.H{h}.q|k|v  ... the projection's input
+    q_out, k_out, v_out  blocks.l.attn.q|k|v.hook_out  L{l}.H{h}.q|k|v  ... its output
     scores       blocks.l.attn.hook_attn_scores L{l}.H{h}.pattern one head's scores (pre-softmax)
     pattern      blocks.l.attn.hook_pattern     L{l}.H{h}.pattern one head's attention pattern
     neuron       blocks.l.mlp.hook_post         L{l}.MLP.N{n}     one MLP neuron's activation
@@ -20,7 +21,7 @@
 and `FINAL_RESID` (ln_final.hook_in), the residual stream the unembedding reads.
 
 Hook names are TransformerLens's (`get_act_name`), which the TransformerBridge keeps as aliases;
-`mlp_in`, `mlp_norm_in` and the `*_in` inputs are the bridge's own names (TL's `hook_mlp_in` is
+`mlp_in`, `mlp_norm_in` and the `*_in` / `*_out` projections are the bridge's own names (TL's `hook_mlp_in` is
 a gated copy). `PATCH_KINDS` are the kinds a `circuits.patching.Site` patches. This module
 imports nothing heavy: the names are written out here and `tests/test_structure.py` checks them
 against `get_act_name` and a bridge's `hook_dict`. `hook_layer` and `parse_hook` read a hook
@@ -64,6 +65,11 @@ SITES: dict[str, SiteInfo] = {
     "q_in": SiteInfo("attn.q.hook_in", None, "head", "q", patch=False),
     "k_in": SiteInfo("attn.k.hook_in", None, "head", "k", patch=False),
     "v_in": SiteInfo("attn.v.hook_in", None, "head", "v", patch=False),
+    # The projections' own outputs: hook_q/k/v alias them, except where a model fuses q, k and
+    # v (no alias) or scales k after the projection (hook_k is then its own point).
+    "q_out": SiteInfo("attn.q.hook_out", None, "head", "q", patch=False),
+    "k_out": SiteInfo("attn.k.hook_out", None, "head", "k", patch=False),
+    "v_out": SiteInfo("attn.v.hook_out", None, "head", "v", patch=False),
     "scores": SiteInfo("attn.hook_attn_scores", "attn_scores", "head", "pattern", patch=False),
     "pattern": SiteInfo("attn.hook_pattern", "pattern", "head", "pattern"),
     "neuron": SiteInfo("mlp.hook_post", "post", "neuron"),

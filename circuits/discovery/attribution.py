@@ -36,6 +36,7 @@ import torch
 from jaxtyping import Float
 from torch import Tensor
 
+from circuits.core.sites import hook_name
 from circuits.discovery.distributed import per_text
 from circuits.discovery.forward import EdgeRunner, full_keep
 
@@ -250,8 +251,8 @@ def activation_groups(runner: EdgeRunner) -> list[tuple[list[int], tuple]]:
     for layer in range(sp.n_layers):
         first = 1 + layer * (sp.n_heads + 1)
         groups.append((list(range(first, first + sp.n_heads)),
-                       ((f"blocks.{layer}.attn.hook_z", _detach),)))  # fmt: skip
-        groups.append(([first + sp.n_heads], ((f"blocks.{layer}.hook_mlp_out", _detach),)))
+                       ((hook_name("head", layer), _detach),)))  # fmt: skip
+        groups.append(([first + sp.n_heads], ((hook_name("mlp_out", layer), _detach),)))
     return groups
 
 

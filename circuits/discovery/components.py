@@ -59,8 +59,3 @@ def project_qkv(model, layer: int, kind: str, x: Tensor) -> Tensor:
         bias = None if bias is None else bias.repeat_interleave(n_heads // bias.shape[0], 0)
     out = torch.einsum("nhpd,hed->nphe", normed, w)
     return out if bias is None else out + bias
-
-
-# Transitional: discovery/forward.py and feed.py still import the old private name; it goes
-# once they import project_qkv.
-_project = project_qkv

@@ -18,17 +18,15 @@ s(l, mlp) = 1 + l * (n_heads + 1) + n_heads, embed = 0.
 
 from __future__ import annotations
 
-import re
 from dataclasses import dataclass, field
 
 import torch
 from jaxtyping import Int
 from torch import Tensor
 
+from circuits.core.nodes import RESID_SITES, node_id
+from circuits.core.sites import FINAL_RESID, parse_hook
 from circuits.discovery.config import KvInputs
-
-_RESID = re.compile(r"^blocks\.(\d+)\.hook_(resid_pre|resid_mid|resid_post)$")
-_PATTERN = re.compile(r"^blocks\.(\d+)\.attn\.hook_pattern$")
 
 
 @dataclass(frozen=True)
@@ -46,16 +44,16 @@ class Receiver:
     def node(self) -> str:
         """Graph node id of the input (e.g. L3.H2.q; for k/v the head is the key/value head)."""
         if self.kind in ("q", "k", "v"):
-            return f"L{self.layer}.H{self.head}.{self.kind}"
+            return node_id("head", self.layer, self.head, part=self.kind)
         if self.kind == "mlp":
-            return f"L{self.layer}.MLP"
-        return f"target:{self.hook}"
+            return node_id("mlp", self.layer)
+        return node_id("target", name=self.hook)
 
     @property
     def component(self) -> str:
         """Graph node id of the component that owns this input (a k/v input: its first head)."""
         if self.kind in ("q", "k", "v"):
-            return f"L{self.layer}.H{self.head}"
+            return node_id("head", self.layer, self.head)
         return self.node
 
 
@@ -86,7 +84,8 @@ class EdgeSpace:
 
     def edge_names(self) -> list[str]:
         """`sender->receiver_node` per edge, e.g. `L0.H3->L2.MLP`."""
-        return [f"{self.senders[s]}->{self.receivers[r].node}" for r, s in self.edges.tolist()]
+        nodes = [r.node for r in self.receivers]
+        return [f"{self.senders[s]}->{nodes[r]}" for r, s in self.edges.tolist()]
 
     @property
     def ungrouped(self) -> bool:
@@ -110,10 +109,11 @@ def sender_index(n_heads: int, layer: int, head: int | None) -> int:
 def _metric_targets(hooks, logits: bool, n_layers: int) -> tuple[list, list[int]]:
     targets, patterns = [], []
     for hook in hooks:
-        if m := _PATTERN.match(hook):
-            patterns.append(int(m.group(1)))
-        elif m := _RESID.match(hook):
-            targets.append((int(m.group(1)), m.group(2), hook))
+        kind, layer = parse_hook(hook) or ("", -1)
+        if kind == "pattern":
+            patterns.append(layer)
+        elif kind in RESID_SITES:
+            targets.append((layer, kind, hook))
         else:
             raise ValueError(
                 f"edge discovery reads metrics on attention patterns, residual-stream sites or "
@@ -121,7 +121,7 @@ def _metric_targets(hooks, logits: bool, n_layers: int) -> tuple[list, list[int]
                 "or blocks.L.hook_resid_pre/mid/post"
             )
     if logits:
-        targets.append((n_layers - 1, "resid_post", "ln_final.hook_in"))
+        targets.append((n_layers - 1, "resid_post", FINAL_RESID))
     return targets, sorted(set(patterns))
 
 
@@ -139,7 +139,7 @@ def build_space(model, metric, positions=None, kv_inputs: str = "grouped") -> Ed
     last = max([t[0] - (t[1] == "resid_pre") for t in targets] + patterns)
     senders = ["embed"]
     for layer in range(last + 1):
-        senders += [f"L{layer}.H{h}" for h in range(n_heads)] + [f"L{layer}.MLP"]
+        senders += [node_id("head", layer, h) for h in range(n_heads)] + [node_id("mlp", layer)]
     receivers, seen = [], []
     for layer in range(last + 1):
         attn_in = sender_index(n_heads, layer, 0)  # senders before this block's heads

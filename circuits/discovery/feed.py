@@ -12,7 +12,8 @@ from typing import TYPE_CHECKING
 import torch
 from torch import Tensor
 
-from circuits.discovery.components import _project, head_outputs
+from circuits.core.sites import FINAL_RESID, hook_name
+from circuits.discovery.components import head_outputs, project_qkv
 from circuits.discovery.where import put, take
 
 if TYPE_CHECKING:
@@ -120,12 +121,12 @@ class Feed:
         sp, where, fwd, targets = self.space, self.where, [], {}
         for layer in range(start, sp.n_layers):
             first = 1 + layer * (sp.n_heads + 1)
-            fwd.append((f"blocks.{layer}.hook_resid_pre", self._resid_pre(layer)))
-            fwd += [(f"blocks.{layer}.attn.{k}.hook_out", self._qkv(layer, k))
+            fwd.append((hook_name("resid_pre", layer), self._resid_pre(layer)))
+            fwd += [(hook_name(f"{k}_out", layer), self._qkv(layer, k))
                     for k in ("q", "k", "v") if sp.group(layer, k)]  # fmt: skip
-            fwd.append((f"blocks.{layer}.attn.hook_z", self._heads_out(layer, first)))
-            fwd.append((f"blocks.{layer}.ln2.hook_in", self._mlp_in(layer)))
-            fwd.append((f"blocks.{layer}.hook_mlp_out", self._mlp_out(first + sp.n_heads)))
+            fwd.append((hook_name("head", layer), self._heads_out(layer, first)))
+            fwd.append((hook_name("mlp_norm_in", layer), self._mlp_in(layer)))
+            fwd.append((hook_name("mlp_out", layer), self._mlp_out(first + sp.n_heads)))
         for r, rec in enumerate(sp.receivers):
             if rec.kind != "target":
                 continue
@@ -133,7 +134,7 @@ class Feed:
             def target(act, r=r):
                 return put(act, where, self.inputs([r], take(act, where))[:, 0])
 
-            if rec.hook == "ln_final.hook_in":
+            if rec.hook == FINAL_RESID:
                 fwd.append((rec.hook, lambda act, hook, t=target: t(act)))
             else:
                 targets[rec.hook] = target
@@ -151,7 +152,7 @@ class Feed:
         rows = self.space.group(layer, kind)
 
         def hook(act, hook):  # act [rows, pos, heads, d_head]
-            x = _project(self.model, layer, kind, self.inputs(rows, self.resid))
+            x = project_qkv(self.model, layer, kind, self.inputs(rows, self.resid))
             if act.shape[2] != x.shape[2]:  # ungrouped: each query head its own k / v
                 act = act.repeat_interleave(x.shape[2] // act.shape[2], 2)
             return put(act, self.where, x)

@@ -34,12 +34,13 @@ import torch
 from jaxtyping import Float, Int
 from torch import Tensor
 
-from circuits.discovery.components import _project, head_outputs  # noqa: F401 (_project: old imports)
+from circuits.core.sites import hook_name
+from circuits.discovery.components import head_outputs
 from circuits.discovery.config import ABLATIONS, KV_INPUTS, Ablation
 from circuits.discovery.dag import EdgeSpace, build_space
 from circuits.discovery.feed import SPARSE_SHARE, Feed, ungrouped_attention
 from circuits.discovery.pairs import Pairs
-from circuits.discovery.where import _derangement, _reference_mask, _where, take
+from circuits.discovery.where import derangement, position_index, reference_mask, take
 from circuits.patching.forward import MetricReady, capture_run, forward_from, hook_layer, tile
 from circuits.patching.metrics import Metric
 
@@ -95,7 +96,7 @@ class EdgeRunner:
         n_batch, n_pos = tokens.shape
         if ablation == "resample" and n_batch < 2 and self.corrupt is None:
             raise ValueError("resample ablation needs at least 2 texts (it swaps texts)")
-        self.where = _where(positions, n_batch, n_pos)
+        self.where = position_index(positions, n_batch, n_pos)
         uniform = bool((self.where == self.where[0]).all())
         self.positions = self.where[0].tolist() if uniform else self.where.tolist()
         self.model, self.tokens, self.metric = model, tokens, metric
@@ -115,7 +116,7 @@ class EdgeRunner:
     def _clean_run(self) -> CleanRun:
         where = self.where
         home = torch.device(self.model.cfg.device)  # the embedding's device in a split model
-        ref = _reference_mask(where, self.tokens.shape[1]).float()[:, None, :, None].to(home)
+        ref = reference_mask(where, self.tokens.shape[1]).float()[:, None, :, None].to(home)
         at: list[Tensor] = []  # per sender group: [batch, senders, pos, d] at the ablated positions
         mean: list[Tensor] = []  # the same, averaged over the reference positions
 
@@ -133,10 +134,10 @@ class EdgeRunner:
         def single(act, hook):
             record(act.unsqueeze(1))
 
-        fwd = [("blocks.0.hook_resid_pre", single)]
+        fwd = [(hook_name("resid_pre", 0), single)]
         for layer in range(self.space.n_layers):
-            fwd += [(f"blocks.{layer}.attn.hook_z", heads(layer))]
-            fwd += [(f"blocks.{layer}.hook_mlp_out", single)]
+            fwd += [(hook_name("head", layer), heads(layer))]
+            fwd += [(hook_name("mlp_out", layer), single)]
         with torch.no_grad(), self.model.hooks(fwd_hooks=fwd):
             run = capture_run(
                 self.model, self.tokens, self.metric.hooks, self.stop, self.metric.logits,
@@ -156,7 +157,7 @@ class EdgeRunner:
         elif self.ablation is Ablation.ZERO:
             ablated = torch.zeros_like(outputs)
         elif self.ablation is Ablation.RESAMPLE:
-            ablated = outputs[_derangement(outputs.shape[0], self.seed)]
+            ablated = outputs[derangement(outputs.shape[0], self.seed)]
         else:
             ablated = torch.cat(mean, 1).expand_as(outputs).clone()
         return CleanRun(outputs, ablated, metric)

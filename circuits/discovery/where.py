@@ -56,8 +56,3 @@ def derangement(n: int, seed: int) -> Tensor:
         perm = torch.randperm(n, generator=gen)
         if not bool((perm == torch.arange(n)).any()):
             return perm
-
-
-# Transitional: discovery/forward.py still imports the old private names; they go once it
-# imports the public ones.
-_where, _reference_mask, _derangement = position_index, reference_mask, derangement

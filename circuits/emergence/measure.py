@@ -14,6 +14,7 @@ import torch
 from jaxtyping import Int
 from torch import Tensor
 
+from circuits.core.nodes import node_id
 from circuits.emergence.config import EmergenceConfig
 from circuits.sinks import SinkReport, massive_layer, measure_tokens
 
@@ -99,8 +100,8 @@ def localisation_row(model, tokens: Int[Tensor, "text pos"], row: dict, config) 
     return {
         "jump_layers": formation.jump_layers,
         "late_layers": formation.late_layers,
-        "circuit_heads": [f"L{layer}.H{h}" for layer, h in loc.circuit_heads],
-        "circuit_mlps": [f"L{layer}.MLP" for layer in loc.circuit_mlps],
+        "circuit_heads": [node_id("head", layer, h) for layer, h in loc.circuit_heads],
+        "circuit_mlps": [node_id("mlp", layer) for layer in loc.circuit_mlps],
     }
 
 

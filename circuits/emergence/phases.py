@@ -11,6 +11,7 @@ import torch
 from jaxtyping import Float, Int
 from torch import Tensor
 
+from circuits.core.sites import hook_name, hook_names
 from circuits.emergence.config import PhaseRuleConfig
 from circuits.sinks.attention import gu_alpha
 
@@ -108,13 +109,12 @@ def bridge_inputs(
     """`phase_inputs` of a TransformerLens bridge (`circuits.load_model`): the patterns
     `blocks.{l}.attn.hook_pattern`, the norms of `blocks.0.hook_resid_pre` and every
     `blocks.{l}.hook_resid_post`."""
-    n = model.cfg.n_layers
-    names = {"blocks.0.hook_resid_pre"}
-    names |= {f"blocks.{i}.{h}" for i in range(n) for h in ("attn.hook_pattern", "hook_resid_post")}
+    layers = range(model.cfg.n_layers)
+    patterns, posts = hook_names("pattern", layers), hook_names("resid_post", layers)
+    names = {hook_name("resid_pre", 0), *patterns, *posts}
     _, cache = model.run_with_cache(tokens, names_filter=lambda h: h in names)
-    attn = torch.stack([cache[f"blocks.{i}.attn.hook_pattern"].float() for i in range(n)])
-    states = [cache["blocks.0.hook_resid_pre"]] + [cache[f"blocks.{i}.hook_resid_post"]
-                                                   for i in range(n)]  # fmt: skip
+    attn = torch.stack([cache[name].float() for name in patterns])
+    states = [cache[hook_name("resid_pre", 0)]] + [cache[name] for name in posts]
     return attn, torch.stack([s.float().norm(dim=-1) for s in states])
 
 

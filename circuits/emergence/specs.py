@@ -168,11 +168,11 @@ def load_hub_revision(name: str, revision: str, device: str, dtype):
 def check_hub(specs: Sequence[CheckpointSpec]) -> None:
     """Raise a ValueError, before any model loads, when a hub spec needs a hub that cannot be
     reached and is not in the local cache."""
-    from circuits.models.load import _hub_cached, _hub_reachable
+    from circuits.models.load import hub_cached, hub_reachable
 
     for spec in specs:
-        if spec.kind == "hub" and not _hub_cached(spec.spec.split("@")[0]):
-            if why := _hub_reachable():
+        if spec.kind == "hub" and not hub_cached(spec.spec.split("@")[0]):
+            if why := hub_reachable():
                 raise ValueError(
                     f"checkpoint {spec.spec!r} is a hub revision, and the hub is unavailable "
                     f"({why}); download it elsewhere and pass its folder"

@@ -6,20 +6,17 @@ queried, exported and read back.
     write(g, "circuit.graphml"); g2 = read("circuit.graphml")
 """
 
+from circuits.core.nodes import KINDS, Component, node_id, parse_node_id
 from circuits.graph.build import POSITION_RULES, SITES, from_scores, site_node
 from circuits.graph.circuit import (
     EDGE_ATTRS,
     GRAPH_ATTRS,
-    KINDS,
     NODE_ATTRS,
-    Component,
     add_component,
     add_effect,
     edge_table,
     new_graph,
-    node_id,
     node_table,
-    parse_node_id,
     record_threshold,
     sort_key,
     targets,

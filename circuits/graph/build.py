@@ -12,8 +12,9 @@ import networkx as nx
 import numpy as np
 import pandas as pd
 
-from circuits.graph.circuit import add_component, add_effect, new_graph, node_id, sort_key
-from circuits.sites import SITES
+from circuits.core.nodes import node_id
+from circuits.core.sites import SITES
+from circuits.graph.circuit import add_component, add_effect, new_graph, sort_key
 
 SCORE_COLUMNS = ("site", "layer", "head", "pos", "neuron", "effect")
 POSITION_RULES = ("sum", "mean", "max_abs")

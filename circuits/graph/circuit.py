@@ -1,6 +1,6 @@
 """The circuit graph: a plain `networkx.DiGraph` with typed node, edge and graph attributes.
 
-Nodes are model components named as everywhere in the library:
+Nodes are model components named as everywhere in the library (`circuits.core.nodes`):
 
     embed                      token embedding (+ positions)          kind "embed",  layer -1
     L{l}.H{h}                  attention head h of layer l            kind "head"
@@ -25,20 +25,15 @@ from __future__ import annotations
 
 import json
 import math
-import re
 from collections.abc import Mapping
-from typing import NamedTuple, SupportsFloat
+from typing import SupportsFloat
 
 import networkx as nx
 import pandas as pd
 
+from circuits.core.nodes import parse_node_id
 from circuits.graph.roles import EDGE_KINDS, REMOVAL_SIGN, SUPPORT_SIGNS
 from circuits.graph.schema import SCHEMA_VERSION, legacy_edge_kind
-from circuits.sites import NODE_KINDS
-
-KINDS = ("embed", *NODE_KINDS, "target")
-HEAD_PARTS = ("q", "k", "v", "pattern")
-RESID_SITES = ("resid_pre", "resid_mid", "resid_post")
 
 NODE_ATTRS: dict[str, type] = {
     "kind": str,
@@ -84,82 +79,6 @@ KIND_COLORS = {
 }
 """Box fill per node kind: pale greys, lavender and green, never the blue or orange that mean a
 role (`circuits.graph.convention`)."""
-
-_ID_PATTERNS = [
-    (re.compile(r"embed"), "embed"),
-    (re.compile(r"L(?P<layer>\d+)\.H(?P<head>\d+)(?:\.(?P<part>q|k|v|pattern))?"), "head"),
-    (re.compile(r"L(?P<layer>\d+)\.ATTN"), "attn"),
-    (re.compile(r"L(?P<layer>\d+)\.MLP"), "mlp"),
-    (re.compile(r"L(?P<layer>\d+)\.MLP\.N(?P<neuron>\d+)"), "neuron"),
-    (re.compile(r"L(?P<layer>\d+)\.(?P<part>resid_pre|resid_mid|resid_post)"), "resid"),
-    (re.compile(r"target:(?P<name>.+)", re.DOTALL), "target"),
-]
-
-
-class Component(NamedTuple):
-    """What a node id names; `node_id(*component)` gives the id back."""
-
-    kind: str
-    layer: int = -1
-    head: int = -1
-    neuron: int = -1
-    part: str = ""
-    name: str = ""
-
-
-def node_id(
-    kind: str, layer: int = -1, head: int = -1, neuron: int = -1, part: str = "", name: str = ""
-) -> str:
-    """The node id of a component, e.g. `node_id("head", 3, 2)` -> "L3.H2"."""
-    if kind not in KINDS:
-        raise ValueError(f"unknown node kind {kind!r}; use one of {', '.join(KINDS)}")
-    if kind == "embed":
-        return "embed"
-    if kind == "target":
-        if not name:
-            raise ValueError("a target node needs a name, e.g. node_id('target', name='p0_mass')")
-        return f"target:{name}"
-    if not isinstance(layer, int) or layer < 0:
-        raise ValueError(f"a {kind} node needs a layer >= 0, got {layer!r}")
-    if kind == "head":
-        if not isinstance(head, int) or head < 0:
-            raise ValueError(f"a head node needs a head index >= 0, got {head!r}")
-        if part and part not in HEAD_PARTS:
-            raise ValueError(f"head part {part!r} is not one of {', '.join(HEAD_PARTS)} (or '')")
-        return f"L{layer}.H{head}" + (f".{part}" if part else "")
-    if kind == "attn":
-        return f"L{layer}.ATTN"
-    if kind == "mlp":
-        return f"L{layer}.MLP"
-    if kind == "neuron":
-        if not isinstance(neuron, int) or neuron < 0:
-            raise ValueError(f"a neuron node needs a neuron index >= 0, got {neuron!r}")
-        return f"L{layer}.MLP.N{neuron}"
-    if part not in RESID_SITES:
-        raise ValueError(f"a resid node needs part in {', '.join(RESID_SITES)}, got {part!r}")
-    return f"L{layer}.{part}"
-
-
-def parse_node_id(nid: str) -> Component:
-    """The component a node id names; the inverse of `node_id`."""
-    if not isinstance(nid, str):
-        raise ValueError(f"node ids are strings like 'L3.H2', got {type(nid).__name__} {nid!r}")
-    for pattern, kind in _ID_PATTERNS:
-        m = pattern.fullmatch(nid)
-        if m:
-            groups = m.groupdict()
-            return Component(
-                kind=kind,
-                layer=int(groups.get("layer") or -1),
-                head=int(groups.get("head") or -1),
-                neuron=int(groups.get("neuron") or -1),
-                part=groups.get("part") or "",
-                name=groups.get("name") or "",
-            )
-    raise ValueError(
-        f"{nid!r} is not a component id; use embed, L{{l}}.H{{h}}[.q|.k|.v|.pattern], L{{l}}.ATTN, "
-        "L{l}.MLP, L{l}.MLP.N{n}, L{l}.resid_pre|resid_mid|resid_post or target:{name}"
-    )
 
 
 def _model_identity(model) -> dict[str, str]:

@@ -43,9 +43,11 @@ from pathlib import Path
 import networkx as nx
 
 from circuits._io import atomic_write
+from circuits.core.nodes import node_id, parse_node_id
+from circuits.core.sites import FINAL_RESID
 
-_SENDER = re.compile(r"^(?:embed|L(\d+)\.(?:H(\d+)|MLP))$")
-_RECEIVER = re.compile(r"^L(\d+)\.(?:H(\d+)\.([qkv])|MLP)$")
+INPUT, LOGITS = "input", "logits"
+"""EAP-IG's (MIB's) own names of the embedding and of the final residual the unembedding reads."""
 _EDGE = re.compile(r"^(input|a(\d+)\.h(\d+)|m(\d+))->(logits|m(\d+)|a(\d+)\.h(\d+)<([qkv])>)$")
 SCORE_CONVENTION = "mib"
 """The cfg mark of files written with MIB's sign (score = attribution of the loss: positive
@@ -60,44 +62,59 @@ def shape_of(model) -> dict:
             "d_model": cfg.d_model}  # fmt: skip
 
 
+def mib_node(layer: int, head: int | None = None) -> str:
+    """EAP-IG's (MIB's) name of head `head` of block `layer` ("a3.h2"), or of the block's MLP
+    ("m3") when `head` is None: their format's names, not this library's node ids."""
+    return f"m{layer}" if head is None else f"a{layer}.h{head}"
+
+
 def all_edges(n_layers: int, n_heads: int) -> list[str]:
     """Every edge name of the EAP-IG graph of a sequential (not parallel) model, in its order."""
-    out, stream = [], ["input"]
+    out, stream = [], [INPUT]
     for layer in range(n_layers):
-        heads = [f"a{layer}.h{h}" for h in range(n_heads)]
+        heads = [mib_node(layer, h) for h in range(n_heads)]
         out += [f"{s}->{a}<{x}>" for s in stream for a in heads for x in "qkv"]
         stream += heads
-        out += [f"{s}->m{layer}" for s in stream]
-        stream.append(f"m{layer}")
-    return out + [f"{s}->logits" for s in stream]
+        out += [f"{s}->{mib_node(layer)}" for s in stream]
+        stream.append(mib_node(layer))
+    return out + [f"{s}->{LOGITS}" for s in stream]
+
+
+def _component(node: str, kinds: tuple[str, ...], parts: tuple[str, ...]):
+    """The component of node id `node` when its kind is one of `kinds` and its part one of
+    `parts`, else None."""
+    try:
+        c = parse_node_id(node)
+    except ValueError:
+        return None
+    return c if c.kind in kinds and c.part in parts else None
 
 
 def _sender_name(node: str) -> str:
-    m = _SENDER.match(node)
-    if not m:
+    c = _component(node, ("embed", "head", "mlp"), ("",))
+    if c is None:
         raise ValueError(f"{node!r} is not a sender of the residual DAG (embed, L3.H2, L3.MLP)")
-    if node == "embed":
-        return "input"
-    return f"a{m.group(1)}.h{m.group(2)}" if m.group(2) is not None else f"m{m.group(1)}"
+    if c.kind == "embed":
+        return INPUT
+    return mib_node(c.layer, c.head if c.kind == "head" else None)
 
 
 def _receiver_names(node: str, group: int) -> list[str]:
     if node.startswith("target:"):
-        if node != "target:ln_final.hook_in" and "logit" not in node:
+        if node != node_id("target", name=FINAL_RESID) and "logit" not in node:
             raise ValueError(
                 f"the circuit ends at {node!r}, not at the logits: EAP-IG graphs end at the "
                 "logits, so only circuits of logit metrics can be written in their format"
             )
-        return ["logits"]
-    m = _RECEIVER.match(node)
-    if not m:
+        return [LOGITS]
+    c = _component(node, ("head", "mlp"), ("q", "k", "v", ""))
+    if c is None or (c.kind == "head") != bool(c.part):
         raise ValueError(f"{node!r} is not an input of the residual DAG (L3.H2.k, L3.MLP)")
-    layer, head, kind = m.groups()
-    if kind is None:
-        return [f"m{layer}"]
-    first = int(head) * (group if kind in "kv" else 1)
-    heads = range(first, first + (group if kind in "kv" else 1))
-    return [f"a{layer}.h{h}<{kind}>" for h in heads]
+    if c.kind == "mlp":
+        return [mib_node(c.layer)]
+    first = c.head * (group if c.part in "kv" else 1)
+    heads = range(first, first + (group if c.part in "kv" else 1))
+    return [f"{mib_node(c.layer, h)}<{c.part}>" for h in heads]
 
 
 def _kv_group(g: nx.DiGraph, shape: dict) -> int:
@@ -128,9 +145,9 @@ def eap_ig_dict(edges: dict[str, tuple[float, bool]], shape: dict, group: int = 
                                  f"{n_heads}-head model; give the shape of the model it was "
                                  "found on")  # fmt: skip
             out[name] = {"score": float(score), "in_graph": bool(kept)}
-    nodes = {"input": False, "logits": False}
+    nodes = {INPUT: False, LOGITS: False}
     for layer in range(n_layers):
-        nodes.update({f"a{layer}.h{h}": False for h in range(n_heads)} | {f"m{layer}": False})
+        nodes.update({mib_node(layer, h): False for h in range(n_heads)} | {mib_node(layer): False})
     for name, e in out.items():
         if e["in_graph"]:
             parent, child = name.split("->")
@@ -246,15 +263,17 @@ def from_eap_ig(data: dict, n_kv_heads: int | None = None, source: str = "graph"
         ):
             raise ValueError(f"{source}: edge {name!r} is outside cfg ({n_layers} layers, "
                              f"{n_heads} heads)")  # fmt: skip
-        sender = "embed" if sl is None and sm is None else (
-            f"L{sl}.H{sh}" if sl is not None else f"L{sm}.MLP")  # fmt: skip
-        if child == "logits":
-            receiver = "target:logits"
+        if sl is not None:
+            sender = node_id("head", int(sl), int(sh))
+        else:
+            sender = node_id("embed") if sm is None else node_id("mlp", int(sm))
+        if child == LOGITS:
+            receiver = node_id("target", name=LOGITS)
         elif cm is not None:
-            receiver = f"L{cm}.MLP"
+            receiver = node_id("mlp", int(cm))
         else:
             head = int(ch) // group if kind in "kv" else int(ch)
-            receiver = f"L{cl}.H{head}.{kind}"
+            receiver = node_id("head", int(cl), head, part=kind)
         score = info.get("score")
         kept.setdefault(f"{sender}->{receiver}", []).append(sign * float(score or 0.0))
     return {name: sum(v) / len(v) for name, v in kept.items()}
@@ -273,6 +292,8 @@ def read_eap_ig(path: str | Path) -> dict:
 
 
 __all__ = [
+    "INPUT",
+    "LOGITS",
     "SCORE_CONVENTION",
     "all_edges",
     "eap_ig_dict",
@@ -282,6 +303,7 @@ __all__ = [
     "shape_of_graph",
     "from_eap_ig",
     "is_eap_ig",
+    "mib_node",
     "read_eap_ig",
     "shape_of",
     "to_eap_ig",

@@ -10,13 +10,13 @@ from collections.abc import Mapping
 
 import networkx as nx
 
+from circuits.core.nodes import parse_node_id
 from circuits.graph.circuit import (
     EDGE_ATTRS,
     GRAPH_ATTRS,
     NODE_ATTRS,
     RESERVED_ATTRS,
     SCALAR_TYPES,
-    parse_node_id,
 )
 from circuits.graph.roles import EDGE_KINDS, SUPPORT_SIGNS
 from circuits.graph.schema import SCHEMA_VERSION

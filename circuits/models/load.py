@@ -358,8 +358,3 @@ def load_model(
     )
     model.eval()
     return model
-
-
-# Transitional: emergence/specs.py still imports the old private names; they go once it imports
-# hub_cached and hub_reachable.
-_hub_cached, _hub_reachable = hub_cached, hub_reachable

@@ -17,8 +17,8 @@ import networkx as nx
 import numpy as np
 from jaxtyping import Float
 
-from circuits.graph.circuit import node_id, parse_node_id
-from circuits.sites import hook_name
+from circuits.core.nodes import node_id, parse_node_id
+from circuits.core.sites import hook_name
 
 COMPONENT = "AttentionHeads"
 

@@ -14,7 +14,7 @@ from dataclasses import dataclass, field
 
 import networkx as nx
 
-from circuits.graph.circuit import parse_node_id
+from circuits.core.nodes import parse_node_id
 from circuits.graph.roles import is_observed
 
 LAYOUTS = ("auto", "dot", "multipartite")
