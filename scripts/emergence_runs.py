@@ -30,7 +30,7 @@ from circuits._io import write_json
 from circuits.emergence.config import PhaseRuleConfig
 from circuits.emergence.run_phases import measure_run
 from circuits.training.config import LMConfig, TrainConfig
-from circuits.training.corpus import named_corpus
+from circuits.training.corpora import named_corpus
 from circuits.training.train import train_lm
 
 LM = LMConfig(n_layers=8, d_model=64, n_heads=4, d_mlp=192, n_ctx=64)

@@ -94,8 +94,8 @@ def texts_option(p, help: str = TEXTS_HELP) -> None:
 
 
 def corpus_option(p: argparse.ArgumentParser, what: str) -> None:
-    """--corpus: a training corpus by name (`circuits.training.corpus.CORPORA`)."""
-    from circuits.training.corpus import CORPORA
+    """--corpus: a training corpus by name (`circuits.training.corpora.CORPORA`)."""
+    from circuits.training.corpora import CORPORA
 
     p.add_argument(
         "--corpus",

@@ -33,8 +33,8 @@ def stdlib_texts(n: int, n_tokens: int) -> list[str]:
 
 def heldout_texts(corpus: str, n: int, n_tokens: int) -> list[str]:
     """`n` evenly spaced windows of the held-out part (never trained on) of the training corpus
-    called `corpus` (`circuits.training.corpus.CORPORA`)."""
-    from circuits.training.corpus import named_corpus
+    called `corpus` (`circuits.training.corpora.CORPORA`)."""
+    from circuits.training.corpora import named_corpus
 
     data = named_corpus(corpus).heldout
     width = n_tokens * TEXT_CHARS_PER_TOKEN

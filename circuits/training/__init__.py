@@ -8,7 +8,7 @@ from circuits._lazy import lazy_exports
 _EXPORTS = {
     "Corpus": "corpus",
     "load_corpus": "corpus",
-    "named_corpus": "corpus",
+    "named_corpus": "corpora",
     "BackcopyConfig": "backcopy",
     "backcopy_corpus": "backcopy",
     "LMConfig": "config",

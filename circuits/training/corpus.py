@@ -81,27 +81,6 @@ def is_heldout(relative: str) -> bool:
     return hashlib.sha256(relative.encode()).digest()[0] % HELDOUT_EVERY == 0
 
 
-CORPORA = ("stdlib", "backcopy", "mix")
-"""The corpora `named_corpus` gives: the standard library's source, the synthetic back-copy
-letters (`circuits.training.backcopy`, default settings), and the two interleaved in chunks of
-256 bytes (`circuits.training.backcopy.mixed_corpus`)."""
-
-
-def named_corpus(name: str, max_files: int | None = None) -> Corpus:
-    """The corpus called `name` (one of `CORPORA`; `max_files` for "stdlib" and "mix")."""
-    if name == "backcopy":
-        from circuits.training.backcopy import backcopy_corpus
-
-        return backcopy_corpus()
-    if name == "mix":
-        from circuits.training.backcopy import mixed_corpus
-
-        return mixed_corpus(load_corpus(max_files=max_files))
-    if name != "stdlib":
-        raise ValueError(f"corpus {name!r} is not one of {', '.join(CORPORA)}: pick one of them")
-    return load_corpus(max_files=max_files)
-
-
 def load_corpus(root: str | Path | None = None, max_files: int | None = None) -> Corpus:
     """Read the corpus (default: this Python's standard library; `max_files` for tests)."""
     root = Path(root) if root is not None else stdlib_root()
