@@ -3,8 +3,10 @@ exactly those, and a full budget gives the plain forward's loss."""
 
 from __future__ import annotations
 
+import json
 import math
 
+import pandas as pd
 import pytest
 import torch
 
@@ -126,3 +128,63 @@ def test_bad_input_is_refused_in_one_line(tiny, text):
         keep_masks(tiny, text, "window", 0, CONFIG)
     with pytest.raises(ValueError, match="score_from 64 must be below"):
         score(tiny, text, "window", 8, CONFIG.with_options(score_from=64))
+
+
+def test_the_policy_names_are_the_registrys():
+    from circuits.kv.config import POLICY_NAMES
+    from circuits.kv.policies import POLICIES
+
+    assert tuple(POLICIES) == POLICY_NAMES
+
+
+@pytest.fixture
+def texts_file(tmp_path):
+    rows = [{"text": "The sink holds attention while the window moves on. " * 3, "kind": "prose"},
+            {"text": "def f(x):\n    return [y * 2 for y in x if y]\n" * 4, "kind": "code"}]  # fmt: skip
+    path = tmp_path / "texts.jsonl"
+    path.write_text("".join(json.dumps(r) + "\n" for r in rows))
+    return path
+
+
+def test_kv_command_writes_a_table_a_summary_and_a_figure(tiny, texts_file, tmp_path, monkeypatch):
+    from circuits import cli
+    from circuits.cli import loading
+
+    monkeypatch.setattr(loading, "load", lambda args: tiny)
+    out = tmp_path / "kv"
+    argv = ["kv", "--texts", str(texts_file), "--out", str(out), "--tokens", "120",
+            "--score-from", "40", "--budgets", "8", "32", "--policies", "window",
+            "streaming_llm", "sink_aware"]  # fmt: skip
+    assert cli.main(argv) == 0
+    table = pd.read_csv(out / "policies.csv")
+    assert len(table) == 2 * (1 + 3 * 2) and set(table.kind) == {"prose", "code"}
+    evicting = table[table.policy != "full"]
+    assert (evicting.mean_read <= evicting.budget).all()
+    summary = json.loads((out / "summary.json").read_text())
+    assert summary["provenance"]["settings"]["budgets"] == [8, 32]
+    assert (out / "kv.png").stat().st_size > 0
+
+
+@pytest.mark.parametrize(
+    ("extra", "message"),
+    [
+        (["--budgets", "0"], "budgets must be >= 1"),
+        (["--budgets", "4096"], "no policy would evict anything"),
+        (["--policies", "snapkv"], "snapkv compresses a prompt once: give --prefix"),
+        (["--texts", "missing.jsonl"], "missing.jsonl"),
+    ],
+)
+def test_kv_command_refuses_bad_input_in_one_line_before_loading(
+    extra, message, texts_file, tmp_path, monkeypatch, capsys
+):
+    from circuits import cli
+    from circuits.cli import loading
+
+    def load(args):
+        raise AssertionError("the model was loaded before the arguments were checked")
+
+    monkeypatch.setattr(loading, "load", load)
+    argv = ["kv", "--texts", str(texts_file), "--out", str(tmp_path / "kv"), *extra]
+    assert cli.main(argv) == 2
+    err = capsys.readouterr().err.strip()
+    assert message in err and len(err.splitlines()) == 1

@@ -8,7 +8,8 @@
   --texts, one option per config field); `checks`: refusals before torch is imported;
   `loading`: the one place a command loads its model; `output`: what commands print;
 - one module per command: `models`, `export`, `generate`, `p0`, `faithfulness` (on texts or
-  on pairs), `sinks`, `trigger`, `secondary`, `claims`, `train_lm`, `emergence`, `discover`;
+  on pairs), `sinks`, `trigger`, `secondary`, `claims`, `train_lm`, `emergence`, `discover`,
+  `kv`;
   `pairs`: the pair files and tasks that `discover` and `faithfulness` share.
 
 Adding a command is one module with two functions, listed in `app.COMMANDS`:

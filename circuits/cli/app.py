@@ -14,6 +14,7 @@ from circuits.cli import (
     export,
     faithfulness,
     generate,
+    kv,
     models,
     p0,
     secondary,
@@ -27,7 +28,7 @@ from circuits.cli.renames import renamed_in
 
 COMMANDS = (
     models, export, generate, p0, faithfulness, sinks, trigger, secondary, claims, train_lm,
-    emergence, discover,
+    emergence, discover, kv,
 )  # fmt: skip
 """The command modules, in the order `circuits --help` lists them: each has `add(sub)`."""
 

@@ -14,6 +14,7 @@ from circuits._lazy import lazy_exports
 
 _EXPORTS = {
     "KVConfig": "config",
+    "KVRunConfig": "config",
     "SCORE_FROM": "config",
     "POLICIES": "policies",
     "READS_ATTENTION": "policies",
@@ -26,6 +27,8 @@ _EXPORTS = {
     "keep_masks": "evaluate",
     "masked_nll": "evaluate",
     "score": "evaluate",
+    "policy_table": "run",
+    "pooled": "run",
 }
 __all__ = sorted(_EXPORTS)
 

@@ -5,11 +5,14 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from circuits.config import Config, option
+from circuits.config import Config, nested, option
 from circuits.sinks.constants import LABELS, TAU
 
 SCORE_FROM = 256
 """Perplexity is of the tokens from this position on (StreamingLLM's first look, issue 35)."""
+POLICY_NAMES = ("full", "window", "streaming_llm", "heavy_hitters", "snapkv", "sink_aware")
+"""The names of `circuits.kv.policies.POLICIES`, written out here to stay light (the CLI's
+choices); a test checks they are the registry's."""
 
 
 @dataclass(frozen=True)
@@ -41,4 +44,36 @@ class KVConfig(Config):
     )
 
 
-__all__ = ["SCORE_FROM", "KVConfig"]
+@dataclass(frozen=True)
+class KVRunConfig(Config):
+    """A policy table: which policies at which budgets on texts cut to how many tokens."""
+
+    policies: tuple[str, ...] = option(
+        ("window", "streaming_llm", "heavy_hitters", "sink_aware"),
+        "cache policies to score (the full cache is always scored too)",
+        choices=POLICY_NAMES,
+    )
+    budgets: tuple[int, ...] = option(
+        (64, 256, 1024), "cached tokens a query reads, per layer", low=1
+    )
+    tokens: int = option(2048, "each text is cut to its first N tokens", low=2)
+    n_texts: int | None = option(None, "score only the first N texts (None: all)", low=1)
+    kv: KVConfig = nested(KVConfig, "how the policies choose and what is scored")
+
+
+def check_plan(run: KVRunConfig) -> None:
+    """Refuse, before any model loads, a plan that cannot run or would measure nothing."""
+    if min(run.budgets) >= run.tokens:
+        raise ValueError(
+            f"every budget is >= the {run.tokens} tokens of a text: no policy would evict "
+            "anything; give budgets below --tokens"
+        )
+    if run.kv.score_from >= run.tokens:
+        raise ValueError(f"score_from {run.kv.score_from} must be below tokens {run.tokens}")
+    if "snapkv" in run.policies and run.kv.prefix is None:
+        raise ValueError("snapkv compresses a prompt once: give --prefix (the prompt's tokens)")
+    if run.kv.prefix is not None and run.kv.prefix >= run.tokens:
+        raise ValueError(f"prefix {run.kv.prefix} must be below tokens {run.tokens}")
+
+
+__all__ = ["POLICY_NAMES", "SCORE_FROM", "KVConfig", "KVRunConfig", "check_plan"]
