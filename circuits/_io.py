@@ -8,6 +8,7 @@ name, and every JSON file is strict (no NaN / Infinity literals, which JSON does
 from __future__ import annotations
 
 import contextlib
+import gzip
 import hashlib
 import json
 import math
@@ -297,8 +298,66 @@ def write_json(path: str | Path, doc: dict) -> Path:
     return Path(path)
 
 
-def write_csv(path: str | Path, frame: pd.DataFrame) -> Path:
-    """Write `frame` (without its index) as CSV to `path`, atomically."""
-    with atomic_write(path) as fh:
-        frame.to_csv(fh, index=False)
-    return Path(path)
+def write_csv(path: str | Path, frame: pd.DataFrame, *, lean: bool = False) -> Path:
+    """Write `frame` (without its index) as CSV to `path`, atomically; with `lean`, gzip'd to
+    `path.gz` when it is large (`write_bytes`). Returns the path written."""
+    return write_bytes(path, frame.to_csv(index=False).encode("utf-8"), lean=lean)
+
+
+LEAN_OVER = 128 * 1024
+"""Bytes: a run file written with `lean=True` (circuit graphs, edge tables) that is larger than
+this is stored gzip'd, under its name + ".gz", so saved runs stay small: a graph of most of a
+model's edges is tens of MB as text and about a twentieth of that gzip'd. Every reader of those
+files takes either name (`stored`, `read_stored`)."""
+
+
+def gz_name(path: str | Path) -> Path:
+    """`path` with ".gz" added to its name."""
+    path = Path(path)
+    return path.with_name(path.name + ".gz")
+
+
+def plain_name(path: str | Path) -> Path:
+    """`path` without a final .gz (the name of the file it holds gzip'd)."""
+    path = Path(path)
+    return path.with_suffix("") if path.suffix == ".gz" else path
+
+
+def stored(path: str | Path) -> Path:
+    """Where the file named `path` is: `path` itself, or its gzip'd copy `path.gz` when only that
+    is there (see `write_bytes`); `path` when neither is, so an error names it."""
+    path = Path(path)
+    if path.suffix != ".gz" and not path.exists() and gz_name(path).is_file():
+        return gz_name(path)
+    return path
+
+
+def read_stored(path: str | Path) -> bytes:
+    """The bytes of the file named `path` (`stored`: either name), decompressed when its name
+    ends in .gz; a ValueError naming the file when that is not a complete gzip file."""
+    path = stored(path)
+    raw = path.read_bytes()
+    if path.suffix != ".gz":
+        return raw
+    try:
+        return gzip.decompress(raw)
+    except (OSError, EOFError) as err:
+        raise ValueError(f"{path}: not a complete gzip file ({err})") from None
+
+
+def write_bytes(path: str | Path, data: bytes, *, lean: bool = False) -> Path:
+    """Write `data` to `path` atomically, gzip'd when the name ends in .gz (with no time stamp:
+    the same data gives the same file). With `lean`, data larger than `LEAN_OVER` goes gzip'd to
+    `path.gz` instead, and the file under the other of the two names is removed, so a reader
+    never finds a stale copy. Returns the path written."""
+    path = Path(path)
+    plain = path.suffix != ".gz"
+    if lean and plain:
+        other, path = (path, gz_name(path)) if len(data) > LEAN_OVER else (gz_name(path), path)
+    if path.suffix == ".gz":
+        data = gzip.compress(data, mtime=0)
+    with atomic_write(path, "wb") as fh:
+        fh.write(data)
+    if lean and plain:
+        other.unlink(missing_ok=True)
+    return path

@@ -9,7 +9,7 @@ circuit's summary, the model's own logit difference and accuracy, timings), curv
 edges.csv, heads.json (every head's attention from the last position to the IO and S tokens
 on the held-out clean prompts, direct effect, copy score and name-mover verdict from
 `circuits.tasks.name_movers`, and its edges in the circuit), circuit.json (the circuit graph)
-and curve.png. `--heads-only` rewrites heads.json from a saved circuit.json (no discovery).
+and curve.png; edges.csv and circuit.json gzip'd (NAME.gz) when large (`circuits._io.LEAN_OVER`). `--heads-only` rewrites heads.json from a saved circuit.json (no discovery).
 """
 
 from __future__ import annotations
@@ -28,7 +28,7 @@ matplotlib.use("Agg")
 import matplotlib.pyplot as plt  # noqa: E402
 import torch  # noqa: E402
 
-from circuits._io import write_json  # noqa: E402
+from circuits._io import stored, write_csv, write_json  # noqa: E402
 from circuits.discovery import DiscoveryConfig, circuit_graph, discover  # noqa: E402
 from circuits.graph.io import read, write  # noqa: E402
 from circuits.models import load_model  # noqa: E402
@@ -118,7 +118,7 @@ def main() -> None:
         p.error(str(err))
     t0 = time.time()
     saved = {m: Path(args.out) / m / "circuit.json" for m in args.methods}
-    missing = [str(path) for path in saved.values() if not path.is_file()]
+    missing = [str(path) for path in saved.values() if not stored(path).is_file()]
     if args.heads_only and missing:
         p.error(f"--heads-only needs a saved circuit; not found: {', '.join(missing)}")
     model = load_model(args.model)
@@ -158,11 +158,11 @@ def run(model, pairs, prompts, method: str, args, out: Path) -> None:
         }
     )
     circuit.curve.to_csv(out / "curve.csv", index=False)
-    circuit.edges_frame().to_csv(out / "edges.csv", index=False)
+    write_csv(out / "edges.csv", circuit.edges_frame(), lean=True)
     plot_curve(circuit.curve, summary, out / "curve.png")
     graph = circuit_graph(circuit, model, data="IOI pairs (circuits.tasks.ioi)",
                           metric_spec={"metric": "pairs"})  # fmt: skip
-    write(graph, out / "circuit.json")
+    write(graph, out / "circuit.json", lean=True)
     write_heads(model, graph, held, out)
     summary["seconds_with_judgement"] = round(time.time() - t0, 1)
     write_json(out / "summary.json", summary)

@@ -23,15 +23,15 @@ import multiprocessing
 import time
 from pathlib import Path
 
-import networkx as nx
 import torch
 
-from circuits._io import json_records, write_json
+from circuits._io import json_records, stored, write_json
 from circuits.circuit import p0_token
 from circuits.core.texts import read_kinded_texts, split_indices
 from circuits.core.tokens import token_rows
 from circuits.discovery import DEFAULT_TEXTS, DiscoveryConfig, discover
 from circuits.discovery.methods import METHODS
+from circuits.graph import io as graph_io
 from circuits.patching.metrics import build_metric
 
 DOCS = Path(__file__).resolve().parents[1] / "docs" / "p0"
@@ -52,7 +52,7 @@ def _inputs(model_key: str, texts_file: str):
     split, stratified by kind; the BOS at P0 when the model prepends one) and their kinds."""
     from circuits.models import load_model
 
-    saved = nx.read_graphml(DOCS / model_key / "circuit.graphml").graph
+    saved = graph_io.read(DOCS / model_key / "circuit.graphml").graph
     spec = json.loads(saved["metric_spec"])
     model = load_model(model_key)
     first = p0_token(model)
@@ -142,7 +142,7 @@ def main() -> None:
     if args.markdown:
         print(markdown())
         return
-    if not args.model or not (DOCS / args.model / "circuit.graphml").is_file():
+    if not args.model or not stored(DOCS / args.model / "circuit.graphml").is_file():
         parser.error(f"--model needs a saved P0 run in {DOCS}/<model>/circuit.graphml")
     path = OUT / f"{args.model}.json"
     ctx = multiprocessing.get_context("fork")

@@ -101,7 +101,7 @@ def run(args: argparse.Namespace) -> dict:
         write_json(tmp / "summary.json", summary)
         frame.to_csv(tmp / "mib_curves.csv", index=False)
         circuit.curve.to_csv(tmp / "curve.csv", index=False)
-        write(graph, tmp / "circuit.json")
+        write(graph, tmp / "circuit.json", lean=True)
         write_mib(circuit, shape_of(model), tmp / "importances.mib.json")
         plot(frame, f"{args.model} IOI {partner} {config.method}: CPR "
              f"{summary['cpr_heldout']:.2f}, CMD {summary['cmd_heldout']:.3f} (held-out)",

@@ -24,7 +24,6 @@ DOCS/stability/<model>/<variant>/ (`COMPACT`, the graph gzip'd).
 from __future__ import annotations
 
 import argparse
-import gzip
 import json
 import os
 import shutil
@@ -33,7 +32,7 @@ import sys
 import time
 from pathlib import Path
 
-from circuits._io import atomic_write
+from circuits._io import atomic_write, gz_name, read_stored, stored, write_bytes
 
 MODELS = ("smollm2-135m", "qwen2.5-0.5b", "gemma-3-270m")
 SLOWEST = "qwen2.5-0.5b"
@@ -47,7 +46,7 @@ COMPACT = (
 )  # fmt: skip
 DUPLICATE_GRAPHS = ("circuit.gexf", "circuit.json", "circuit.dot")
 """Formats of the circuit graph that repeat circuit.graphml (`circuits graph convert` makes
-them again)."""
+them again), under their plain names or gzip'd (NAME.gz: a large run writes them so)."""
 
 
 def copy_to_docs(root: Path, docs: Path) -> None:
@@ -58,17 +57,17 @@ def copy_to_docs(root: Path, docs: Path) -> None:
             dest = docs / model
             if dest.exists():
                 shutil.rmtree(dest)
-            shutil.copytree(run, dest, ignore=shutil.ignore_patterns(*DUPLICATE_GRAPHS))
+            duplicates = [*DUPLICATE_GRAPHS, *(f"{name}.gz" for name in DUPLICATE_GRAPHS)]
+            shutil.copytree(run, dest, ignore=shutil.ignore_patterns(*duplicates))
             continue
         dest = docs / "stability" / model / run.name
         dest.mkdir(parents=True, exist_ok=True)
         for name in COMPACT:
-            shutil.copy2(run / name, dest / name)
-        with (
-            open(run / "circuit.graphml", "rb") as src,
-            gzip.GzipFile(dest / "circuit.graphml.gz", "wb", mtime=0) as out,
-        ):
-            shutil.copyfileobj(src, out)  # fmt: skip
+            src = stored(run / name)  # a large table gzip'd (NAME.gz)
+            for old in (dest / name, gz_name(dest / name)):  # no stale copy under the other name
+                old.unlink(missing_ok=True)
+            shutil.copy2(src, dest / src.name)
+        write_bytes(dest / "circuit.graphml.gz", read_stored(run / "circuit.graphml"))
 
 
 def write_readme(readme: Path, figures: dict) -> None:

@@ -28,7 +28,7 @@ import numpy as np
 import pandas as pd
 from p0_stability_judge import SEEDS, cross_rows
 
-from circuits._io import write_csv, write_json
+from circuits._io import stored, write_csv, write_json
 
 ABLATIONS = ("seed0", "zero-seed0")
 COMMON_TOP = 8
@@ -52,9 +52,9 @@ def load_runs(root: Path) -> dict[str, dict[str, dict]]:
             "folder": folder,
             "doc": doc,
             "summary": doc["summary"],
-            "edges": pd.read_csv(folder / "edge_circuit.csv"),
-            "by_kind": pd.read_csv(folder / "heldout_by_kind.csv"),
-            "curve": pd.read_csv(folder / "faithfulness_curve_by_kind.csv"),
+            "edges": pd.read_csv(stored(folder / "edge_circuit.csv")),
+            "by_kind": pd.read_csv(stored(folder / "heldout_by_kind.csv")),
+            "curve": pd.read_csv(stored(folder / "faithfulness_curve_by_kind.csv")),
         }
     return runs
 
@@ -166,7 +166,7 @@ def judgements(runs: dict, out: Path, judge: dict | None) -> dict[str, pd.DataFr
     """cross.csv and unseen.csv: what `out` holds already, with (when `judge`) the missing
     judgements made (`cross_rows` with the options `judge`) and the diagonal taken from each
     run's own summary."""
-    old = {n: pd.read_csv(out / f"{n}.csv") if (out / f"{n}.csv").exists() else pd.DataFrame()
+    old = {n: pd.read_csv(p) if (p := stored(out / f"{n}.csv")).exists() else pd.DataFrame()
            for n in ("cross", "unseen")}  # fmt: skip
     cross = old["cross"]
     cross = cross[cross.circuit != cross.texts] if len(cross) else cross
@@ -209,7 +209,7 @@ def analyse(root: Path, out: Path, judge: dict | None) -> dict:
     }
     tables.update(judgements(runs, out, judge))
     for name, frame in tables.items():
-        write_csv(out / f"{name}.csv", frame)
+        write_csv(out / f"{name}.csv", frame, lean=True)
     figures = stability_figures(tables)
     write_json(out / "stability.json", figures)
     return tables

@@ -12,6 +12,7 @@ from pathlib import Path
 
 import pandas as pd
 
+from circuits._io import stored
 from circuits.graph import io as graph_io
 from circuits.report.draw import draw_circuit, save_figure
 from circuits.tracing.p0.figures import heads_figure, mlps_figure, position_figure, variants_figure
@@ -24,7 +25,7 @@ def redraw(folder: Path) -> list[Path]:
     saved = json.loads((folder / "summary.json").read_text(encoding="utf-8"))
     model = saved["summary"]["model"]
     main = "bos" if saved["settings"]["p0"] == "BOS" else "no_bos"
-    table = {name: pd.read_csv(folder / f"{name}.csv")
+    table = {name: pd.read_csv(stored(folder / f"{name}.csv"))
              for name in ("variants_layers", "heads", "mlps", "position_vs_content")}  # fmt: skip
     jumps = saved["summary"]["jump_layers"]
     graph = graph_io.read(folder / "circuit.graphml")
@@ -36,7 +37,9 @@ def redraw(folder: Path) -> list[Path]:
         "circuit": draw_circuit(graph, title=f"P0-sink circuit: {model}"),
     }
     paths = [save_figure(fig, folder / f"{name}.png") for name, fig in figures.items()]
-    return paths + [graph_io.write(graph, folder / f"circuit.{s}") for s in ("dot", "md")]
+    return paths + [
+        graph_io.write(graph, folder / f"circuit.{s}", lean=True) for s in ("dot", "md")
+    ]
 
 
 if __name__ == "__main__":

@@ -13,6 +13,7 @@ from matplotlib.colors import to_hex
 from matplotlib.figure import Figure
 from matplotlib.patches import FancyArrowPatch
 
+from circuits._io import stored
 from circuits.graph.circuit import add_component, add_effect, new_graph, record_threshold
 from circuits.graph.io import read
 from circuits.graph.schema import SCHEMA_VERSION, upgrade
@@ -317,7 +318,7 @@ def p0_figures() -> dict[str, Figure]:
     )
 
     def table(name):
-        return pd.read_csv(P0_TABLES / f"{name}.csv")
+        return pd.read_csv(stored(P0_TABLES / f"{name}.csv"))
 
     model = "smollm2-135m"
     return {

@@ -15,6 +15,7 @@ import numpy as np
 import pandas as pd
 import pytest
 
+from circuits import _io as cio
 from circuits.cli import main
 from circuits.graph import (
     FORMATS,
@@ -478,6 +479,31 @@ def test_round_trip_keeps_every_attribute_and_type(tmp_path, suffix):
     assert path.stat().st_mode & 0o777 == 0o666 & ~umask  # as open() would, not mkstemp's 0600
 
 
+@pytest.mark.parametrize("suffix", [".graphml", ".gexf", ".json", ".dot"])
+def test_a_large_graph_is_stored_gzipped_and_read_by_either_name(tmp_path, monkeypatch, suffix):
+    g = sample()
+    plain = tmp_path / f"circuit{suffix}"
+    assert write(g, plain, lean=True) == plain  # small: stored as named
+    monkeypatch.setattr(cio, "LEAN_OVER", 100)  # now every graph file is large
+    gz = write(g, plain, lean=True)
+    assert gz == tmp_path / f"circuit{suffix}.gz" and not plain.exists()  # no stale plain copy
+    assert gz.read_bytes() == write(g, plain, lean=True).read_bytes()  # no time stamp inside
+    assert typed(read(gz)) == typed(read(plain)) == typed(g)  # the plain name reads the .gz
+    assert typed(read(convert(gz, "json"))) == typed(g)  # convert's default: circuit.json
+    monkeypatch.setattr(cio, "LEAN_OVER", 10**9)
+    assert write(g, plain, lean=True) == plain and not gz.exists()
+    assert not write(g, tmp_path / "c.mmd", lean=True).name.endswith(".gz")  # Mermaid: never
+
+
+def test_a_gz_name_is_written_and_read_gzipped(tmp_path):
+    g = sample()
+    path = write(g, tmp_path / "c.graphml.gz")
+    assert path.read_bytes()[:2] == b"\x1f\x8b" and typed(read(path)) == typed(g)
+    (tmp_path / "bad.json.gz").write_bytes(b"not gzip")
+    with pytest.raises(ValueError, match="not a complete gzip file"):
+        read(tmp_path / "bad.json.gz")
+
+
 def test_round_trip_of_a_pruned_graph_from_scores(tmp_path):
     g = prune_dead_nodes(
         prune_top_k(from_scores(scores_table(), "t", model="tiny", data="d", seed=0), 3)
@@ -777,7 +803,7 @@ def test_a_graph_of_a_newer_schema_is_refused_in_one_line(tmp_path):
 
 
 def test_every_graph_committed_under_docs_reads_with_typed_roles():
-    for path in sorted(Path(__file__).parents[1].glob("docs/**/circuit.graphml")):
+    for path in sorted(Path(__file__).parents[1].glob("docs/**/circuit.graphml*")):  # .gz too
         g = read(path)
         kinds = {d["edge_kind"] for *_, d in g.edges(data=True)}
         assert g.graph["support_sign"] == -1, path

@@ -12,7 +12,7 @@ import pytest
 from circuits.graph import read
 
 DOCS = Path(__file__).parents[1] / "docs"
-GRAPHS = sorted(DOCS.glob("*/*/circuit.graphml"))
+GRAPHS = sorted(DOCS.glob("*/*/circuit.graphml*"))  # gzip'd too: circuit.graphml.gz
 FIGURES = ("heldout_faithfulness", "fit_faithfulness", "random_faithfulness_mean",
            "complement_faithfulness")  # fmt: skip
 

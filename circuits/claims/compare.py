@@ -11,6 +11,7 @@ from pathlib import Path
 
 import pandas as pd
 
+from circuits._io import stored
 from circuits.claims.verdict import FAILS, HOLDS, NOT_APPLICABLE, UNDECIDED, VERDICTS, counts
 
 SHORT = {HOLDS: "holds", FAILS: "**no**", UNDECIDED: "*undecided*", NOT_APPLICABLE: "n/a"}
@@ -18,7 +19,7 @@ SHORT = {HOLDS: "holds", FAILS: "**no**", UNDECIDED: "*undecided*", NOT_APPLICAB
 
 def read_claims(folder: str | Path) -> pd.DataFrame:
     """The claims table a `circuits claims` run wrote into `folder`."""
-    path = Path(folder) / "claims.csv"
+    path = stored(Path(folder) / "claims.csv")
     if not path.is_file():
         raise ValueError(f"{folder} has no claims.csv: pass a folder written by `circuits claims`")
     return pd.read_csv(path)

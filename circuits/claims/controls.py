@@ -25,6 +25,7 @@ from jaxtyping import Float
 from torch import Tensor
 from transformer_lens.model_bridge import TransformerBridge
 
+from circuits._io import stored
 from circuits.claims.config import ClaimsConfig
 from circuits.claims.secondary import premise
 from circuits.claims.secondary_tables import SecondaryTables
@@ -48,7 +49,7 @@ def trace_rows(model: TransformerBridge, folder: str | Path) -> list[list[int]]:
     key = info.key if info else model.cfg.model_name
     traces = read_traces(source)[:n] if source else project_traces(key, n)
     rows = make_corpus(model, traces).rows
-    events = pd.read_csv(folder / "events.csv", keep_default_na=False, dtype={"token": str})
+    events = pd.read_csv(stored(folder / "events.csv"), keep_default_na=False, dtype={"token": str})
     for e in events.itertuples():
         row = rows[e.text] if e.text < len(rows) else []
         found = model.to_string([row[e.position]]) if e.position < len(row) else None

@@ -19,6 +19,7 @@ from pathlib import Path
 import pandas as pd
 import torch
 
+from circuits._io import stored
 from circuits.claims.config import ClaimsConfig
 from circuits.claims.inputs import Basis
 from circuits.claims.pipeline import Claims, judge_p0, write_claims
@@ -37,8 +38,8 @@ CONTROLS = ("valley_control", "matched_rank")
 
 def read_table(path: Path) -> pd.DataFrame:
     """A saved measurement table, its list cells (per-text values, written as "[0.1, nan]")
-    read back as lists of floats."""
-    frame = pd.read_csv(path)
+    read back as lists of floats. A large table stored gzip'd (NAME.csv.gz) reads so too."""
+    frame = pd.read_csv(stored(path))
     for col in frame.columns:
         cells = frame[col]
         if len(cells) and cells.map(lambda c: isinstance(c, str) and c.startswith("[")).all():
@@ -89,13 +90,13 @@ def rejudge(
         **{k: v for k, v in doc["settings"].items() if k in fields}
     )
     tables = {n: read_table(folder / f"{n}.csv") for n in P0_TABLES}
-    if (folder / "p0_norm.csv").is_file():
+    if stored(folder / "p0_norm.csv").is_file():
         tables["p0_norm"] = read_table(folder / "p0_norm.csv")
     table = ClaimsTable(judge_p0(saved_basis(doc, tables), tables, config), tables)
     if secondary is not None:
         found = dict(read_secondary(secondary))
         for name in CONTROLS:
-            path = folder / f"secondary_{name}.csv"
+            path = stored(folder / f"secondary_{name}.csv")
             if path.is_file():
                 found[name] = pd.read_csv(path)
         table = table + secondary_claims(found, config)

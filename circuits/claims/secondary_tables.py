@@ -7,6 +7,8 @@ from pathlib import Path
 
 import pandas as pd
 
+from circuits._io import stored
+
 NEEDED = ("forming", "layers")
 """The secondary trace's tables the claims read."""
 OPTIONAL = ("events",)
@@ -39,7 +41,7 @@ def read_secondary(folder: str | Path) -> SecondaryTables:
             f"{folder} lacks {', '.join(f'{n}.csv' for n in missing)}: pass a folder written "
             "by `circuits secondary`"
         )
-    names = [*NEEDED, *(n for n in OPTIONAL if (folder / f"{n}.csv").is_file())]
+    names = [*NEEDED, *(n for n in OPTIONAL if stored(folder / f"{n}.csv").is_file())]
     tables = {n: _read(folder / f"{n}.csv") for n in names}
     check_columns(tables, folder)
     return SecondaryTables(tables, folder)
@@ -58,8 +60,9 @@ def check_columns(tables: dict[str, pd.DataFrame], where) -> None:
 
 def _read(path: Path) -> pd.DataFrame:
     """A CSV the tracer wrote; an empty table (no secondary sink: the tracer writes a bare
-    newline) reads as an empty frame instead of pandas' EmptyDataError."""
+    newline) reads as an empty frame instead of pandas' EmptyDataError; a large one stored
+    gzip'd (NAME.csv.gz) reads so too."""
     try:
-        return pd.read_csv(path)
+        return pd.read_csv(stored(path))
     except pd.errors.EmptyDataError:
         return pd.DataFrame()

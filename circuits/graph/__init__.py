@@ -6,6 +6,7 @@ queried, exported and read back.
     write(g, "circuit.graphml"); g2 = read("circuit.graphml")
 """
 
+from circuits._io import atomic_write
 from circuits.core.nodes import KINDS, Component, node_id, parse_node_id
 from circuits.graph.build import POSITION_RULES, SITES, from_scores, site_node
 from circuits.graph.circuit import (
@@ -23,7 +24,7 @@ from circuits.graph.circuit import (
     thresholds,
 )
 from circuits.graph.compare import GraphComparison, compare, merge
-from circuits.graph.io import FORMATS, READABLE, atomic_write, convert, read, write
+from circuits.graph.io import FORMATS, READABLE, convert, read, write
 from circuits.graph.prune import prune_dead_nodes, prune_greedy, prune_threshold, prune_top_k
 from circuits.graph.query import (
     StrongestPath,

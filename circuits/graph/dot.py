@@ -16,7 +16,6 @@ from __future__ import annotations
 import json
 import re
 from collections.abc import Callable
-from pathlib import Path
 from typing import IO
 
 import networkx as nx
@@ -250,8 +249,9 @@ class _DotParser:
             self.edges.append((u, v, found))
 
 
-def read_dot(path: Path) -> nx.DiGraph:
-    graph, nodes, edges = parse_dot(path.read_text(encoding="utf-8"))
+def read_dot(text: str) -> nx.DiGraph:
+    """The circuit graph in DOT `text` written by `write_dot`."""
+    graph, nodes, edges = parse_dot(text)
     if "circuits_meta" not in graph:
         raise ValueError("it has no circuits_meta graph attribute (not written by circuits)")
 

@@ -12,6 +12,10 @@ Every reader returns a graph equal to the one written, with each attribute's Pyt
 - JSON: networkx node-link data (`edges` key); JSON keeps the types itself.
 - DOT: laid out for Graphviz `dot` (one rank per layer, edges labelled with their effect), data
   kept apart from Graphviz's own attributes; see `circuits.graph.dot`.
+
+A name ending in .gz (`circuit.json.gz`) is the same file gzip'd; `write(..., lean=True)`, as the
+run writers call it, stores a large graph so (`circuits._io.LEAN_OVER`), and `read` takes the
+plain name of a graph stored gzip'd (`circuits._io.stored`).
 """
 
 from __future__ import annotations
@@ -20,6 +24,7 @@ import io
 import json
 import math
 import re
+import tempfile
 import xml.etree.ElementTree as ET
 from collections.abc import Callable
 from pathlib import Path
@@ -27,7 +32,14 @@ from typing import IO
 
 import networkx as nx
 
-from circuits._io import NON_FINITE_KEY, atomic_write, strict_json
+from circuits._io import (
+    NON_FINITE_KEY,
+    plain_name,
+    read_stored,
+    stored,
+    strict_json,
+    write_bytes,
+)
 from circuits.graph.dot import read_dot, write_dot
 from circuits.graph.mermaid import write_mermaid
 from circuits.graph.schema import upgrade
@@ -44,12 +56,12 @@ READABLE = ("graphml", "gexf", "json", "dot")
 
 
 def format_of(path: str | Path, format: str | None = None) -> str:
-    """The format named by `format`, or else by the file suffix."""
+    """The format named by `format`, or else by the file suffix (the one before .gz, if any)."""
     if format is not None:
         if format not in FORMATS:
             raise ValueError(f"unknown graph format {format!r}; known: {', '.join(FORMATS)}")
         return format
-    suffix = Path(path).suffix.lower()
+    suffix = plain_name(path).suffix.lower()
     for name, suffixes in FORMATS.items():
         if suffix in suffixes:
             return name
@@ -123,8 +135,13 @@ def _write_json(g: nx.DiGraph, fh: IO[bytes]) -> None:
     fh.write(strict_json(data, indent=1).encode("utf-8"))
 
 
-def write(g: nx.DiGraph, path: str | Path, format: str | None = None) -> Path:
-    """Write `g` to `path` in `format` (default: from the suffix) atomically; returns the path.
+def write(
+    g: nx.DiGraph, path: str | Path, format: str | None = None, *, lean: bool = False
+) -> Path:
+    """Write `g` to `path` in `format` (default: from the suffix) atomically, gzip'd when the
+    name ends in .gz; returns the path written. With `lean` (run folders), a graph file larger
+    than `circuits._io.LEAN_OVER` goes gzip'd to `path.gz` instead (Mermaid, a text for
+    Markdown, never).
 
     Formats: graphml, gexf, json (node-link), dot (Graphviz), mermaid (.mmd; a fenced
     ```mermaid block when the suffix is .md).
@@ -141,28 +158,30 @@ def write(g: nx.DiGraph, path: str | Path, format: str | None = None) -> Path:
         "gexf": _write_gexf,
         "json": _write_json,
         "dot": write_dot,
-        "mermaid": lambda g, fh: write_mermaid(g, fh, fenced=path.suffix.lower() == ".md"),
+        "mermaid": lambda g, fh: write_mermaid(g, fh, fenced=plain_name(path).suffix == ".md"),
     }
-    with atomic_write(path, "wb") as fh:
-        writers[fmt](g, fh)
-    return path
+    with tempfile.SpooledTemporaryFile() as buf:  # in memory; a file object, as writers take
+        writers[fmt](g, buf)
+        buf.seek(0)
+        data = buf.read()
+    return write_bytes(path, data, lean=lean and fmt in READABLE)
 
 
 # -- readers ------------------------------------------------------------------------------
 
 
-def _read_graphml(path: Path) -> nx.DiGraph:
-    g = nx.read_graphml(path, node_type=str)
+def _read_graphml(data: bytes) -> nx.DiGraph:
+    g = nx.read_graphml(io.BytesIO(data), node_type=str)
     for key in ("node_default", "edge_default"):
         g.graph.pop(key, None)
     return _xml_unescape(g)
 
 
-def _read_gexf(path: Path) -> nx.DiGraph:
-    desc = ET.parse(path).getroot().find("{*}meta/{*}description")
+def _read_gexf(data: bytes) -> nx.DiGraph:
+    desc = ET.fromstring(data).find("{*}meta/{*}description")
     if desc is None or not desc.text:
         raise ValueError("it has no circuit attributes in <meta><description> (not written here)")
-    g = nx.read_gexf(path, relabel=False)
+    g = nx.read_gexf(io.BytesIO(data), relabel=False)
     out = nx.DiGraph()
     out.graph.update(json.loads(desc.text))
     out.add_nodes_from(g.nodes(data=True))
@@ -173,8 +192,8 @@ def _read_gexf(path: Path) -> nx.DiGraph:
     return _xml_unescape(out)
 
 
-def _read_json(path: Path) -> nx.DiGraph:
-    data = json.loads(path.read_text(encoding="utf-8"))
+def _read_json(raw: bytes) -> nx.DiGraph:
+    data = json.loads(raw.decode("utf-8"))
     if not isinstance(data, dict) or "nodes" not in data or "edges" not in data:
         raise ValueError("it is not networkx node-link data (needs 'nodes' and 'edges')")
     for key, need in (("nodes", ("id",)), ("edges", ("source", "target"))):
@@ -208,18 +227,24 @@ def _set_nan(data: dict, where: str) -> None:
 
 
 def read(path: str | Path, format: str | None = None) -> nx.DiGraph:
-    """Read a circuit graph written by `write` (graphml, gexf, json or dot) and validate it. A
-    graph saved before typed edge roles gets them (`circuits.graph.schema.upgrade`); one of a
-    newer schema than this code reads is refused."""
+    """Read a circuit graph written by `write` (graphml, gexf, json or dot; gzip'd when the name
+    ends in .gz, and under its plain name too when only the gzip'd file is there) and validate
+    it. A graph saved before typed edge roles gets them (`circuits.graph.schema.upgrade`); one
+    of a newer schema than this code reads is refused."""
+    path = stored(path)
     fmt = format_of(path, format)
     if fmt not in READABLE:
         raise ValueError(f"{fmt} is write-only; read one of: {', '.join(READABLE)}")
-    path = Path(path)
     if not path.is_file():
         raise FileNotFoundError(f"no graph file at {path}")
-    readers = {"graphml": _read_graphml, "gexf": _read_gexf, "json": _read_json, "dot": read_dot}
+    readers = {
+        "graphml": _read_graphml,
+        "gexf": _read_gexf,
+        "json": _read_json,
+        "dot": lambda data: read_dot(data.decode("utf-8")),
+    }
     try:
-        g = readers[fmt](path)
+        g = readers[fmt](read_stored(path))
     except (ValueError, KeyError, TypeError, ET.ParseError, nx.NetworkXError) as err:
         raise ValueError(f"{path} is not a circuit graph in {fmt} format: {err}") from err
     if not g.is_directed() or g.is_multigraph():
@@ -237,7 +262,7 @@ def convert(
     """Read the graph at `src` and write it in `format` to `out` (default: `src` with the
     format's suffix). An existing `out` is replaced only with `force`. Returns the path."""
     fmt = format_of(out or src, format)
-    out = Path(out) if out is not None else Path(src).with_suffix(FORMATS[fmt][0])
+    out = Path(out) if out is not None else plain_name(src).with_suffix(FORMATS[fmt][0])
     if out.resolve() == Path(src).resolve():
         raise ValueError(f"{out} is the input file; give --out a different path")
     if out.is_file() and not out.is_symlink() and not force:  # `write` refuses the rest

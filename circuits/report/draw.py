@@ -33,10 +33,10 @@ from matplotlib.lines import Line2D
 from matplotlib.patches import FancyArrowPatch, FancyBboxPatch
 from matplotlib.path import Path as MplPath
 
+from circuits._io import atomic_write
 from circuits._repr import short_metric
 from circuits.config import Config, option
 from circuits.graph.circuit import KIND_COLORS
-from circuits.graph.io import atomic_write
 from circuits.graph.selection import Selection, circuit_edges, drawn_graph
 from circuits.graph.validate import validate
 from circuits.report.circuit_layout import (

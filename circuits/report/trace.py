@@ -4,8 +4,9 @@ layout for every tracer:
     summary.json         schema version, provenance (`circuits.provenance`), summary, settings,
                          seconds, resumed steps and the trace's further details (strict JSON;
                          written last, with the run's end time)
-    {table}.csv          every table of `trace.tables()`
-    circuit.{graphml,gexf,json,dot,md}   the circuit graph in every format (when there is one)
+    {table}.csv          every table of `trace.tables()` (gzip'd, {table}.csv.gz, when large)
+    circuit.{graphml,gexf,json,dot,md}   the circuit graph in every format (when there is one;
+                         a file over `circuits._io.LEAN_OVER` bytes gzip'd, its name + .gz)
     {figure}.png         every figure of `trace.figures()`, and circuit.png (the drawing)
     report.html          all of the above in one self-contained page: the finding, figures with
                          captions, the circuit, the findings in detail, tables, settings last
@@ -80,12 +81,13 @@ def write_trace(trace, folder: str | Path, model=None) -> Path:
     note = dirty_note(record)
     with atomic_folder(folder, {"trace": trace.title, "model": trace.model}, record) as tmp:
         tables = trace.tables()
-        for name, frame in tables.items():
-            write_csv(tmp / f"{name}.csv", frame)
+        files = {
+            name: write_csv(tmp / f"{name}.csv", f, lean=True).name for name, f in tables.items()
+        }
         figures = trace.figures()
         if trace.graph is not None:
             for suffix, fmt in GRAPH_FORMATS.items():
-                graph_io.write(trace.graph, tmp / f"circuit.{suffix}", fmt)
+                graph_io.write(trace.graph, tmp / f"circuit.{suffix}", fmt, lean=True)
             figures["circuit"] = draw_circuit(trace.graph, title=title)
         for name, fig in figures.items():
             save_figure(fig, tmp / f"{name}.png")
@@ -112,9 +114,7 @@ def write_trace(trace, folder: str | Path, model=None) -> Path:
             Section(
                 "Tables",
                 [
-                    Table(
-                        frame, f"{name}.csv" + (f": {captions[name]}" if name in captions else "")
-                    )
+                    Table(frame, files[name] + (f": {captions[name]}" if name in captions else ""))
                     for name, frame in tables.items()
                 ],
             ),
