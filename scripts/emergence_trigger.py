@@ -25,7 +25,7 @@ from circuits._io import write_csv
 from circuits.trigger.circuit import SINK_THRESHOLD
 from circuits.trigger.data import TriggerTask
 from circuits.trigger.model import TriggerModelConfig
-from circuits.trigger.train import TrainConfig, train_model
+from circuits.trigger.train import TriggerTrainConfig, train_model
 
 SHAPES = ((1, 1), (4, 4))
 ATTENTION = ("softmax", "relu")
@@ -45,7 +45,7 @@ def run(seed: int, steps: int, formed: float) -> tuple[pd.DataFrame, pd.DataFram
             model = TriggerModelConfig.for_task(
                 task, n_layers=layers, n_heads=heads, attention=attention
             )
-            train = TrainConfig(steps=steps, seed=seed, checkpoint_at=schedule(steps))
+            train = TriggerTrainConfig(steps=steps, seed=seed, checkpoint_at=schedule(steps))
             result = train_model(task, model, train, progress=False)
             for c in result.checkpoints:
                 rows.append(
@@ -67,7 +67,7 @@ def main() -> None:
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     p.add_argument("--out", required=True)
     p.add_argument("--seed", type=int, default=0)
-    p.add_argument("--steps", type=int, default=TrainConfig().steps)
+    p.add_argument("--steps", type=int, default=TriggerTrainConfig().steps)
     p.add_argument("--formed", type=float, default=SINK_THRESHOLD)
     args = p.parse_args()
     frame, models = run(args.seed, args.steps, args.formed)

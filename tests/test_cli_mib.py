@@ -240,6 +240,7 @@ def test_export_mib_sizes_writes_ten_circuits_as_mibs_evaluator_makes_them(run, 
     assert all(c >= lib for c, lib in zip(counts, library, strict=True)) and counts != [0] * 10
     capsys.readouterr()
     assert cli.main([*argv[:4], "--mib-sizes", "--out", str(tmp_path / "x")]) == 0  # abs: same k
+    capsys.readouterr()  # its progress bar (stderr)
     for bad, message in (
         (["export", str(run / "circuit.json"), "--format", "json", "--mib-sizes"],
          "--mib-sizes goes with --format mib"),

@@ -166,8 +166,13 @@ def test_specs_expand_runs_and_parse_steps(run, tmp_path):
 
 
 def test_trigger_checkpoints_are_refused_with_what_to_use_instead(tmp_path):
-    from circuits.trigger import TrainConfig as TriggerTrainConfig
-    from circuits.trigger import TriggerModelConfig, TriggerTask, save_checkpoints, train_model
+    from circuits.trigger import (
+        TriggerModelConfig,
+        TriggerTask,
+        TriggerTrainConfig,
+        save_checkpoints,
+        train_model,
+    )
 
     task = TriggerTask()
     result = train_model(task, TriggerModelConfig.for_task(task), TriggerTrainConfig(steps=2),

@@ -7,9 +7,9 @@ import pytest
 import torch
 
 from circuits.trigger import (
-    TrainConfig,
     TriggerModelConfig,
     TriggerTask,
+    TriggerTrainConfig,
     TriggerTransformer,
     check_theorems,
     eval_batch,
@@ -192,7 +192,7 @@ def test_hook_names_cache_and_hooks():
 def trained_1x1():
     """Seeded 1-layer, 1-head models of both kinds, trained for 400 steps (~3-6 s each)."""
     task = TriggerTask()
-    train = TrainConfig(steps=400, n_checkpoints=2, seed=0)
+    train = TriggerTrainConfig(steps=400, n_checkpoints=2, seed=0)
     return {
         kind: train_model(task, TriggerModelConfig.for_task(task, attention=kind), train, False)
         for kind in ("softmax", "relu")
@@ -223,7 +223,7 @@ def test_trained_softmax_sinks_and_relu_does_not(trained_1x1):
 
 
 def test_training_is_seeded_and_checkpointed(trained_1x1, tmp_path):
-    from circuits.trigger import load_checkpoint, save_checkpoints
+    from circuits.trigger import load_trigger_checkpoint, save_checkpoints
 
     r = trained_1x1["softmax"]
     assert [c.step for c in r.checkpoints] == [0, 200, 400]
@@ -231,14 +231,14 @@ def test_training_is_seeded_and_checkpointed(trained_1x1, tmp_path):
     assert r.checkpoints[0].max_bos_nontrigger < 0.5 < r.checkpoints[-1].max_bos_nontrigger
     assert r.sink_formed_at() in (200, 400)  # Gu's eps 0.3: not at initialisation
     assert r.sink_formed_at(eps=1.01) is None
-    chosen = TrainConfig(steps=20, seed=0, checkpoint_at=(5, 20))
+    chosen = TriggerTrainConfig(steps=20, seed=0, checkpoint_at=(5, 20))
     again = train_model(r.task, r.model_config, chosen, progress=False)
     assert again.losses == r.losses[:20]
     assert [c.step for c in again.checkpoints] == [0, 5, 20]
     with pytest.raises(ValueError, match=r"checkpoint_at has steps \[30\]"):
-        TrainConfig(steps=20, checkpoint_at=(30,))
+        TriggerTrainConfig(steps=20, checkpoint_at=(30,))
     paths = save_checkpoints(r, tmp_path)
-    restored = load_checkpoint(paths[-1])
+    restored = load_trigger_checkpoint(paths[-1])
     x = eval_batch(r.task, r.train_config).inputs
     assert torch.equal(restored(x), r.model(x))
 
@@ -295,13 +295,13 @@ NAN, INF = float("nan"), float("inf")
 @pytest.mark.parametrize(
     ("make", "message"),
     [
-        (lambda: TrainConfig(lr=INF), "lr=inf: must be a finite number"),
-        (lambda: TrainConfig(lr=NAN), "lr=nan: must be a finite number"),
-        (lambda: TrainConfig(lr=0.0), r"lr=0.0: must lie in \(0.0, inf\]"),
-        (lambda: TrainConfig(weight_decay=-1e-3), "weight_decay=-0.001"),
-        (lambda: TrainConfig(steps=-1), "steps=-1: must be an integer >= 1"),
-        (lambda: TrainConfig(seed=-1), "seed=-1: must be an integer >= 0"),
-        (lambda: TrainConfig(eval_examples=0), "eval_examples=0"),
+        (lambda: TriggerTrainConfig(lr=INF), "lr=inf: must be a finite number"),
+        (lambda: TriggerTrainConfig(lr=NAN), "lr=nan: must be a finite number"),
+        (lambda: TriggerTrainConfig(lr=0.0), r"lr=0.0: must lie in \(0.0, inf\]"),
+        (lambda: TriggerTrainConfig(weight_decay=-1e-3), "weight_decay=-0.001"),
+        (lambda: TriggerTrainConfig(steps=-1), "steps=-1: must be an integer >= 1"),
+        (lambda: TriggerTrainConfig(seed=-1), "seed=-1: must be an integer >= 0"),
+        (lambda: TriggerTrainConfig(eval_examples=0), "eval_examples=0"),
         (lambda: TriggerModelConfig.for_task(TriggerTask(), init_scale=NAN), "init_scale=nan"),
         (lambda: TriggerModelConfig.for_task(TriggerTask(), init_scale=INF), "init_scale=inf"),
         (lambda: TriggerModelConfig.for_task(TriggerTask(), d_head=-2), "d_head=-2"),
@@ -354,7 +354,7 @@ def _tiny_experiment(**kwargs):
 
     return run_experiment(
         ExperimentGrid(attentions=("softmax",), sizes=((1, 1),), seeds=(0, 1, 2)),
-        train_config=TrainConfig(steps=30, n_checkpoints=2, eval_examples=32),
+        train_config=TriggerTrainConfig(steps=30, n_checkpoints=2, eval_examples=32),
         progress=False,
         **kwargs,
     )
@@ -416,7 +416,7 @@ def test_an_interrupted_experiment_resumes_without_retraining(tmp_path, monkeypa
     with pytest.raises(ValueError, match="trained with other settings"):
         ex.run_experiment(
             ex.ExperimentGrid(attentions=("softmax",), sizes=((1, 1),), seeds=(0,)),
-            train_config=TrainConfig(steps=31),
+            train_config=TriggerTrainConfig(steps=31),
             runs_dir=runs,
             resume=True,
             progress=False,
@@ -425,10 +425,10 @@ def test_an_interrupted_experiment_resumes_without_retraining(tmp_path, monkeypa
 
 KILLED_EXPERIMENT = """
 import sys
-from circuits.trigger import ExperimentGrid, TrainConfig, run_experiment
+from circuits.trigger import ExperimentGrid, TriggerTrainConfig, run_experiment
 run_experiment(
     ExperimentGrid(attentions=("softmax",), sizes=((1, 1),), seeds=(0, 1, 2)),
-    train_config=TrainConfig(steps=30, n_checkpoints=2, eval_examples=32),
+    train_config=TriggerTrainConfig(steps=30, n_checkpoints=2, eval_examples=32),
     progress=False, runs_dir=sys.argv[1],
 )
 """

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import time
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -30,6 +29,7 @@ from circuits.provenance import provenance, stamped
 from circuits.report import write_trace
 from circuits.report.trace import trace_record
 from circuits.tracing.result import TraceResult
+from circuits.tracing.steps import Steps
 
 
 @dataclass(repr=False)
@@ -121,25 +121,30 @@ def judge_p0(inputs: Basis, tables: Mapping[str, pd.DataFrame], config: ClaimsCo
     return rows
 
 
+P0_STEPS = ("inputs", "jump shares", "heads", "directions", "cone", "score split", "writers")
+"""The measurements of `p0_claims`, in order: the inputs (P0 state, formation, norms, first-token
+variants), then one table each; the progress bar names them, `Claims.seconds` times them."""
+
+
 def p0_claims(
-    model: TransformerBridge, texts: Sequence[str], config: ClaimsConfig, seconds: dict
+    model: TransformerBridge, texts: Sequence[str], config: ClaimsConfig, steps: Steps
 ) -> tuple[ClaimsTable, dict]:
-    """Location, identification, amplification, the cone model and reading, on `texts`."""
-    t = time.perf_counter()
-    inputs = prepare(model, texts, config)
+    """Location, identification, amplification, the cone model and reading, on `texts`, each
+    measurement a step of `steps` (`P0_STEPS`)."""
+    inputs = steps.run("inputs", prepare, model, texts, config)
+    c, run = config, steps.run
     tables = {
-        "jump_shares": jump_shares(model, inputs, level=config.level, seed=config.seed),
-        "heads": head_table(model, inputs, config.local_window),
-        "directions": direction_table(model, inputs),
-        "cone": cone_table(model, inputs),
-        "score_split": score_split(model, inputs, config.eps),
-        "writers": writers(model, inputs),
-        "p0_norm": inputs.norm_table(),
+        "jump_shares": run("jump shares", jump_shares, model, inputs, level=c.level, seed=c.seed),
+        "heads": run("heads", head_table, model, inputs, c.local_window),
+        "directions": run("directions", direction_table, model, inputs),
+        "cone": run("cone", cone_table, model, inputs),
+        "score_split": run("score split", score_split, model, inputs, c.eps),
+        "writers": run("writers", writers, model, inputs),
     }
+    tables["p0_norm"] = inputs.norm_table()
     rows = judge_p0(inputs, tables, config)
-    seconds["p0"] = time.perf_counter() - t
-    run = run_facts(inputs, config) | {"first_token_variants": list(inputs.variants)}
-    return ClaimsTable(rows, tables), run
+    facts = run_facts(inputs, config) | {"first_token_variants": list(inputs.variants)}
+    return ClaimsTable(rows, tables), facts
 
 
 def claims(
@@ -148,25 +153,26 @@ def claims(
     config: ClaimsConfig = ClaimsConfig(),  # noqa: B008 (frozen: a shared default is safe)
     *,
     secondary: Mapping[str, pd.DataFrame] | None = None,
+    progress: bool = True,
 ) -> Claims:
     """The P0 claims (location, identification, amplification, cone, reading) measured on the
     first `config.n_texts` of `texts` (default: the P0 tracer's texts) cut to
     `config.n_tokens`, and, given a secondary-sink trace's tables (`read_secondary(folder)`,
     or `SecondaryTrace.tables()`), the secondary-sink claims read from them, with their
     controls measured on the model when the tables come from a folder. Works on any
-    TransformerBridge."""
+    TransformerBridge. With `progress`, a bar on stderr names each measurement as it runs
+    (`P0_STEPS`, then "secondary controls")."""
     from circuits.discovery import DEFAULT_TEXTS, read_texts
 
     torch.manual_seed(config.seed)
     texts = list(texts) if texts is not None else read_texts(DEFAULT_TEXTS)
-    seconds: dict[str, float] = {}
-    table, run = p0_claims(model, texts, config, seconds)
-    if secondary is not None:
-        t = time.perf_counter()
-        measured = secondary_controls(model, secondary, config)
-        seconds["secondary_controls"] = time.perf_counter() - t
-        table = table + secondary_claims({**secondary, **measured}, config)
-        run["secondary"] = str(getattr(secondary, "folder", None) or "given tables")
+    with Steps(len(P0_STEPS) + (secondary is not None), "claims", progress) as steps:
+        table, run = p0_claims(model, texts, config, steps)
+        if secondary is not None:
+            measured = steps.run("secondary controls", secondary_controls, model, secondary, config)
+            table = table + secondary_claims({**secondary, **measured}, config)
+            run["secondary"] = str(getattr(secondary, "folder", None) or "given tables")
+    seconds = steps.seconds
     info = getattr(model, "circuits_info", None)
     name = info.key if info else model.cfg.model_name
     result = Claims(name, config, table, run, seconds=seconds)

@@ -8,6 +8,7 @@ import torch
 
 from circuits.claims.config import ClaimsConfig
 from circuits.claims.table import AUTO, Claim, ClaimsTable, claim_row
+from circuits.tracing.steps import Steps
 from circuits.trigger import (
     Bounds,
     TrainConfig,
@@ -67,22 +68,36 @@ def theorem_rows(m, label: str, config: ClaimsConfig) -> list[Claim]:
     return rows
 
 
-def trigger_claims(config: ClaimsConfig = ClaimsConfig()) -> ClaimsTable:  # noqa: B008
+def trigger_claims(
+    config: ClaimsConfig = ClaimsConfig(),  # noqa: B008
+    progress: bool = True,
+) -> ClaimsTable:
     """Theorems 1-3 on a trained 1x1 softmax, a trained 1x1 ReLU and a trained 2x2 softmax model
     (`config.trigger_steps` steps, seed `config.seed`), and on the hand-set ReLU solution. A
     model outside a theorem's setting gives no row for it; one that misses the premise (small
-    error) gives "not applicable"."""
+    error) gives "not applicable". With `progress`, a bar on stderr names each model as it
+    trains (under it, the training bar)."""
     torch.manual_seed(config.seed)
     task = TriggerTask()
     train = TrainConfig(steps=config.trigger_steps, n_checkpoints=1, seed=config.seed)
-    rows = []
-    for attention, layers, heads in MODELS:
+
+    def trained(attention: str, layers: int, heads: int) -> list[Claim]:
         model_config = TriggerModelConfig.for_task(
             task, attention=attention, n_layers=layers, n_heads=heads
         )
-        result = train_model(task, model_config, train, False)
+        result = train_model(task, model_config, train, progress)
         label = f"{attention} {layers}x{heads}, {config.trigger_steps} steps"
-        rows += theorem_rows(measure(result.model, eval_batch(task, train)), label, config)
-    batch = make_batch(task, train.eval_examples, seed=config.seed + 1)
-    rows += theorem_rows(measure(relu_construction(task), batch), "hand-set ReLU solution", config)
+        return theorem_rows(measure(result.model, eval_batch(task, train)), label, config)
+
+    def hand_set() -> list[Claim]:
+        batch = make_batch(task, train.eval_examples, seed=config.seed + 1)
+        return theorem_rows(
+            measure(relu_construction(task), batch), "hand-set ReLU solution", config
+        )
+
+    rows = []
+    with Steps(len(MODELS) + 1, "trigger claims", progress) as steps:
+        for attention, layers, heads in MODELS:
+            rows += steps.run(f"{attention} {layers}x{heads}", trained, attention, layers, heads)
+        rows += steps.run("hand-set ReLU", hand_set)
     return ClaimsTable(rows)

@@ -14,7 +14,7 @@ from circuits.cli.options import (
     out_option,
     texts_option,
 )
-from circuits.cli.output import print_summary
+from circuits.cli.output import print_summary, writing
 from circuits.cli.parser import command
 
 
@@ -37,7 +37,8 @@ def run(args: argparse.Namespace) -> int:
         result = Claims("trigger-task", config, trigger_claims(config))
     else:
         result = claims(loading.load(args), texts, config, secondary=secondary)
-    report = write_claims(result, out)
+    with writing(1) as steps:
+        report = steps.run("report", write_claims, result, out)
     print_summary(result.summary())
     print(result.table.markdown())
     print(f"report: {report}")

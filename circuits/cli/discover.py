@@ -19,7 +19,7 @@ from circuits.cli.options import (
     positive_int,
     protocol_option,
 )
-from circuits.cli.output import print_summary
+from circuits.cli.output import print_summary, writing
 from circuits.cli.pairs import PAIRS_HELP, make_pairs, pair_options, partner, read_pair_rows
 from circuits.cli.parser import command
 from circuits.config import flat_fields
@@ -64,22 +64,23 @@ def settings(args: argparse.Namespace) -> tuple[DiscoveryConfig, dict]:
     return config, {"name": proto.name, "overrides": overrides}
 
 
-def _write(out, circuit, graph, summary: dict, model) -> str:
-    """Write the run folder; returns the circuit file's name (gzip'd when large)."""
-    from circuits._io import atomic_folder, write_csv, write_json
+def _write(out, circuit, graph, summary: dict, model) -> None:
+    from circuits._io import atomic_folder, write_json
     from circuits.discovery.protocol import write_mib
     from circuits.discovery.submission import IMPORTANCES
     from circuits.graph.eap_ig import shape_of, write_eap_ig
     from circuits.graph.io import write
 
-    with atomic_folder(out) as tmp:
+    def tables(tmp) -> None:
         write_json(tmp / "summary.json", summary)
         circuit.curve.to_csv(tmp / "curve.csv", index=False)
-        write_csv(tmp / "edges.csv", circuit.edges_frame(), lean=True)
-        name = write(graph, tmp / "circuit.json", lean=True).name
-        write_eap_ig(graph, tmp / "circuit.eap-ig.json", shape_of(model))
-        write_mib(circuit, shape_of(model), tmp / IMPORTANCES)
-    return name
+        circuit.edges_frame().to_csv(tmp / "edges.csv", index=False)
+
+    with atomic_folder(out) as tmp, writing(4) as steps:
+        steps.run("tables", tables, tmp)
+        steps.run("circuit", write, graph, tmp / "circuit.json")
+        steps.run("EAP-IG file", write_eap_ig, graph, tmp / "circuit.eap-ig.json", shape_of(model))
+        steps.run("MIB importances", write_mib, circuit, shape_of(model), tmp / IMPORTANCES)
 
 
 def run(args: argparse.Namespace) -> int:
@@ -105,10 +106,10 @@ def run(args: argparse.Namespace) -> int:
     summary = {"pairs": source, "protocol": proto_record, "n_tokens": int(pairs.shape[1]),
                **circuit.summary()}  # fmt: skip
     summary.pop("positions", None)  # every position
-    name = _write(out, circuit, graph, summary, model)
+    _write(out, circuit, graph, summary, model)
     print_summary(summary)
     print(
-        f"wrote {out} ({name}; circuit.eap-ig.json, the circuit for EAP-IG / MIB; "
+        f"wrote {out} (circuit.json; circuit.eap-ig.json, the circuit for EAP-IG / MIB; "
         "importances.mib.json, every edge's score: MIB's importance file)"
     )
     return 0
@@ -138,7 +139,7 @@ def add(sub) -> None:
     model_options(p)
     out_option(
         p, "summary.json, curve.csv, edges.csv, circuit.json, circuit.eap-ig.json, "
-        "importances.mib.json (edges.csv and circuit.json gzip'd, NAME.gz, when large)",
+        "importances.mib.json",
     )  # fmt: skip
     config_options(p, DiscoveryConfig, prefix=PREFIX, defaults=DEFAULTS)
     # Unset settings stay None, for the protocol to fill (--help shows the library's defaults).

@@ -42,7 +42,7 @@ def _export_mib(args: argparse.Namespace) -> str:
     data = mib_dict(src)
     if args.mib_sizes:
         absolute = args.mib_rank_by == "abs"
-        files = write_sizes(data, out, absolute=absolute)
+        files = write_sizes(data, out, absolute=absolute, progress=True)
         return f"{out} ({len(files)} binary circuits at MIB's sizes, ranked by {args.mib_rank_by} score)"
     kind = "importance scores of every edge" if scores_every_edge(data) else "binary circuit"
     write_json(out, data)
@@ -54,9 +54,6 @@ def run(args: argparse.Namespace) -> int:
         raise ValueError(f"--mib-sizes goes with --format mib, not --format {args.format}")
     if args.out is not None and Path(args.out).is_dir() and not args.mib_sizes:
         raise ValueError(f"--out {args.out} is a folder; give a file name such as circuit.dot")
-    from circuits._io import stored
-
-    args.graph = str(stored(args.graph))  # a large graph saved gzip'd: its plain name too
     if args.format == "mib":
         existing(args.graph, "GRAPH", "a `circuits discover` run folder or a graph file")
         print(_export_mib(args))

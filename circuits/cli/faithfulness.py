@@ -93,12 +93,11 @@ def _on_pairs(args: argparse.Namespace):
 
 
 def run(args: argparse.Namespace) -> int:
-    from circuits._io import check_writable_folder, stored
-
-    args.circuit = str(stored(args.circuit))  # a large graph saved gzip'd: its plain name too
     existing(args.circuit, "CIRCUIT", "a circuit graph file (.graphml, .json ...)")
     existing(args.texts, "--texts", f"a {TEXTS_HELP}")
     existing(args.pairs, "--pairs", f"a {PAIRS_HELP}")
+    from circuits._io import check_writable_folder
+
     # faithfulness.json is written into the folder (the folder is never replaced).
     out = check_writable_folder(args.out) if args.out else None
     model, graph, texts = _on_pairs(args) if args.texts is None else _on_texts(args)
@@ -106,8 +105,9 @@ def run(args: argparse.Namespace) -> int:
     from circuits.discovery.saved import judge_saved
 
     result = judge_saved(
-        model, graph, texts, n_random=args.n_random, n_boot=args.n_boot, seed=args.seed
-    )
+        model, graph, texts, n_random=args.n_random, n_boot=args.n_boot, seed=args.seed,
+        progress=True,
+    )  # fmt: skip
     result = {"circuit": str(args.circuit), "model": args.model, **result}
     print_summary(result)
     if out is not None:

@@ -28,13 +28,22 @@ def print_summary(summary: dict) -> None:
         print(f"{key:<{width}} {short(value)}")
 
 
+def writing(n_steps: int):
+    """A bar on stderr over the `n_steps` steps that write a command's files (`Steps`: each
+    named as it runs, closed before an interrupt's message)."""
+    from circuits.tracing.steps import Steps
+
+    return Steps(n_steps, "writing", True)
+
+
 def write_report(trace, out, model=None) -> None:
     """A tracer's (or the claims') report and files in `out`, and its summary on the terminal."""
     from circuits.report import write_trace
 
-    report = write_trace(trace, out, model)
+    with writing(1) as steps:
+        report = steps.run("report", write_trace, trace, out, model)
     print_summary(trace.summary())
     print(f"report: {report}")
 
 
-__all__ = ["print_summary", "short", "write_report"]
+__all__ = ["print_summary", "short", "write_report", "writing"]

@@ -7,6 +7,7 @@ import argparse
 from circuits.cli import loading
 from circuits.cli.checks import check_out, existing
 from circuits.cli.options import count_int, model_options, out_option, positive_int
+from circuits.cli.output import writing
 from circuits.cli.parser import command
 
 
@@ -31,8 +32,12 @@ def run(args: argparse.Namespace) -> int:
         sink_position=args.sink_position, batching=Batching(max_batch_tokens=args.batch_tokens),
         **given,
     )  # fmt: skip
-    with atomic_folder(out, {"measured": "sinks", "model": report.model}) as tmp:
-        paths = report.save(tmp) + plot_sink_report(report, tmp, args.rasters)
+    with (
+        atomic_folder(out, {"measured": "sinks", "model": report.model}) as tmp,
+        writing(2) as steps,
+    ):
+        paths = steps.run("tables", report.save, tmp)
+        paths += steps.run("plots", plot_sink_report, report, tmp, args.rasters)
     print(report.summary_table())
     print(f"wrote {len(paths)} files to {out}")
     return 0

@@ -7,6 +7,7 @@ import argparse
 
 from circuits.cli.checks import check_checkpoints, check_out
 from circuits.cli.options import count_int, nonneg_float, out_option, positive_float, positive_int
+from circuits.cli.output import writing
 from circuits.cli.parser import command
 
 
@@ -56,8 +57,9 @@ def run(args: argparse.Namespace) -> int:
 
     args.kept = f"; finished runs are kept in {runs}: add --resume to continue"
     exp = _experiment(args, runs)
-    with atomic_folder(out, {"experiment": "trigger"}) as tmp:
-        paths = save_experiment(exp, tmp) + plot_trigger_experiment(exp, tmp)
+    with atomic_folder(out, {"experiment": "trigger"}) as tmp, writing(2) as steps:
+        paths = steps.run("tables, graphs, checkpoints", save_experiment, exp, tmp)
+        paths += steps.run("plots", plot_trigger_experiment, exp, tmp)
     print(exp.summary().to_string(index=False))
     print(f"wrote {len(paths)} files under {out}")
     remove_runs(runs)

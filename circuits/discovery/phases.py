@@ -3,7 +3,8 @@ long edge step shows where it is instead of sitting still."""
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 
 from tqdm.auto import tqdm
 
@@ -13,9 +14,12 @@ texts, judge the circuit on the held-out texts, resample for edge stability, pat
 strongest edges exactly, and MIB's area scores on both text sets."""
 
 
-def phase_bar(progress: bool) -> Callable[[str], None]:
-    """A bar over `PHASES` (silent unless `progress`); call the returned function with a
-    phase's name when it ends. The bar names the phase running and closes after the last."""
+@contextmanager
+def phase_bar(progress: bool) -> Iterator[Callable[[str], None]]:
+    """A bar over `PHASES` on stderr (silent unless `progress`), for a `with` block; call the
+    function it gives with a phase's name when that phase ends. The bar names the phase running
+    and closes when the block ends, at once if it raises (Ctrl-C, SIGTERM), so the caller's
+    message comes last."""
     bar = tqdm(total=len(PHASES), desc="edge circuit", disable=not progress, leave=False)
     bar.set_postfix_str(PHASES[0], refresh=False)
 
@@ -23,10 +27,11 @@ def phase_bar(progress: bool) -> Callable[[str], None]:
         bar.update(PHASES.index(phase) + 1 - bar.n)
         if bar.n < len(PHASES):
             bar.set_postfix_str(PHASES[bar.n])
-        else:
-            bar.close()
 
-    return done
+    try:
+        yield done
+    finally:
+        bar.close()
 
 
 __all__ = ["PHASES", "phase_bar"]

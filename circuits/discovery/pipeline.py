@@ -204,32 +204,35 @@ def discover(
     torch.manual_seed(cfg.seed)
     fit = _runner(model, fit_tokens, metric_at, positions, cfg)
     log = (lambda line: print(line, file=sys.stderr, flush=True)) if progress else None
-    done = phase_bar(progress)
-    scores = scorer(cfg.method)(fit, cfg, progress=log, checkpoint=checkpoint)
-    done("scoring")
-    empty_fit = evaluate(fit, torch.zeros(1, fit.space.n_edges, dtype=torch.bool))[0]
-    direction = 1.0 if fit.clean.metric.mean() >= empty_fit.mean() else -1.0
-    fit_kinds, held_kinds = kinds or (None, None)
-    grown = grow(fit, scores, cfg, direction, empty_fit, fit_kinds)
-    done("curve")
-    hit = grown["hit"]
-    n_top, mask = grown["sizes"][hit], grown["masks"][hit]
+    with phase_bar(progress) as done:
+        scores = scorer(cfg.method)(fit, cfg, progress=log, checkpoint=checkpoint)
+        done("scoring")
+        empty_fit = evaluate(fit, torch.zeros(1, fit.space.n_edges, dtype=torch.bool))[0]
+        direction = 1.0 if fit.clean.metric.mean() >= empty_fit.mean() else -1.0
+        fit_kinds, held_kinds = kinds or (None, None)
+        grown = grow(fit, scores, cfg, direction, empty_fit, fit_kinds)
+        done("curve")
+        hit = grown["hit"]
+        n_top, mask = grown["sizes"][hit], grown["masks"][hit]
 
-    held = _runner(model, heldout_tokens, metric_at, held_at, cfg)
-    heldout, f_held, empty_held = _judge(held, mask, grown["masks"], cfg, held_kinds)
-    done("held-out")
-    stability = _stability(fit.space, scores, n_top, cfg, direction)
-    done("stability")
-    direct = _direct(model, fit_tokens, metric_at, fit, mask, scores.values, cfg)
-    done("exact effects")
-    curve = curve_frame(grown, f_held[ALL].tolist())
-    counts = {"fit": kind_counts(fit_kinds, fit.tokens.shape[0]),
-              "heldout": kind_counts(held_kinds, held.tokens.shape[0])}  # fmt: skip
-    key = {s: scores.key(s, direction) for s in RankBy}
-    mib = {}
-    if cfg.mib_areas:
-        mib = {"fit": _mib(fit, key, empty_fit, cfg), "heldout": _mib(held, key, empty_held, cfg)}
-    done("MIB areas")
+        held = _runner(model, heldout_tokens, metric_at, held_at, cfg)
+        heldout, f_held, empty_held = _judge(held, mask, grown["masks"], cfg, held_kinds)
+        done("held-out")
+        stability = _stability(fit.space, scores, n_top, cfg, direction)
+        done("stability")
+        direct = _direct(model, fit_tokens, metric_at, fit, mask, scores.values, cfg)
+        done("exact effects")
+        curve = curve_frame(grown, f_held[ALL].tolist())
+        counts = {"fit": kind_counts(fit_kinds, fit.tokens.shape[0]),
+                  "heldout": kind_counts(held_kinds, held.tokens.shape[0])}  # fmt: skip
+        key = {s: scores.key(s, direction) for s in RankBy}
+        mib = {}
+        if cfg.mib_areas:
+            mib = {
+                "fit": _mib(fit, key, empty_fit, cfg),
+                "heldout": _mib(held, key, empty_held, cfg),
+            }
+        done("MIB areas")
     f_fit = float(grown["f_fit"][ALL].iloc[hit])
     return EdgeCircuit(
         fit, cfg, scores.values, mask, n_top, curve, f_fit, grown["met"], heldout, stability,

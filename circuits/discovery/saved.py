@@ -18,6 +18,7 @@ from circuits.discovery.judge import judge
 from circuits.discovery.pairs import Pairs
 from circuits.graph.eap_ig import from_eap_ig, shape_of
 from circuits.patching.metrics import PAIRS_SPEC, build_metric
+from circuits.tracing.steps import Steps
 
 
 def check_model(graph: nx.DiGraph, model) -> None:
@@ -65,6 +66,12 @@ def _edge_mask(graph: nx.DiGraph, runner: EdgeRunner) -> torch.Tensor:
     return mask
 
 
+JUDGE_STEPS = ("tokens", "clean run", "circuits")
+"""The steps of `judge_saved`, as its progress bar names them: the texts cut to tokens (not for
+pairs), the clean run (with the ablation's activations), and the circuits: the circuit, the
+empty one, its complement and the random ones, with the bootstrap interval."""
+
+
 def judge_saved(
     model,
     graph: nx.DiGraph,
@@ -74,14 +81,27 @@ def judge_saved(
     n_boot: int = N_BOOT,
     seed: int = 0,
     batch_size: int = 64,
+    progress: bool = False,
 ) -> dict:
     """Faithfulness of the circuit in `graph` on `texts` (cut to the graph's `n_tokens`, with
     its first token at position 0 when it has one), with a bootstrap interval over texts, the
     mean and spread of `n_random` random circuits of the same number of edges and the
     complement's faithfulness. A circuit found on counterfactual pairs (metric_spec
-    {"metric": "pairs"}, e.g. IOI, or read from an EAP-IG file) is judged on `Pairs`."""
-    if graph.graph.get("metric_spec") == PAIRS_SPEC or isinstance(texts, Pairs):
-        return _summary(*_judge_pairs(model, graph, texts), n_random, n_boot, seed, batch_size)
+    {"metric": "pairs"}, e.g. IOI, or read from an EAP-IG file) is judged on `Pairs`. With
+    `progress`, a bar on stderr names each step (`JUDGE_STEPS`)."""
+    pairs = graph.graph.get("metric_spec") == PAIRS_SPEC or isinstance(texts, Pairs)
+    if not pairs:
+        _check_text_graph(graph)
+    with Steps(len(JUDGE_STEPS) - pairs, "faithfulness", progress) as steps:
+        if pairs:
+            runner, mask = steps.run("clean run", _judge_pairs, model, graph, texts)
+        else:
+            runner, mask = _text_runner(steps, model, graph, texts, seed)
+        return steps.run("circuits", _summary, runner, mask, n_random, n_boot, seed, batch_size)
+
+
+def _check_text_graph(graph: nx.DiGraph) -> None:
+    """Refuse a graph that cannot be judged on new texts, before any work."""
     need = ("metric_spec", "positions", "n_tokens", "first_token")
     absent = [k for k in need if k not in graph.graph]
     if absent:
@@ -89,25 +109,31 @@ def judge_saved(
             f"the graph lacks {', '.join(absent)}: it was not written by edge discovery "
             "(`circuits p0` or `circuits.discovery.circuit_graph`)"
         )
-    check_model(graph, model)
-    metric = build_metric(json.loads(graph.graph["metric_spec"]))
-    first = int(graph.graph["first_token"])
-    tokens = token_rows(
-        model, list(texts), int(graph.graph["n_tokens"]), None if first < 0 else first
-    )
-    config = json.loads(graph.graph.get("config", "{}"))
     positions = json.loads(graph.graph["positions"])
     if positions and isinstance(positions[0], list):
         raise ValueError(
             "this circuit was found with positions chosen per text (secondary sinks); they do "
             "not carry over to new texts, so it cannot be judged here"
         )
-    runner = EdgeRunner(
-        model, tokens, metric, positions=positions,
-        ablation=config.get("ablation", "mean"), seed=seed,
-        kv_inputs=config.get("kv_inputs", "grouped"),
+
+
+def _text_runner(steps: Steps, model, graph: nx.DiGraph, texts, seed: int):
+    """(runner, circuit mask) on `texts` cut as the graph's fit texts were (steps "tokens" and
+    "clean run")."""
+    check_model(graph, model)
+    metric = build_metric(json.loads(graph.graph["metric_spec"]))
+    first = int(graph.graph["first_token"])
+    tokens = steps.run(
+        "tokens", token_rows, model, list(texts), int(graph.graph["n_tokens"]),
+        None if first < 0 else first,
     )  # fmt: skip
-    return _summary(runner, _edge_mask(graph, runner), n_random, n_boot, seed, batch_size)
+    config = json.loads(graph.graph.get("config", "{}"))
+    runner = steps.run(
+        "clean run", EdgeRunner, model, tokens, metric,
+        positions=json.loads(graph.graph["positions"]), ablation=config.get("ablation", "mean"),
+        seed=seed, kv_inputs=config.get("kv_inputs", "grouped"),
+    )  # fmt: skip
+    return runner, _edge_mask(graph, runner)
 
 
 def _judge_pairs(model, graph: nx.DiGraph, pairs) -> tuple[EdgeRunner, torch.Tensor]:
@@ -195,4 +221,4 @@ def _summary(runner: EdgeRunner, mask, n_random: int, n_boot: int, seed: int, ba
     }
 
 
-__all__ = ["check_model", "eap_ig_circuit", "judge_saved"]
+__all__ = ["JUDGE_STEPS", "check_model", "eap_ig_circuit", "judge_saved"]

@@ -31,11 +31,9 @@ def source_file(path: str | Path) -> Path:
     path = Path(path)
     if not path.is_dir():
         return path
-    from circuits._io import stored
-
     for name in RUN_FILES:
-        if stored(path / name).is_file():  # circuit.json gzip'd (circuit.json.gz) when large
-            return stored(path / name)
+        if (path / name).is_file():
+            return path / name
     raise FileNotFoundError(
         f"{path} is a folder without {', '.join(RUN_FILES)}; give a `circuits discover` run "
         "folder or a graph file"
@@ -91,11 +89,8 @@ def mib_prune(kept: set[str]) -> set[str]:
         kept = pruned
 
 
-def mib_sizes(data: dict, absolute: bool = False) -> dict[float, dict]:
-    """Share of edges k -> the circuit of the top int(k x edges) edges by score (signed, or by
-    |score| with `absolute`), pruned, for each of MIB's ten sizes."""
-    from circuits.discovery.evaluation import MIB_FRACTIONS
-
+def _ranked(data: dict, absolute: bool) -> list[str]:
+    """The edge names by score, highest first (by |score| with `absolute`)."""
     if not scores_every_edge(data):
         raise ValueError(
             "the graph scores only its own circuit's edges, so circuits at MIB's sizes cannot be "
@@ -103,22 +98,41 @@ def mib_sizes(data: dict, absolute: bool = False) -> dict[float, dict]:
         )
     edges = data["edges"]
     key = (lambda k: abs(edges[k]["score"])) if absolute else (lambda k: edges[k]["score"])
-    order = sorted(edges, key=key, reverse=True)
-    return {
-        k: with_circuit(data, mib_prune(set(order[: int(k * len(order))]))) for k in MIB_FRACTIONS
-    }
+    return sorted(edges, key=key, reverse=True)
 
 
-def write_sizes(data: dict, folder: str | Path, absolute: bool = False) -> list[Path]:
+def _at_size(data: dict, order: list[str], k: float) -> dict:
+    return with_circuit(data, mib_prune(set(order[: int(k * len(order))])))
+
+
+def mib_sizes(data: dict, absolute: bool = False) -> dict[float, dict]:
+    """Share of edges k -> the circuit of the top int(k x edges) edges by score (signed, or by
+    |score| with `absolute`), pruned, for each of MIB's ten sizes."""
+    from circuits.discovery.evaluation import MIB_FRACTIONS
+
+    order = _ranked(data, absolute)
+    return {k: _at_size(data, order, k) for k in MIB_FRACTIONS}
+
+
+def write_sizes(
+    data: dict, folder: str | Path, absolute: bool = False, progress: bool = False
+) -> list[Path]:
     """The ten circuits of `mib_sizes` written into `folder` (a new or earlier-run folder,
-    replaced as a whole), one `circuit_<k>.json` each."""
+    replaced as a whole), one `circuit_<k>.json` each; with `progress`, a bar on stderr names
+    the size being written ("k=0.001" ...)."""
     from circuits._io import atomic_folder, write_json
+    from circuits.discovery.evaluation import MIB_FRACTIONS
+    from circuits.tracing.steps import Steps
 
-    circuits = mib_sizes(data, absolute)
-    with atomic_folder(folder) as tmp:
-        for k, circuit in circuits.items():
-            write_json(tmp / f"circuit_{k:g}.json", circuit)
-    return [Path(folder) / f"circuit_{k:g}.json" for k in circuits]
+    order = _ranked(data, absolute)
+
+    def one(k: float, tmp: Path) -> Path:
+        return write_json(tmp / f"circuit_{k:g}.json", _at_size(data, order, k))
+
+    with atomic_folder(folder) as tmp, Steps(len(MIB_FRACTIONS), "MIB sizes", progress) as steps:
+        for k in MIB_FRACTIONS:
+            steps.run(f"k={k:g}", one, k, tmp)
+    return [Path(folder) / f"circuit_{k:g}.json" for k in MIB_FRACTIONS]
 
 
 __all__ = [

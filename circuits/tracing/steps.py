@@ -135,7 +135,9 @@ def remove_checkpoints(folder: str | Path) -> None:
 
 
 class Steps:
-    """Run a pipeline's steps in order, timing each (`seconds`) under one progress bar.
+    """Run a pipeline's steps in order, timing each (`seconds`) under one progress bar (on
+    stderr, naming the step that runs; closed by `close` or at the end of a `with` block, and at
+    once when a step raises or is interrupted, so the caller's message comes last).
 
     With `checkpoint` (a folder) and `key` (what identifies the run, see `run_key`), each
     finished step's result is saved there atomically (`{step}.step.pkl`, with the key, its
@@ -201,8 +203,17 @@ class Steps:
     def _path(self, name: str) -> Path:
         return self.folder / f"{name}{STEP_SUFFIX}"
 
+    def __enter__(self) -> Steps:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self._bar.close()
+
     def run(self, name: str, fn: Callable[..., Any], *args: Any, **kwargs: Any) -> Any:
-        """`fn(*args, **kwargs)`, timed as step `name` (or loaded from its checkpoint)."""
+        """`fn(*args, **kwargs)`, timed as step `name` (or loaded from its checkpoint); the bar
+        names the step while it runs."""
+        loaded = f"; loaded {', '.join(self.resumed)}" if self.resumed else ""
+        self._bar.set_postfix_str(name + loaded)
         try:
             if self.folder is not None and self._path(name).is_file():
                 out = self._load(name)
@@ -244,7 +255,6 @@ class Steps:
         _set_rng_state(record["rng"])
         self.seconds[name] = record["seconds"]
         self.resumed.append(name)
-        self._bar.set_postfix_str(f"loaded {', '.join(self.resumed)}", refresh=False)
         return record["result"]
 
     def close(self) -> dict[str, float]:

@@ -6,7 +6,7 @@ from __future__ import annotations
 from circuits._lazy import lazy_exports
 
 _EXPORTS = {
-    "Corpus": "corpus",
+    "TrainingCorpus": "corpus",
     "load_corpus": "corpus",
     "named_corpus": "corpora",
     "BackcopyConfig": "backcopy",

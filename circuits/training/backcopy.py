@@ -23,7 +23,7 @@ from dataclasses import dataclass, replace
 import numpy as np
 
 from circuits.config import Config, option
-from circuits.training.corpus import Corpus
+from circuits.training.corpus import TrainingCorpus
 
 LETTERS = b"abcdefghijklmnopqrstuvwxyz"
 
@@ -62,13 +62,15 @@ def backcopy_letters(config: BackcopyConfig) -> np.ndarray:
     return np.frombuffer(LETTERS, dtype=np.uint8)[draws]
 
 
-def backcopy_corpus(config: BackcopyConfig = BackcopyConfig()) -> Corpus:  # noqa: B008 (frozen)
-    """The back-copy corpus as a `Corpus` for `train_lm` (the held-out part is the last
+def backcopy_corpus(
+    config: BackcopyConfig = BackcopyConfig(),  # noqa: B008 (frozen)
+) -> TrainingCorpus:
+    """The back-copy corpus as a `TrainingCorpus` for `train_lm` (the held-out part is the last
     `heldout_bytes` of one stream)."""
     data = backcopy_letters(config)
     train, heldout = data[: config.train_bytes], data[config.train_bytes :]
     settings = ", ".join(f"{k}={v}" for k, v in config.to_dict().items())
-    return Corpus(
+    return TrainingCorpus(
         train=train,
         heldout=heldout,
         root="synthetic",
@@ -95,10 +97,10 @@ def interleave(a: np.ndarray, b: np.ndarray, chunk: int) -> np.ndarray:
 
 
 def mixed_corpus(
-    natural: Corpus,
+    natural: TrainingCorpus,
     config: BackcopyConfig = BackcopyConfig(),  # noqa: B008 (frozen)
     chunk: int = MIX_CHUNK,
-) -> Corpus:
+) -> TrainingCorpus:
     """`natural` (e.g. the standard library's source) with back-copy letters interleaved in
     chunks of `chunk` bytes, half and half, in the training and the held-out part: in the
     letter chunks most heads have nothing to read; in the natural ones they do."""
@@ -106,7 +108,7 @@ def mixed_corpus(
     letters = backcopy_letters(replace(config, **sizes))
     train = interleave(natural.train, letters[: len(natural.train)], chunk)
     heldout = interleave(natural.heldout, letters[len(natural.train) :], chunk)
-    return Corpus(
+    return TrainingCorpus(
         train=train,
         heldout=heldout,
         root=natural.root,

@@ -1,11 +1,11 @@
 """The training corpora by name. Choosing one needs every corpus's module, so it lives above
-them: `circuits.training.backcopy` builds on `circuits.training.corpus` (its `Corpus`), and
-neither needs this."""
+them: `circuits.training.backcopy` builds on `circuits.training.corpus` (its
+`TrainingCorpus`), and neither needs this."""
 
 from __future__ import annotations
 
 from circuits.training.backcopy import backcopy_corpus, mixed_corpus
-from circuits.training.corpus import Corpus, load_corpus
+from circuits.training.corpus import TrainingCorpus, load_corpus
 
 CORPORA = ("stdlib", "backcopy", "mix")
 """The corpora `named_corpus` gives: the standard library's source, the synthetic back-copy
@@ -13,7 +13,7 @@ letters (`circuits.training.backcopy`, default settings), and the two interleave
 256 bytes (`circuits.training.backcopy.mixed_corpus`)."""
 
 
-def named_corpus(name: str, max_files: int | None = None) -> Corpus:
+def named_corpus(name: str, max_files: int | None = None) -> TrainingCorpus:
     """The corpus called `name` (one of `CORPORA`; `max_files` for "stdlib" and "mix")."""
     if name == "backcopy":
         return backcopy_corpus()

@@ -25,7 +25,7 @@ EXCLUDED_DIRS = ("site-packages", "test", "tests", "idle_test", "__pycache__")
 
 
 @dataclass
-class Corpus:
+class TrainingCorpus:
     """Training and held-out bytes, with what they were read from."""
 
     train: np.ndarray = field(repr=False)
@@ -81,7 +81,7 @@ def is_heldout(relative: str) -> bool:
     return hashlib.sha256(relative.encode()).digest()[0] % HELDOUT_EVERY == 0
 
 
-def load_corpus(root: str | Path | None = None, max_files: int | None = None) -> Corpus:
+def load_corpus(root: str | Path | None = None, max_files: int | None = None) -> TrainingCorpus:
     """Read the corpus (default: this Python's standard library; `max_files` for tests)."""
     root = Path(root) if root is not None else stdlib_root()
     parts: dict[bool, list[bytes]] = {False: [], True: []}
@@ -93,7 +93,7 @@ def load_corpus(root: str | Path | None = None, max_files: int | None = None) ->
             "both must be non-empty: use more files"
         )
     train, heldout = b"".join(parts[False]), b"".join(parts[True])
-    return Corpus(
+    return TrainingCorpus(
         train=np.frombuffer(train, dtype=np.uint8),
         heldout=np.frombuffer(heldout, dtype=np.uint8),
         root=str(root),

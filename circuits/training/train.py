@@ -29,7 +29,7 @@ from torch import Tensor
 
 from circuits._io import atomic_folder, atomic_write, write_csv, write_json
 from circuits.training.config import LMConfig, TrainConfig
-from circuits.training.corpus import Corpus
+from circuits.training.corpus import TrainingCorpus
 from circuits.training.lm import BOS_ID, build_model, bytes_to_ids, save_model_folder
 
 STATE_FORMAT = 1
@@ -48,7 +48,7 @@ def batch_at(
 
 
 def heldout_windows(
-    corpus: Corpus, n_ctx: int, n_windows: int, bos: bool = True
+    corpus: TrainingCorpus, n_ctx: int, n_windows: int, bos: bool = True
 ) -> Int[Tensor, "batch pos"]:
     """The fixed held-out windows: evenly spaced offsets through the held-out bytes."""
     starts = np.linspace(0, len(corpus.heldout) - n_ctx, n_windows).astype(int)
@@ -91,7 +91,7 @@ def heldout_loss(model, windows: Int[Tensor, "batch pos"]) -> float:
     return loss
 
 
-def _run_doc(lm: LMConfig, config: TrainConfig, corpus: Corpus) -> dict:
+def _run_doc(lm: LMConfig, config: TrainConfig, corpus: TrainingCorpus) -> dict:
     return {"model": lm.to_dict(), "train": config.to_dict(), "corpus": corpus.manifest()}
 
 
@@ -165,7 +165,7 @@ def train_lm(
     out: str | Path,
     lm: LMConfig,
     config: TrainConfig,
-    corpus: Corpus,
+    corpus: TrainingCorpus,
     progress: bool = True,
 ) -> Path:
     """Train (or resume) the run in folder `out`; returns `out`. Checkpoint folders appear

@@ -42,20 +42,22 @@ from circuits.trigger.model import (
 )
 from circuits.trigger.train import (
     Checkpoint,
-    TrainConfig,
     TrainResult,
+    TriggerTrainConfig,
     eval_batch,
-    load_checkpoint,
     load_result,
+    load_trigger_checkpoint,
     save_checkpoints,
     save_result,
     train_model,
 )
 
-# The names these had before they were told apart from `circuits.measure` and the other
-# `circuit_graph`s; notebook 03 imports them (CHANGELOG.md "Moved").
+# The names these had before they were told apart from `circuits.measure`, the other
+# `circuit_graph`s and `circuits.training.TrainConfig`; notebook 03 imports them (CHANGELOG.md
+# "Moved").
 measure = measure_trigger
 circuit_graph = trigger_graph
+TrainConfig = TriggerTrainConfig
 
 __all__ = [
     "AGGREGATE_THRESHOLD",
@@ -78,14 +80,15 @@ __all__ = [
     "TriggerModelConfig",
     "TriggerRun",
     "TriggerTask",
+    "TriggerTrainConfig",
     "TriggerTransformer",
     "bos_attention",
     "check_theorems",
     "circuit_graph",
     "eval_batch",
     "head_roles",
-    "load_checkpoint",
     "load_result",
+    "load_trigger_checkpoint",
     "make_batch",
     "measure",
     "measure_trigger",

@@ -23,6 +23,7 @@ import pandas as pd
 from circuits._io import write_csv, write_json
 from circuits.core.nodes import node_id
 from circuits.graph import write
+from circuits.tracing.steps import Steps
 from circuits.trigger.checks import check_distinct, check_int
 from circuits.trigger.circuit import (
     AGGREGATE_THRESHOLD,
@@ -268,8 +269,8 @@ def run_experiment(
         for seed in grid.seeds
     ]
     saved = _saved_runs(runs_dir, task, plan, resume)
-    runs = []
-    for cfg, tc in plan:
+
+    def one(cfg: TriggerModelConfig, tc: TrainConfig) -> TriggerRun:
         path = None if runs_dir is None else _run_path(runs_dir, cfg, tc)
         result = saved.get(path)
         if result is None:
@@ -277,9 +278,12 @@ def run_experiment(
             if path is not None:
                 save_result(result, path)
         m = measure_trigger(result.model, eval_batch(task, tc))
-        runs.append(
-            TriggerRun(seed=tc.seed, measurement=m, checks=check_theorems(m, bounds), train=result)
+        return TriggerRun(
+            seed=tc.seed, measurement=m, checks=check_theorems(m, bounds), train=result
         )
+
+    with Steps(len(plan), "trigger runs", progress) as steps:
+        runs = [steps.run(_run_name(cfg, tc.seed), one, cfg, tc) for cfg, tc in plan]
     return TriggerExperiment(
         task=task, train_config=train_config, grid=grid, bounds=bounds, runs=runs
     )

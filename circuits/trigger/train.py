@@ -23,7 +23,7 @@ EVAL_SEED_OFFSET = 1_000_003
 
 
 @dataclass(frozen=True)
-class TrainConfig:
+class TriggerTrainConfig:
     """How to train: full-sequence MSE (every position and coordinate), Adam."""
 
     steps: int = 1500
@@ -96,7 +96,7 @@ class TrainResult:
     model: TriggerTransformer = field(repr=False)
     task: TriggerTask
     model_config: TriggerModelConfig
-    train_config: TrainConfig
+    train_config: TriggerTrainConfig
     losses: list[float] = field(repr=False)
     checkpoints: list[Checkpoint] = field(repr=False)
     seconds: float
@@ -124,7 +124,7 @@ class TrainResult:
         }
 
 
-def eval_batch(task: TriggerTask, train_config: TrainConfig):
+def eval_batch(task: TriggerTask, train_config: TriggerTrainConfig):
     """The fixed evaluation batch of a training run (disjoint seed from its training batches)."""
     return make_batch(task, train_config.eval_examples, seed=train_config.seed + EVAL_SEED_OFFSET)
 
@@ -147,7 +147,7 @@ def _checkpoint(model: TriggerTransformer, step: int, batch) -> Checkpoint:
 def train_model(
     task: TriggerTask,
     model_config: TriggerModelConfig,
-    train_config: TrainConfig = TrainConfig(),
+    train_config: TriggerTrainConfig = TriggerTrainConfig(),
     progress: bool = True,
 ) -> TrainResult:
     """Train a fresh model (weights seeded by `train_config.seed`) on fresh batches of `task`."""
@@ -169,7 +169,10 @@ def train_model(
 
 
 def _train(
-    task: TriggerTask, model_config: TriggerModelConfig, train_config: TrainConfig, progress: bool
+    task: TriggerTask,
+    model_config: TriggerModelConfig,
+    train_config: TriggerTrainConfig,
+    progress: bool,
 ) -> TrainResult:
     start = time.perf_counter()
     model = TriggerTransformer(model_config, seed=train_config.seed)
@@ -250,7 +253,7 @@ def load_result(path: str | Path) -> TrainResult:
             raise ValueError(f"format {blob.get('format')!r}, expected {RESULT_FORMAT}")
         model_config = TriggerModelConfig(**blob["model_config"])
         settings = blob["train_config"]
-        train_config = TrainConfig(
+        train_config = TriggerTrainConfig(
             **{**settings, "checkpoint_at": tuple(settings["checkpoint_at"])}
         )
         model = TriggerTransformer(model_config, seed=train_config.seed)
@@ -291,7 +294,7 @@ def save_checkpoints(result: TrainResult, folder: str | Path) -> list[Path]:
     return paths
 
 
-def load_checkpoint(path: str | Path) -> TriggerTransformer:
+def load_trigger_checkpoint(path: str | Path) -> TriggerTransformer:
     """The model saved in a checkpoint file written by `save_checkpoints`."""
     path = Path(path)
     if not path.is_file():
