@@ -64,8 +64,9 @@ def settings(args: argparse.Namespace) -> tuple[DiscoveryConfig, dict]:
     return config, {"name": proto.name, "overrides": overrides}
 
 
-def _write(out, circuit, graph, summary: dict, model) -> None:
-    from circuits._io import atomic_folder, write_json
+def _write(out, circuit, graph, summary: dict, model) -> str:
+    """Write the run folder; returns the circuit file's name (gzip'd when large)."""
+    from circuits._io import atomic_folder, write_csv, write_json
     from circuits.discovery.protocol import write_mib
     from circuits.discovery.submission import IMPORTANCES
     from circuits.graph.eap_ig import shape_of, write_eap_ig
@@ -74,13 +75,14 @@ def _write(out, circuit, graph, summary: dict, model) -> None:
     def tables(tmp) -> None:
         write_json(tmp / "summary.json", summary)
         circuit.curve.to_csv(tmp / "curve.csv", index=False)
-        circuit.edges_frame().to_csv(tmp / "edges.csv", index=False)
+        write_csv(tmp / "edges.csv", circuit.edges_frame(), lean=True)
 
     with atomic_folder(out) as tmp, writing(4) as steps:
         steps.run("tables", tables, tmp)
-        steps.run("circuit", write, graph, tmp / "circuit.json")
+        name = steps.run("circuit", write, graph, tmp / "circuit.json", lean=True).name
         steps.run("EAP-IG file", write_eap_ig, graph, tmp / "circuit.eap-ig.json", shape_of(model))
         steps.run("MIB importances", write_mib, circuit, shape_of(model), tmp / IMPORTANCES)
+    return name
 
 
 def run(args: argparse.Namespace) -> int:
@@ -106,10 +108,10 @@ def run(args: argparse.Namespace) -> int:
     summary = {"pairs": source, "protocol": proto_record, "n_tokens": int(pairs.shape[1]),
                **circuit.summary()}  # fmt: skip
     summary.pop("positions", None)  # every position
-    _write(out, circuit, graph, summary, model)
+    name = _write(out, circuit, graph, summary, model)
     print_summary(summary)
     print(
-        f"wrote {out} (circuit.json; circuit.eap-ig.json, the circuit for EAP-IG / MIB; "
+        f"wrote {out} ({name}; circuit.eap-ig.json, the circuit for EAP-IG / MIB; "
         "importances.mib.json, every edge's score: MIB's importance file)"
     )
     return 0
@@ -139,7 +141,7 @@ def add(sub) -> None:
     model_options(p)
     out_option(
         p, "summary.json, curve.csv, edges.csv, circuit.json, circuit.eap-ig.json, "
-        "importances.mib.json",
+        "importances.mib.json (edges.csv and circuit.json gzip'd, NAME.gz, when large)",
     )  # fmt: skip
     config_options(p, DiscoveryConfig, prefix=PREFIX, defaults=DEFAULTS)
     # Unset settings stay None, for the protocol to fill (--help shows the library's defaults).

@@ -54,6 +54,9 @@ def run(args: argparse.Namespace) -> int:
         raise ValueError(f"--mib-sizes goes with --format mib, not --format {args.format}")
     if args.out is not None and Path(args.out).is_dir() and not args.mib_sizes:
         raise ValueError(f"--out {args.out} is a folder; give a file name such as circuit.dot")
+    from circuits._io import stored
+
+    args.graph = str(stored(args.graph))  # a large graph saved gzip'd: its plain name too
     if args.format == "mib":
         existing(args.graph, "GRAPH", "a `circuits discover` run folder or a graph file")
         print(_export_mib(args))

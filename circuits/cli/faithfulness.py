@@ -93,11 +93,12 @@ def _on_pairs(args: argparse.Namespace):
 
 
 def run(args: argparse.Namespace) -> int:
+    from circuits._io import check_writable_folder, stored
+
+    args.circuit = str(stored(args.circuit))  # a large graph saved gzip'd: its plain name too
     existing(args.circuit, "CIRCUIT", "a circuit graph file (.graphml, .json ...)")
     existing(args.texts, "--texts", f"a {TEXTS_HELP}")
     existing(args.pairs, "--pairs", f"a {PAIRS_HELP}")
-    from circuits._io import check_writable_folder
-
     # faithfulness.json is written into the folder (the folder is never replaced).
     out = check_writable_folder(args.out) if args.out else None
     model, graph, texts = _on_pairs(args) if args.texts is None else _on_texts(args)

@@ -31,9 +31,11 @@ def source_file(path: str | Path) -> Path:
     path = Path(path)
     if not path.is_dir():
         return path
+    from circuits._io import stored
+
     for name in RUN_FILES:
-        if (path / name).is_file():
-            return path / name
+        if stored(path / name).is_file():  # circuit.json gzip'd (circuit.json.gz) when large
+            return stored(path / name)
     raise FileNotFoundError(
         f"{path} is a folder without {', '.join(RUN_FILES)}; give a `circuits discover` run "
         "folder or a graph file"

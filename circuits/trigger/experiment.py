@@ -41,8 +41,8 @@ from circuits.trigger.measure import (
 )
 from circuits.trigger.model import ATTENTION_KINDS, TriggerModelConfig
 from circuits.trigger.train import (
-    TrainConfig,
     TrainResult,
+    TriggerTrainConfig,
     eval_batch,
     load_result,
     save_checkpoints,
@@ -96,7 +96,7 @@ class TriggerExperiment:
     """All runs of an experiment with the settings that produced them."""
 
     task: TriggerTask
-    train_config: TrainConfig
+    train_config: TriggerTrainConfig
     """Shared by every run except for the seed."""
     grid: ExperimentGrid
     bounds: Bounds
@@ -245,7 +245,7 @@ def _frozen(value):
 def run_experiment(
     grid: ExperimentGrid | None = None,
     task: TriggerTask | None = None,
-    train_config: TrainConfig | None = None,
+    train_config: TriggerTrainConfig | None = None,
     bounds: Bounds | None = None,
     progress: bool = True,
     runs_dir: str | Path | None = None,
@@ -253,14 +253,14 @@ def run_experiment(
 ) -> TriggerExperiment:
     """Train every model of `grid`, measure each on its evaluation batch and check the
     theorems with `bounds`. `grid`, `task`, `train_config` and `bounds` default to
-    `ExperimentGrid()`, `TriggerTask()`, `TrainConfig()` and `Bounds()`; the train config's
+    `ExperimentGrid()`, `TriggerTask()`, `TriggerTrainConfig()` and `Bounds()`; the train config's
     seed is replaced per run.
 
     With `runs_dir`, each run is saved there when it finishes; with `resume`, runs already
     there (same settings) are read back instead of trained. Everything is checked first.
     """
     grid, task = grid or ExperimentGrid(), task or TriggerTask()
-    train_config, bounds = train_config or TrainConfig(), bounds or Bounds()
+    train_config, bounds = train_config or TriggerTrainConfig(), bounds or Bounds()
     runs_dir = None if runs_dir is None else Path(runs_dir)
     _check_runs_dir(runs_dir, resume)
     plan = [
@@ -270,7 +270,7 @@ def run_experiment(
     ]
     saved = _saved_runs(runs_dir, task, plan, resume)
 
-    def one(cfg: TriggerModelConfig, tc: TrainConfig) -> TriggerRun:
+    def one(cfg: TriggerModelConfig, tc: TriggerTrainConfig) -> TriggerRun:
         path = None if runs_dir is None else _run_path(runs_dir, cfg, tc)
         result = saved.get(path)
         if result is None:
@@ -304,14 +304,14 @@ def _check_grid(
         check_distinct(name, list(values))
 
 
-def _run_path(runs_dir: Path, cfg: TriggerModelConfig, tc: TrainConfig) -> Path:
+def _run_path(runs_dir: Path, cfg: TriggerModelConfig, tc: TriggerTrainConfig) -> Path:
     return runs_dir / f"{_run_name(cfg, tc.seed)}.pt"
 
 
 def _saved_runs(
     runs_dir: Path | None,
     task: TriggerTask,
-    plan: list[tuple[TriggerModelConfig, TrainConfig]],
+    plan: list[tuple[TriggerModelConfig, TriggerTrainConfig]],
     resume: bool,
 ) -> dict[Path, TrainResult | None]:
     """Make `runs_dir` ready (a save cut short by a kill removed) and, with `resume`, read
