@@ -33,13 +33,13 @@ from circuits.discovery.texts import (
 )
 from circuits.models.planted import P0_TEXTS, planted_p0_model
 from circuits.patching.metrics import p0_attention
+from circuits.steps import run_key
 from circuits.tracing.edge_config import EdgeFitConfig
 from circuits.tracing.edge_fit import EdgeTask, fit_edges
 from circuits.tracing.p0 import P0Config
 from circuits.tracing.p0.edges import edge_circuit
 from circuits.tracing.p0.formation import Formation
 from circuits.tracing.secondary import SecondaryConfig
-from circuits.tracing.steps import run_key
 
 KINDS = ["prose", "code"] * 4
 SMALL = EdgeFitConfig().with_options(

@@ -1,5 +1,5 @@
 """Progress on the long commands (issue 34 item 6): `claims`, `trigger`, `faithfulness` and
-`export --mib-sizes` show one bar on stderr (`circuits.tracing.steps.Steps`) that names each step
+`export --mib-sizes` show one bar on stderr (`circuits.steps.Steps`) that names each step
 as it runs, while stdout keeps only what the command prints; an interrupt closes the bar first,
 so the one-line message comes last."""
 

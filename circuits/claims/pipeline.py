@@ -28,8 +28,8 @@ from circuits.claims.table import ClaimsTable
 from circuits.provenance import provenance, stamped
 from circuits.report import write_trace
 from circuits.report.trace import trace_record
+from circuits.steps import Steps
 from circuits.tracing.result import TraceResult
-from circuits.tracing.steps import Steps
 
 
 @dataclass(repr=False)

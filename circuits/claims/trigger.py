@@ -8,7 +8,7 @@ import torch
 
 from circuits.claims.config import ClaimsConfig
 from circuits.claims.table import AUTO, Claim, ClaimsTable, claim_row
-from circuits.tracing.steps import Steps
+from circuits.steps import Steps
 from circuits.trigger import (
     Bounds,
     TrainConfig,

@@ -31,7 +31,7 @@ def print_summary(summary: dict) -> None:
 def writing(n_steps: int):
     """A bar on stderr over the `n_steps` steps that write a command's files (`Steps`: each
     named as it runs, closed before an interrupt's message)."""
-    from circuits.tracing.steps import Steps
+    from circuits.steps import Steps
 
     return Steps(n_steps, "writing", True)
 

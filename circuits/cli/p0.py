@@ -58,9 +58,9 @@ def run(args: argparse.Namespace) -> int:
 
     out, steps = writer_paths(out, steps)  # under torchrun only rank 0 writes
     model = loading.load(args)
+    from circuits.steps import remove_checkpoints
     from circuits.tracing.p0 import trace_p0
     from circuits.tracing.p0.pipeline import STEPS
-    from circuits.tracing.steps import remove_checkpoints
 
     args.kept = f"; finished steps are kept in {steps}: add --resume to continue"
     trace = trace_p0(model, texts, config, kinds=kinds, checkpoint=steps)

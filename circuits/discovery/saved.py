@@ -18,7 +18,7 @@ from circuits.discovery.judge import judge
 from circuits.discovery.pairs import Pairs
 from circuits.graph.eap_ig import from_eap_ig, shape_of
 from circuits.patching.metrics import PAIRS_SPEC, build_metric
-from circuits.tracing.steps import Steps
+from circuits.steps import Steps
 
 
 def check_model(graph: nx.DiGraph, model) -> None:

@@ -124,7 +124,7 @@ def write_sizes(
     the size being written ("k=0.001" ...)."""
     from circuits._io import atomic_folder, write_json
     from circuits.discovery.evaluation import MIB_FRACTIONS
-    from circuits.tracing.steps import Steps
+    from circuits.steps import Steps
 
     order = _ranked(data, absolute)
 

@@ -3,13 +3,14 @@
     config.py       Config / option: frozen, validated settings with help strings (CLI-ready)
     result.py       TraceResult: the protocol every trace follows (summary, tables, graph,
                     figures, text)
-    steps.py        Steps: times a pipeline's steps, checkpoints them and resumes (run_key)
     edge_config.py  EdgeFitConfig: the edge circuit's settings, a field of every tracer config
     edge_fit.py     fit_edges: the one split -> discover -> judge (also by kind) -> graph step
     figures.py, edge_text.py   what every tracer draws / says about its edge circuit
     p0/             the P0-sink circuit (Peng et al. 2026): one module per step, pipeline.trace_p0
     secondary/      secondary sinks (Wong et al. 2025): one module per step, trace_secondary
 
+How a pipeline runs its steps (timing, progress, checkpoints, resume) is `circuits.steps`,
+below every module that runs steps (discovery's saved-graph judging and MIB sizes too).
 Tracing never imports `circuits.report`: `circuits.report.write_trace(trace, folder)` writes any
 trace, and the CLI composes the two.
 """

@@ -8,7 +8,7 @@ shows), `summary_keys()` (what each summary number means), `details()` (further 
 `model`, `config`, `seconds` and `provenance` (what ran on what: `circuits.provenance`).
 `circuits.report.write_trace` writes any of them with one folder layout; `read_summary` reads
 its summary.json back. Notebooks show the short `repr` or the HTML table. How a pipeline runs
-its steps (timing, checkpoints, resume) is `circuits.tracing.steps`.
+its steps (timing, checkpoints, resume) is `circuits.steps`.
 """
 
 from __future__ import annotations

@@ -23,7 +23,7 @@ import pandas as pd
 from circuits._io import write_csv, write_json
 from circuits.core.nodes import node_id
 from circuits.graph import write
-from circuits.tracing.steps import Steps
+from circuits.steps import Steps
 from circuits.trigger.checks import check_distinct, check_int
 from circuits.trigger.circuit import (
     AGGREGATE_THRESHOLD,

@@ -24,6 +24,7 @@ from circuits.discovery import EdgeCircuit
 from circuits.graph import edge_table
 from circuits.provenance import code_identity, provenance
 from circuits.sinks import measure_tokens
+from circuits.steps import Steps, run_key
 from circuits.tracing.edge_fit import edge_split
 from circuits.tracing.figures import faithfulness_figure
 from circuits.tracing.p0.config import NODE_ABLATION, P0Config
@@ -37,7 +38,6 @@ from circuits.tracing.p0.position import position_vs_content
 from circuits.tracing.p0.summary import CAPTIONS, SUMMARY_KEYS, finding_text, summary_text
 from circuits.tracing.p0.variants import Variants, first_token_variants
 from circuits.tracing.result import TraceResult
-from circuits.tracing.steps import Steps, run_key
 
 STEPS = ("variants", "position", "localise", "confirm", "graph", "edges")
 
@@ -247,7 +247,7 @@ def trace_p0(
     With `checkpoint` (a folder), each finished step is saved there and a later call with the
     same model, config and texts loads the steps already saved instead of running them again
     (`P0Trace.resumed` lists them); a folder written by another run is refused. The folder is
-    kept: delete it (`circuits.tracing.steps.remove_checkpoints`) once the result is saved."""
+    kept: delete it (`circuits.steps.remove_checkpoints`) once the result is saved."""
     config = config.with_options(**overrides) if overrides else config
     code_identity()  # the code's state as the run begins
     torch.manual_seed(config.seed)

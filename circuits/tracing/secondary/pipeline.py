@@ -19,6 +19,7 @@ from circuits.core.texts import texts_source
 from circuits.graph import edge_table
 from circuits.provenance import code_identity, provenance
 from circuits.sinks.rules import RULE_OPTIONS, RULES, Rule, get_rule
+from circuits.steps import Steps
 from circuits.tracing.figures import faithfulness_figure
 from circuits.tracing.result import TraceResult
 from circuits.tracing.secondary import figures as fig
@@ -32,7 +33,6 @@ from circuits.tracing.secondary.forming import FormingMLP, forming_mlp
 from circuits.tracing.secondary.geometry import Geometry, mlp_geometry
 from circuits.tracing.secondary.summary import summary_text
 from circuits.tracing.secondary.swaps import TokenSwaps, token_swaps
-from circuits.tracing.steps import Steps
 
 STEPS = ("find", "forming_mlp", "norm_fit", "swaps", "geometry", "circuit", "edges")
 
