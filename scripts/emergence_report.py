@@ -8,7 +8,7 @@ Writes, replaced as a whole: `runs.md` (one row a run: shape, tokens, wall time,
 Gu's rate, formation, locations, the verdicts), `runs.csv`, `overview.json` (the figures over
 all runs that the README quotes), `claims.md` (seed 001's
 predictions, a column per run and per released model of `--real`), and per run `<run>/checkpoints.csv`
-(one row a checkpoint), `<run>/maps.csv` (layer x step: P0 and position-1 mass, sink heads,
+(one row a checkpoint), `<run>/maps.csv` (gzip'd when large; layer x step: P0 and position-1 mass, sink heads,
 most-attended position; block x step: P0 norm ratio), `<run>/summary.json` and
 `<run>/phases.png`.
 """
@@ -228,7 +228,7 @@ def write_report(root: Path, out: Path, real: Path | None = None) -> pd.DataFram
             folder = tmp / doc["run"]
             folder.mkdir()
             write_csv(folder / "checkpoints.csv", checkpoints_frame(doc))
-            write_csv(folder / "maps.csv", maps_frame(doc))
+            write_csv(folder / "maps.csv", maps_frame(doc), lean=True)
             keep = {k: doc[k] for k in ("run", "settings", "rule", "n_texts", "summary")}
             write_json(folder / "summary.json", keep)
             fig = run_figure(doc)

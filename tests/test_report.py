@@ -37,7 +37,7 @@ from circuits.report import (
     write_report,
     write_trace,
 )
-from circuits.report.draw import ROLE_COLORS, edge_roles
+from circuits.report.draw import ROLE_COLORS, DrawOptions, edge_roles
 
 TEXTS = ["The cat sat on the mat!!", "Sinks hold attention now"]  # equal lengths: one batch
 LAST = 3  # the tiny model's last layer, where the metric is read
@@ -124,7 +124,8 @@ def test_the_drawing_encodes_layers_width_and_sign(circuit, tmp_path):
     effects = sorted((d["abs_effect"], d["sign"]) for *_, d in circuit.edges(data=True))
     top = effects[-1][0]
     for arrow, (a, _) in zip(arrows, effects, strict=True):  # drawn weakest first
-        assert arrow.get_linewidth() == pytest.approx(0.4 + 5.6 * a / top)
+        low, high = DrawOptions().min_edge_width, DrawOptions().max_edge_width
+        assert arrow.get_linewidth() == pytest.approx(low + (high - low) * a / top)
     # Colour says what an edge does for its target (supports / opposes), not the raw sign.
     roles = edge_roles(circuit).values()
     assert sorted(to_hex(a.get_edgecolor()) for a in arrows) == sorted(
