@@ -8,6 +8,7 @@ import math
 
 import pandas as pd
 from matplotlib.figure import Figure
+from matplotlib.ticker import NullFormatter, ScalarFormatter
 
 from circuits.graph.convention import category_style
 
@@ -31,6 +32,11 @@ def budget_figure(table: pd.DataFrame, title: str) -> Figure:
         ax.axhline(pooled_perplexity(full), color="0.3", ls=":", lw=1, label="full cache")
     ax.set(xscale="log", yscale="log", title=title, xlabel="cached tokens a query reads (budget)",
            ylabel="perplexity of the scored tokens")  # fmt: skip
+    budgets = sorted({int(b) for b in table[table.policy != "full"].budget})
+    ax.set_xticks(budgets, [str(b) for b in budgets])
+    ax.xaxis.set_minor_formatter(NullFormatter())
+    ax.yaxis.set_major_formatter(ScalarFormatter())
+    ax.yaxis.set_minor_formatter(ScalarFormatter())
     ax.legend(fontsize=7)
     return fig
 
