@@ -1,0 +1,230 @@
+"""StreamingLLM's experiment (Xiao et al., ICLR 2024) and cache policies at equal budgets, on one
+offline model, through `circuits.kv` (issue 35, item 3). Three experiments, as jobs run in this
+order (one forward each; heavy hitters two, sink-aware one more per text for the sinks):
+
+    streaming   long texts (data/texts/long.jsonl) cut to TOKENS: the full cache, a window of
+                WINDOW tokens (the first evicted), 1 / 2 / 4 / 8 first tokens + the window, and
+                4 first tokens + the window with the first 4 tokens replaced by newlines
+    first_look  the issue's first look: 1,024 tokens of the Python-reference paragraphs
+                (data/texts/python_reference.jsonl joined by blank lines, in file order), full,
+                W 256 with S 0 / 1 / 4 first tokens, W 64 with S 0 / 1
+    budgets     the long texts: window, streaming_llm (4 sinks), heavy_hitters and sink_aware at
+                equal budgets BUDGETS (the measured sinks count inside the budget)
+
+Perplexity is of the tokens from position 256 on (`KVConfig.score_from`); positions are kept,
+not re-indexed. Rows go to a progress file as they finish (a rerun skips them), and at the end
+the run folder (rows.csv, summary.json with provenance, perplexity_vs_budget.png) is written.
+
+    python scripts/kv_streaming.py --model smollm2-135m [--texts 0 2] [--out docs/kv/MODEL]
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import math
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+LONG = ROOT / "data" / "texts" / "long.jsonl"
+REFERENCE = ROOT / "data" / "texts" / "python_reference.jsonl"
+TOKENS, WINDOW, SINKS, NEWLINES = 2048, 256, (1, 2, 4, 8), 4
+FIRST_LOOK = (1024, ((256, (0, 1, 4)), (64, (0, 1))))
+BUDGETS = (64, 256)
+EXPERIMENTS = ("streaming", "first_look", "budgets")
+
+
+def jobs(texts: list[int]) -> list[dict]:
+    """Every row to measure, in order (see the module docstring): the first text's rows, the
+    first look, then each further text's rows."""
+    out = []
+    for t in texts:
+        out += streaming_jobs(t)
+        if t == texts[0]:
+            out += first_look_jobs()
+        out += [
+            {
+                "experiment": "budgets",
+                "text": t,
+                "first": "text",
+                "policy": policy,
+                "budget": b,
+                "sinks": 4,
+            }
+            for b in BUDGETS
+            for policy in ("window", "streaming_llm", "heavy_hitters", "sink_aware")
+            if (policy, b) != ("window", WINDOW)
+        ]  # fmt: skip  (the streaming row)
+    return out
+
+
+def streaming_jobs(t: int) -> list[dict]:
+    row = {"experiment": "streaming", "text": t, "first": "text"}
+    out = [{**row, "policy": "full", "budget": TOKENS, "sinks": 0},
+           {**row, "policy": "window", "budget": WINDOW, "sinks": 0}]  # fmt: skip
+    out += [{**row, "policy": "streaming_llm", "budget": WINDOW + k, "sinks": k} for k in SINKS]
+    out.append({**row, "first": "newlines", "policy": "streaming_llm",
+                "budget": WINDOW + NEWLINES, "sinks": NEWLINES})  # fmt: skip
+    return out
+
+
+def first_look_jobs() -> list[dict]:
+    n, settings = FIRST_LOOK
+    row = {"experiment": "first_look", "text": -1, "first": "text"}
+    out = [{**row, "policy": "full", "budget": n, "sinks": 0}]
+    for w, ks in settings:
+        out += [{**row, "policy": "streaming_llm" if k else "window", "budget": w + k, "sinks": k}
+                for k in ks]  # fmt: skip
+    return out
+
+
+def tokens_of(model, text: int, first: str):
+    """The job's token ids: a long text cut to TOKENS (text >= 0) or the first look's text."""
+    if text < 0:
+        paragraphs = [json.loads(line)["text"] for line in REFERENCE.read_text().splitlines()]
+        ids = model.to_tokens("\n\n".join(paragraphs), truncate=False)[0][: FIRST_LOOK[0]]
+    else:
+        row = json.loads(LONG.read_text().splitlines()[text])
+        ids = model.to_tokens(row["text"], truncate=False)[0][:TOKENS]
+    if first == "newlines":
+        ids = ids.clone()
+        ids[:NEWLINES] = model.to_tokens("\n", prepend_bos=False)[0, -1]
+    return ids.cpu()
+
+
+def measure(model, job: dict, sinks_cache: dict) -> dict:
+    from circuits.kv import KVConfig, measured_sinks, score
+
+    ids = tokens_of(model, job["text"], job["first"])
+    config = KVConfig(sinks=job["sinks"])
+    sinks = None
+    if job["policy"] == "sink_aware":
+        if job["text"] not in sinks_cache:
+            sinks_cache[job["text"]] = measured_sinks(model, ids.tolist(), config)
+        sinks = sinks_cache[job["text"]]
+    result = score(model, ids, job["policy"], job["budget"], config, sinks)
+    return {**job, "n_tokens": len(ids), **result.to_dict()}
+
+
+def key(job: dict) -> str:
+    return json.dumps([job[k] for k in ("experiment", "text", "first", "policy", "budget",
+                                        "sinks")])  # fmt: skip
+
+
+def run(args, progress: Path, measure_more: bool = True) -> tuple:
+    import time
+
+    import torch
+
+    from circuits.models import load_model
+
+    torch.set_num_threads(1)
+    model = load_model(args.model)
+    done = {key(r): r for r in map(json.loads, progress.read_text().splitlines())} if (
+        progress.exists()) else {}  # fmt: skip
+    sinks_cache: dict = {}
+    todo = [j for j in jobs(args.texts) if j["experiment"] in args.experiments]
+    for job in todo if measure_more else []:
+        if key(job) in done:
+            continue
+        t0 = time.time()
+        row = {**measure(model, job, sinks_cache), "seconds": round(time.time() - t0, 1)}
+        done[key(job)] = row
+        with progress.open("a") as fh:
+            fh.write(json.dumps(row) + "\n")
+        print(json.dumps(row), flush=True)
+    return model, [done[key(j)] for j in todo if key(j) in done]
+
+
+def figure(rows: list[dict], path: Path, model_key: str) -> None:
+    """Perplexity against budget per policy (the budgets experiment, with the streaming
+    experiment's full cache and window at 256), pooled over the long texts."""
+    import pandas as pd
+
+    from circuits.report.draw import save_figure
+    from circuits.report.kv_plots import budget_figure
+
+    table = pd.DataFrame(
+        [r for r in rows if r["experiment"] != "first_look" and r["first"] == "text"
+         and (r["policy"] == "full" or r["budget"] in BUDGETS)]
+    )  # fmt: skip
+    texts = sorted(set(table.text))
+    title = f"{model_key}: {TOKENS} tokens of long text(s) {texts}"
+    save_figure(budget_figure(table, title), path)
+
+
+def main() -> None:
+    p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    p.add_argument("--model", default="smollm2-135m")
+    p.add_argument("--texts", type=int, nargs="+", default=[0, 2], help="rows of long.jsonl")
+    p.add_argument("--out", type=Path, help="run folder (default docs/kv/MODEL)")
+    p.add_argument("--progress", type=Path, help="rows file (default /tmp/kv-MODEL.jsonl)")
+    p.add_argument("--experiments", nargs="+", default=list(EXPERIMENTS), choices=EXPERIMENTS)
+    p.add_argument(
+        "--write-only", action="store_true", help="write the folder from the rows so far"
+    )
+    args = p.parse_args()
+    out = args.out or ROOT / "docs" / "kv" / args.model
+    progress = args.progress or Path(f"/tmp/kv-{args.model}.jsonl")
+    model, rows = run(args, progress, not args.write_only)
+    write(out, model, rows, args)
+
+
+def write(out: Path, model, rows: list[dict], args) -> None:
+    import pandas as pd
+
+    from circuits._io import atomic_folder, write_csv, write_json
+    from circuits.provenance import provenance, stamped
+
+    long = args.texts if {"streaming", "budgets"} & set(args.experiments) else []
+    used = ([-1] if "first_look" in args.experiments else []) + long
+    token_rows = [tokens_of(model, t, "text").tolist() for t in used]
+    settings = {"tokens": TOKENS, "window": WINDOW, "sinks": SINKS, "newlines": NEWLINES,
+                "first_look": FIRST_LOOK, "budgets": BUDGETS, "score_from": 256,
+                "texts": args.texts, "experiments": args.experiments,
+                "positions": "kept (not re-indexed)"}  # fmt: skip
+    source = f"data/texts: {REFERENCE.name} joined (first look), {LONG.name} rows {long}"
+    record = provenance(model, token_rows, settings=settings, source=source)
+    with atomic_folder(out, {"measured": "kv streaming", "model": args.model}, record) as tmp:
+        write_csv(tmp / "rows.csv", pd.DataFrame(rows))
+        summary = {"rows": rows, "pooled": means(rows)}
+        if "budgets" in args.experiments:
+            summary["sinks"] = sinks_kept(model, args.texts)
+            figure(rows, tmp / "perplexity_vs_budget.png", args.model)
+        write_json(tmp / "summary.json", stamped(summary, record))
+    print(f"wrote {len(rows)} rows to {out}")
+
+
+def sinks_kept(model, texts: list[int]) -> dict:
+    """Per long text: the positions `sink_aware` keeps at each layer (measured again, as the
+    budgets experiment measured them) and their tokens."""
+    from circuits.kv import KVConfig, measured_sinks
+
+    out = {}
+    for t in texts:
+        ids = tokens_of(model, t, "text")
+        layers = measured_sinks(model, ids.tolist(), KVConfig())
+        every = sorted({p for layer in layers for p in layer})
+        tokens = {p: model.to_string(ids[p : p + 1]) for p in every}
+        out[str(t)] = {"by_layer": [list(layer) for layer in layers], "tokens": tokens}
+    return out
+
+
+def means(rows: list[dict]) -> list[dict]:
+    """Per (experiment, first, policy, budget, sinks): perplexity of the pooled scored tokens of
+    every text (exp of the token-weighted mean NLL)."""
+    groups: dict = {}
+    for r in rows:
+        k = (r["experiment"], r["first"], r["policy"], r["budget"], r["sinks"])
+        groups.setdefault(k, []).append(r)
+    out = []
+    for (experiment, first, policy, budget, sinks), group in groups.items():
+        n = sum(r["n_scored"] for r in group)
+        nll = sum(r["nll"] * r["n_scored"] for r in group) / n
+        out.append({"experiment": experiment, "first": first, "policy": policy, "budget": budget,
+                    "sinks": sinks, "texts": len(group), "perplexity": math.exp(nll)})  # fmt: skip
+    return out
+
+
+if __name__ == "__main__":
+    main()
