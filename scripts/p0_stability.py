@@ -32,7 +32,7 @@ import sys
 import time
 from pathlib import Path
 
-from circuits._io import atomic_write, gz_name, read_stored, stored, write_bytes
+from circuits._io import atomic_write, read_stored, write_bytes
 
 MODELS = ("smollm2-135m", "qwen2.5-0.5b", "gemma-3-270m")
 SLOWEST = "qwen2.5-0.5b"
@@ -49,12 +49,22 @@ DUPLICATE_GRAPHS = ("circuit.gexf", "circuit.json", "circuit.dot")
 them again), under their plain names or gzip'd (NAME.gz: a large run writes them so)."""
 
 
+def same_run(a: Path, b: Path) -> bool:
+    """Whether two summary.json files were written by one run (same recorded start)."""
+    if not b.is_file():
+        return False
+    start = [json.loads(p.read_text())["provenance"]["time"]["started"] for p in (a, b)]
+    return start[0] == start[1]
+
+
 def copy_to_docs(root: Path, docs: Path) -> None:
     """The finished runs into `docs` (see the module docstring)."""
     for summary in sorted(root.glob("*/*/summary.json")):
         run, model = summary.parent, summary.parent.parent.name
         if run.name == "seed0":
             dest = docs / model
+            if same_run(summary, dest / "summary.json"):
+                continue  # copied before (and maybe made lean since): keep it as it is
             if dest.exists():
                 shutil.rmtree(dest)
             duplicates = [*DUPLICATE_GRAPHS, *(f"{name}.gz" for name in DUPLICATE_GRAPHS)]
@@ -62,11 +72,8 @@ def copy_to_docs(root: Path, docs: Path) -> None:
             continue
         dest = docs / "stability" / model / run.name
         dest.mkdir(parents=True, exist_ok=True)
-        for name in COMPACT:
-            src = stored(run / name)  # a large table gzip'd (NAME.gz)
-            for old in (dest / name, gz_name(dest / name)):  # no stale copy under the other name
-                old.unlink(missing_ok=True)
-            shutil.copy2(src, dest / src.name)
+        for name in COMPACT:  # a large table gzip'd (NAME.gz), no stale copy under the other
+            write_bytes(dest / name, read_stored(run / name), lean=True)
         write_bytes(dest / "circuit.graphml.gz", read_stored(run / "circuit.graphml"))
 
 
