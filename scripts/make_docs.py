@@ -12,7 +12,7 @@ Two kinds of marks (HTML comments, invisible when the Markdown is rendered):
     ...
     <!--/table-->
         a whole table, made by the function registered under NAME in TABLES from the ARGs
-        (run folders)
+        (run folders; `include FILE [COLUMN ...]` copies a Markdown table a run wrote)
 
     python scripts/make_docs.py           # rewrite every marked doc in place (atomically)
     python scripts/make_docs.py --check   # exit 1 and list each mark that differs from its run
@@ -117,7 +117,26 @@ def _claims(name: str) -> Callable[..., str]:
     return make
 
 
+def include(path: str, *columns: str) -> str:
+    """A Markdown table a run wrote (e.g. `docs/emergence/sinks-8l/runs.md`), as it is or with
+    only the named COLUMNS, in their order."""
+    file = ROOT / path
+    if not file.is_file():
+        raise ValueError(f"no file {path}")
+    lines = file.read_text(encoding="utf-8").strip().splitlines()
+    if not columns:
+        return "\n".join(lines)
+    cells = [[c.strip() for c in line.strip("|").split("|")] for line in lines]
+    missing = [c for c in columns if c not in cells[0]]
+    if missing:
+        raise ValueError(f"{path} has no column {', '.join(missing)}; it has {', '.join(cells[0])}")
+    keep = [cells[0].index(c) for c in columns]
+    rows = [cells[0], ["---"] * len(cells[0]), *cells[2:]]
+    return "\n".join("| " + " | ".join(row[i] for i in keep) + " |" for row in rows)
+
+
 TABLES: dict[str, Callable[..., str]] = {
+    "include": include,
     "p0_headline": p0_headline,
     "claims_side_by_side": _claims("side_by_side"),
     "claims_counts": _claims("counts"),

@@ -79,3 +79,15 @@ def test_a_mark_naming_a_missing_run_or_key_is_one_clear_error(make_docs, fake_r
         make_docs.render("<!--v docs/p0/m nope .2f-->1<!--/v-->", "t.md")
     with pytest.raises(ValueError, match="unknown table 'nope'"):
         make_docs.render("<!--table nope-->\n<!--/table-->", "t.md")
+
+
+def test_an_included_table_is_the_runs_file_with_the_columns_asked(make_docs, fake_root):
+    (fake_root / "docs" / "p0" / "m" / "runs.md").write_text(
+        "| a | b | c |\n|---|---|---|\n| 1 | 2 | 3 |\n"
+    )
+    out = make_docs.render(
+        "<!--table include docs/p0/m/runs.md c a-->\nold\n<!--/table-->\n", "t.md"
+    )
+    assert "| c | a |\n| --- | --- |\n| 3 | 1 |" in out and "old" not in out
+    with pytest.raises(ValueError, match="no column z; it has a, b, c"):
+        make_docs.render("<!--table include docs/p0/m/runs.md z-->\n<!--/table-->\n", "t.md")
