@@ -4,7 +4,8 @@ order (one forward each; heavy hitters two, sink-aware one more per text for the
 
     streaming   long texts (data/texts/long.jsonl) cut to TOKENS: the full cache, a window of
                 WINDOW tokens (the first evicted), 1 / 2 / 4 / 8 first tokens + the window, and
-                4 first tokens + the window with the first 4 tokens replaced by newlines
+                4 first tokens + the window with the first 4 tokens replaced by newlines (and
+                the full cache on those tokens)
     first_look  the issue's first look: 1,024 tokens of the Python-reference paragraphs
                 (data/texts/python_reference.jsonl joined by blank lines, in file order), full,
                 W 256 with S 0 / 1 / 4 first tokens, W 64 with S 0 / 1
@@ -65,6 +66,7 @@ def streaming_jobs(t: int) -> list[dict]:
     out += [{**row, "policy": "streaming_llm", "budget": WINDOW + k, "sinks": k} for k in SINKS]
     out.append({**row, "first": "newlines", "policy": "streaming_llm",
                 "budget": WINDOW + NEWLINES, "sinks": NEWLINES})  # fmt: skip
+    out.append({**row, "first": "newlines", "policy": "full", "budget": TOKENS, "sinks": 0})
     return out
 
 
