@@ -6,7 +6,8 @@ wrote `ROOT/<run>/phases.json`), for docs/emergence/.
 
 Writes, replaced as a whole: `runs.md` (one row a run: shape, tokens, wall time, final loss,
 Gu's rate, formation, locations, the verdicts), `runs.csv`, `overview.json` (the figures over
-all runs that the README quotes), `claims.md` (seed 001's
+all runs that the README quotes), `levers.md` (Gu et al.'s levers: Sink^0.3 per weight decay and
+learning rate and seed), `claims.md` (seed 001's
 predictions, a column per run and per released model of `--real`), and per run `<run>/checkpoints.csv`
 (one row a checkpoint), `<run>/maps.csv` (gzip'd when large; layer x step: P0 and position-1 mass, sink heads,
 most-attended position; block x step: P0 norm ratio), `<run>/summary.json` and
@@ -206,9 +207,42 @@ def overview(docs: list[dict]) -> dict:
         "max_head_alpha0_step": head_row["step"],
         "final_p0_mass_min": min(finals), "final_p0_mass_max": max(finals),
         "final_gu_rate_max": max(d["rows"][-1]["gu_rate"][0] for d in docs),
+        "max_gu_rate_p1": max(r["gu_rate_p1"][0] for _, r in rows),
+        "runs_above_zero": {
+            d["run"]: [r["step"] for r in d["rows"] if r["gu_rate"][0] > 0]
+            for d in docs if any(r["gu_rate"][0] > 0 for r in d["rows"])
+        },
         "runs_formed": [d["run"] for d in docs if d["summary"]["formation"] is not None],
         "n_runs_formed": sum(d["summary"]["formation"] is not None for d in docs),
     }  # fmt: skip
+
+
+def levers_markdown(docs: list[dict]) -> str:
+    """Gu et al.'s levers at this scale: on the mixed corpus with `<bos>`, per weight decay (at
+    lr 0.002) and per learning rate (at weight decay 0.1), each seed's final and peak Sink^0.3
+    and its strongest head ever (alpha_0 at P0, any checkpoint)."""
+    recs = []
+    for d in docs:
+        train = d["settings"]["train"]
+        if not d["run"].startswith("mix-bos") or train["steps"] != 4000:
+            continue
+        rows = d["rows"]
+        rec = {"seed": train["seed"], "final": rows[-1]["gu_rate"][0],
+               "peak": max(r["gu_rate"][0] for r in rows),
+               "strongest": max(r["max_head_alpha0"] for r in rows)}  # fmt: skip
+        if train["lr"] == 0.002:
+            recs.append({"lever": "weight decay", "setting": train["weight_decay"], **rec})
+        if train["weight_decay"] == 0.1:
+            recs.append({"lever": "learning rate", "setting": train["lr"], **rec})
+    lines = ["| lever | setting | seeds | final Sink^0.3 | peak Sink^0.3 | strongest head ever |",
+             "|---|---|---|---|---|---|"]  # fmt: skip
+    frame = pd.DataFrame(recs).sort_values(["lever", "setting", "seed"])
+    for (lever, setting), g in frame.groupby(["lever", "setting"], sort=False):
+        cells = [", ".join(f"{v:{fmt}}" for v in g[c]) for c, fmt in
+                 (("final", ".3f"), ("peak", ".4f"), ("strongest", ".2f"))]  # fmt: skip
+        seeds = ", ".join(map(str, g.seed))
+        lines.append(f"| {lever} | {setting:g} | {seeds} | " + " | ".join(cells) + " |")
+    return "\n".join(lines) + "\n"
 
 
 def write_report(root: Path, out: Path, real: Path | None = None) -> pd.DataFrame:
@@ -221,6 +255,7 @@ def write_report(root: Path, out: Path, real: Path | None = None) -> pd.DataFram
     with atomic_folder(out, {"report": "emergence runs"}, provenance(settings=settings)) as tmp:
         write_csv(tmp / "runs.csv", frame)
         write_json(tmp / "overview.json", overview(docs))
+        (tmp / "levers.md").write_text(levers_markdown(docs), encoding="utf-8")
         (tmp / "runs.md").write_text(markdown(frame), encoding="utf-8")
         models = json.loads(real.read_text(encoding="utf-8"))["models"] if real else []
         (tmp / "claims.md").write_text(claims_markdown(frame, models), encoding="utf-8")
