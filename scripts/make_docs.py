@@ -135,8 +135,36 @@ def include(path: str, *columns: str) -> str:
     return "\n".join("| " + " | ".join(row[i] for i in keep) + " |" for row in rows)
 
 
+def kv_table(run: str, experiment: str) -> str:
+    """One `circuits.kv` experiment of a run (`scripts/kv_streaming.py`): a row per setting
+    (policy, the first tokens kept, what stood in them, keys a query reads), the perplexity per
+    text row of `data/texts/long.jsonl` and pooled over the texts."""
+    doc = load_doc(run)
+    rows = [r for r in doc["rows"] if r["experiment"] == experiment]
+    if not rows:
+        raise ValueError(f"{run} has no {experiment!r} rows")
+    texts = sorted({r["text"] for r in rows})
+    head = ["policy", "budget (keys)"] + [f"text {t}" for t in texts if t >= 0] + ["pooled"]
+    lines = ["| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
+    for p in (p for p in doc["pooled"] if p["experiment"] == experiment):
+        same = [
+            r for r in rows if all(r[k] == p[k] for k in ("first", "policy", "budget", "sinks"))
+        ]
+        by_text = {r["text"]: r["perplexity"] for r in same}
+        name = p["policy"] + (
+            f", {p['sinks']} first tokens" if p["policy"] == "streaming_llm" else ""
+        )
+        name += ", first 4 -> newlines" if p["first"] == "newlines" else ""
+        cells = [f"{by_text[t]:.2f}" if t in by_text else "-" for t in texts if t >= 0]
+        lines.append(
+            f"| {name} | {p['budget']:,} | " + " | ".join([*cells, f"{p['perplexity']:.2f}"]) + " |"
+        )
+    return "\n".join(lines)
+
+
 TABLES: dict[str, Callable[..., str]] = {
     "include": include,
+    "kv_table": kv_table,
     "p0_headline": p0_headline,
     "claims_side_by_side": _claims("side_by_side"),
     "claims_counts": _claims("counts"),

@@ -91,3 +91,19 @@ def test_an_included_table_is_the_runs_file_with_the_columns_asked(make_docs, fa
     assert "| c | a |\n| --- | --- |\n| 3 | 1 |" in out and "old" not in out
     with pytest.raises(ValueError, match="no column z; it has a, b, c"):
         make_docs.render("<!--table include docs/p0/m/runs.md z-->\n<!--/table-->\n", "t.md")
+
+
+def test_a_kv_table_has_a_row_per_setting_and_a_column_per_text(make_docs, fake_root):
+    run = fake_root / "docs" / "kv" / "m"
+    run.mkdir(parents=True)
+    key = {"experiment": "streaming", "first": "text", "budget": 256, "sinks": 1}
+    rows = [
+        {**key, "policy": "streaming_llm", "text": t, "perplexity": p}
+        for t, p in ((0, 9.5), (2, 7.25))
+    ]
+    pooled = [{**key, "policy": "streaming_llm", "perplexity": 8.3}]
+    (run / "summary.json").write_text(json.dumps({"rows": rows, "pooled": pooled}))
+    out = make_docs.kv_table("docs/kv/m", "streaming")
+    assert "| streaming_llm, 1 first tokens | 256 | 9.50 | 7.25 | 8.30 |" in out
+    with pytest.raises(ValueError, match="no 'budgets' rows"):
+        make_docs.kv_table("docs/kv/m", "budgets")
