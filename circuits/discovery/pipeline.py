@@ -26,7 +26,6 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
-import numpy as np
 import pandas as pd
 import torch
 from jaxtyping import Int
@@ -35,17 +34,15 @@ from torch import Tensor
 from circuits.discovery.config import DiscoveryConfig, RankBy
 from circuits.discovery.evaluation import (
     MIB_FRACTIONS,
-    bootstrap_interval,
     evaluate,
-    faithfulness,
     mib_areas,
     mib_curve,
     prune,
-    random_masks,
     top_mask,
 )
 from circuits.discovery.forward import EdgeRunner
 from circuits.discovery.growth import band_circuit, curve_frame, grow, order_edges
+from circuits.discovery.judge import HeldOut, judge
 from circuits.discovery.methods import METHODS, REGISTRY, scorer
 from circuits.discovery.methods.base import EdgeScores
 from circuits.discovery.pairs import Pairs
@@ -59,28 +56,6 @@ from circuits.discovery.size_rule import (
     kind_counts,
 )
 from circuits.patching.metrics import Metric
-
-
-@dataclass
-class HeldOut:
-    """The circuit judged on texts it was not fitted on."""
-
-    n_texts: int
-    faithfulness: float
-    faithfulness_ci: tuple[float, float]
-    random_faithfulness: list[float]
-    complement_faithfulness: float
-    model_metric: float
-    empty_metric: float
-    circuit_metric: float
-
-    @property
-    def random_mean(self) -> float:
-        return float(np.mean(self.random_faithfulness)) if self.random_faithfulness else math.nan
-
-    @property
-    def random_sd(self) -> float:
-        return float(np.std(self.random_faithfulness)) if self.random_faithfulness else math.nan
 
 
 @dataclass
@@ -276,34 +251,14 @@ def _mib(runner: EdgeRunner, key: dict, empty: Tensor, cfg) -> dict:
 
 
 def _judge(runner: EdgeRunner, mask, curve_masks, cfg, kinds) -> tuple:
-    """The circuit on `runner`'s texts (faithfulness with its interval, random circuits, the
-    complement) and the curve's circuits per kind (`kinds`) and `ALL`."""
-    n_edges = runner.space.n_edges
-    size = int(mask.sum())
-    extra = [torch.zeros(n_edges, dtype=torch.bool), mask, ~mask]
-    rand = random_masks(n_edges, size, cfg.n_random, cfg.seed)
-    masks = torch.stack(extra + list(rand) + list(curve_masks))
-    values = evaluate(runner, masks, batch_size=cfg.batch_size).numpy()
-    model_v, empty_v, circ_v, comp_v = runner.clean.metric.numpy(), values[0], values[1], values[2]
-    rand_v = values[3 : 3 + cfg.n_random]
-    curve_v = values[3 + cfg.n_random :]
-
-    def faith(v):
-        return faithfulness(v, model_v, empty_v)
-
+    """The circuit on `runner`'s texts (`judge`: faithfulness with its interval, random
+    circuits, the complement) and the curve's circuits per kind (`kinds`) and `ALL`."""
+    held, curve_v, empty_v = judge(
+        runner, mask, n_random=cfg.n_random, n_boot=cfg.n_boot, seed=cfg.seed,
+        batch_size=cfg.batch_size, extra=list(curve_masks),
+    )  # fmt: skip
+    model_v = runner.clean.metric.numpy()
     f_curve = faithfulness_by_kind(curve_v, model_v, empty_v, kinds)
-    held = HeldOut(
-        n_texts=int(runner.tokens.shape[0]),
-        faithfulness=faith(circ_v),
-        faithfulness_ci=bootstrap_interval(
-            circ_v, model_v, empty_v, n_boot=cfg.n_boot, seed=cfg.seed
-        ),
-        random_faithfulness=[faith(v) for v in rand_v],
-        complement_faithfulness=faith(comp_v),
-        model_metric=float(model_v.mean()),
-        empty_metric=float(empty_v.mean()),
-        circuit_metric=float(circ_v.mean()),
-    )
     return held, f_curve, torch.from_numpy(empty_v)
 
 

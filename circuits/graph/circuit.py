@@ -1,15 +1,7 @@
 """The circuit graph: a plain `networkx.DiGraph` with typed node, edge and graph attributes.
 
-Nodes are model components named as everywhere in the library (`circuits.core.nodes`):
-
-    embed                      token embedding (+ positions)          kind "embed",  layer -1
-    L{l}.H{h}                  attention head h of layer l            kind "head"
-    L{l}.H{h}.q|k|v|pattern    one input (or the pattern) of a head   kind "head",   part "q", ...
-    L{l}.ATTN                  the whole attention output of layer l  kind "attn"
-    L{l}.MLP                   the MLP of layer l                     kind "mlp"
-    L{l}.MLP.N{n}              neuron n of that MLP                   kind "neuron"
-    L{l}.resid_pre|mid|post    a residual-stream site                 kind "resid",  part = site
-    target:{name}              the quantity being explained           kind "target", layer -1
+Nodes are model components named as everywhere in the library: the ids and their kinds are
+listed once, in `circuits.core.nodes` (`node_id` builds them, `parse_node_id` reads them).
 
 Every node carries kind (str), layer, head, neuron (int, -1 when n/a), part (str, "" when n/a),
 label (str) and score (float). Every edge `component -> target` (or component -> component)
