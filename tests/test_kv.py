@@ -188,3 +188,100 @@ def test_kv_command_refuses_bad_input_in_one_line_before_loading(
     assert cli.main(argv) == 2
     err = capsys.readouterr().err.strip()
     assert message in err and len(err.splitlines()) == 1
+
+
+def test_cache_distance_counts_the_keys_read_after_each_key():
+    from circuits.kv.positions import cache_distance, skipped
+
+    keep = streaming_llm(CacheView(layer=0, n_tokens=12), 5, CONFIG)  # sinks 0, 1 + window 3
+    assert cache_distance(keep)[11, [0, 1, 9, 10, 11]].tolist() == [4, 3, 2, 1, 0]
+    assert skipped(keep)[11, [0, 1, 9, 10, 11]].tolist() == [7, 7, 0, 0, 0]
+    assert not skipped(window(CacheView(layer=0, n_tokens=12), 5, CONFIG)).any()
+
+
+@pytest.fixture(scope="module")
+def one_layer():
+    from circuits.models.tiny import tiny_model
+
+    return tiny_model(n_layers=1, seed=3)
+
+
+@pytest.mark.parametrize("policy", ["streaming_llm", "sink_aware", "heavy_hitters"])
+def test_reindexed_positions_are_a_plain_forward_of_the_kept_tokens(one_layer, text, policy):
+    """In one layer a key's state depends only on its token and position, so a query that
+    reads its cache re-indexed (StreamingLLM) sees what the kept tokens alone, at positions
+    0.., give it; with positions kept it does not."""
+    config = CONFIG.with_options(positions="reindexed")
+    masks = keep_masks(one_layer, text, policy, 9, config, [(0, 17)])
+    reindexed = masked_nll(one_layer, text, masks, "reindexed")
+    kept_nll = masked_nll(one_layer, text, masks, "kept")
+    for query in (20, 33, N - 2):
+        keys = masks[0][query].nonzero().flatten()
+        assert int(keys[-1]) == query and len(keys) == 9
+        with torch.inference_mode():
+            logits = one_layer(text[keys][None], return_type="logits")[0, -1]
+        alone = torch.nn.functional.cross_entropy(logits[None].float(), text[query + 1][None])
+        assert abs(float(reindexed[query]) - float(alone)) < 1e-5, (policy, query)
+        assert abs(float(kept_nll[query]) - float(alone)) > 1e-5, (policy, query)
+
+
+def test_reindexed_equals_kept_where_the_cache_skips_nothing(tiny, text):
+    masks = keep_masks(tiny, text, "window", 7, CONFIG)
+    diff = masked_nll(tiny, text, masks, "reindexed") - masked_nll(tiny, text, masks, "kept")
+    assert float(diff.abs().max()) < 1e-6
+    masks = keep_masks(tiny, text, "streaming_llm", 7, CONFIG)
+    diff = masked_nll(tiny, text, masks, "reindexed") - masked_nll(tiny, text, masks, "kept")
+    assert float(diff.abs().max()) > 1e-6  # the sinks are seen closer
+
+
+def test_reindexed_refuses_a_model_it_cannot_rotate(tiny, text, monkeypatch):
+    monkeypatch.setattr(tiny.cfg, "rotary_adjacent_pairs", True, raising=False)
+    masks = keep_masks(tiny, text, "window", 7, CONFIG)
+    with pytest.raises(ValueError, match="rotates adjacent pairs: use positions='kept'"):
+        masked_nll(tiny, text, masks, "reindexed")
+    with pytest.raises(ValueError, match="positions must be one of kept, reindexed"):
+        masked_nll(tiny, text, masks, "shifted")
+
+
+def test_reindexed_refuses_scores_that_are_not_rotary_dot_products(one_layer, text):
+    """Something between the rotation and the scores (here a hook that doubles the queries
+    after the re-indexer read them, as a norm after the rotary would) is caught."""
+    from circuits.core.sites import hook_name
+    from circuits.kv.positions import position_hooks
+
+    masks = keep_masks(one_layer, text, "streaming_llm", 7, CONFIG)
+    hooks = position_hooks(one_layer, masks, "reindexed")
+    hooks.append((hook_name("rot_q", 0), lambda q, hook: q * 2))
+    with pytest.raises(ValueError, match="not rotary dot products of hook_rot_q and hook_rot_k"):
+        with torch.inference_mode():
+            one_layer.run_with_hooks(text[None], return_type=None, fwd_hooks=hooks)
+
+
+def test_reindexed_layer_zero_of_smollm2_sees_the_kept_tokens_alone(smollm2):
+    """On the real model, block 0's attention output at a query that reads 4 sinks + a window
+    re-indexed equals block 0's output at the end of the kept tokens run alone (block 0's keys
+    depend only on token and position): the rotary turn uses SmolLM2's own tables."""
+    from circuits.core.sites import hook_name
+    from circuits.kv.positions import position_hooks
+
+    tokens = smollm2.to_tokens("The sink holds the attention of every later token. " * 12)[0]
+    config = KVConfig(sinks=4, score_from=8)
+    masks = keep_masks(smollm2, tokens, "streaming_llm", 20, config)
+    query = len(tokens) - 1
+    seen = {}
+
+    def grab(x, hook):
+        seen[len(seen)] = x[0, -1].clone()
+
+    site = hook_name("attn_out", 0)
+    with torch.inference_mode():
+        for positions in ("reindexed", "kept"):
+            hooks = position_hooks(smollm2, masks[:1], positions) + [(site, grab)]
+            smollm2.run_with_hooks(tokens[None], return_type=None, fwd_hooks=hooks,
+                                   stop_at_layer=1)  # fmt: skip
+        keys = masks[0][query].nonzero().flatten()
+        smollm2.run_with_hooks(tokens[keys][None], return_type=None, fwd_hooks=[(site, grab)],
+                               stop_at_layer=1)  # fmt: skip
+    tol = 1e-4 * float(seen[2].abs().max())
+    assert float((seen[0] - seen[2]).abs().max()) < tol  # re-indexed: the kept tokens alone
+    assert float((seen[1] - seen[2]).abs().max()) > 20 * tol  # kept positions: not (82x)

@@ -14,6 +14,8 @@
     q, k, v      blocks.l.attn.hook_q|k|v       L{l}.H{h}.q|k|v   one head's query / key / value
     q_in, k_in, v_in  blocks.l.attn.q|k|v.hook_in  L{l}.H{h}.q|k|v  ... the projection's input
     q_out, k_out, v_out  blocks.l.attn.q|k|v.hook_out  L{l}.H{h}.q|k|v  ... its output
+    rot_q, rot_k blocks.l.attn.hook_rot_q|k     L{l}.H{h}.q|k     ... after the rotary embedding
+    cos, sin     blocks.l.attn.hook_cos|sin     L{l}.ATTN         the layer's rotary tables
     scores       blocks.l.attn.hook_attn_scores L{l}.H{h}.pattern one head's scores (pre-softmax)
     pattern      blocks.l.attn.hook_pattern     L{l}.H{h}.pattern one head's attention pattern
     neuron       blocks.l.mlp.hook_post         L{l}.MLP.N{n}     one MLP neuron's activation
@@ -70,6 +72,10 @@ SITES: dict[str, SiteInfo] = {
     "q_out": SiteInfo("attn.q.hook_out", None, "head", "q", patch=False),
     "k_out": SiteInfo("attn.k.hook_out", None, "head", "k", patch=False),
     "v_out": SiteInfo("attn.v.hook_out", None, "head", "v", patch=False),
+    "rot_q": SiteInfo("attn.hook_rot_q", "rot_q", "head", "q", patch=False),
+    "rot_k": SiteInfo("attn.hook_rot_k", "rot_k", "head", "k", patch=False),
+    "cos": SiteInfo("attn.hook_cos", None, "attn", patch=False),
+    "sin": SiteInfo("attn.hook_sin", None, "attn", patch=False),
     "scores": SiteInfo("attn.hook_attn_scores", "attn_scores", "head", "pattern", patch=False),
     "pattern": SiteInfo("attn.hook_pattern", "pattern", "head", "pattern"),
     "neuron": SiteInfo("mlp.hook_post", "post", "neuron"),

@@ -33,6 +33,12 @@ class KVConfig(Config):
         "None: streaming (every query keeps the budget)",
         low=1,
     )
+    positions: str = option(
+        "kept",
+        "kept: a cached key keeps its own rotary position (kvpress, H2O); reindexed: positions "
+        "inside the cache, as StreamingLLM does (circuits.kv.positions)",
+        choices=("kept", "reindexed"),
+    )
     score_from: int = option(SCORE_FROM, "perplexity of the tokens from this position on", low=1)
     tau: float = option(
         TAU, "sink-aware: secondary-sink cosine threshold", low=0, low_open=True, high=1

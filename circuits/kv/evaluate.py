@@ -4,7 +4,8 @@ policy keeps (`circuits.kv.policies`).
 Mechanism: one forward of the whole text with a hook on each block's pre-softmax attention
 scores (`blocks.{l}.attn.hook_attn_scores`) that sets the scores of the keys the policy drops
 to -inf, so the softmax renormalises over the kept keys: the same numbers a cache holding only
-those keys gives, at their original positions (not re-indexed). The model's own masks stay:
+those keys gives, at their original positions (`config.positions="kept"`) or re-indexed inside
+the cache as StreamingLLM does ("reindexed": `circuits.kv.positions`). The model's own masks stay:
 causal everywhere, and on Gemma 3's sliding-window layers its 512-token window, so there a
 policy can only drop more (a sink outside the window stays out of reach, as in the model).
 Every layer gets its own choice (`sink_aware` keeps each secondary sink only where it acts).
@@ -24,6 +25,7 @@ from torch import Tensor
 from circuits.core.sites import hook_name, parse_hook
 from circuits.kv.config import KVConfig
 from circuits.kv.policies import READS_ATTENTION, READS_SINKS, CacheView, get_policy
+from circuits.kv.positions import position_hooks
 
 
 @dataclass(frozen=True)
@@ -88,16 +90,15 @@ def check_budget(budget: int, n: int, config: KVConfig) -> None:
 
 
 def masked_nll(
-    model, tokens: Int[Tensor, " pos"], masks: Sequence[Bool[Tensor, "query key"]] | None
+    model,
+    tokens: Int[Tensor, " pos"],
+    masks: Sequence[Bool[Tensor, "query key"]] | None,
+    positions: str = "kept",
 ) -> Float[Tensor, " pos_minus_1"]:
     """Negative log-likelihood of each next token (position i predicts token i + 1) when layer
-    l's queries read only the keys `masks[l]` keeps (None: the plain forward)."""
-
-    def drop(scores: Tensor, hook) -> Tensor:
-        keep = masks[parse_hook(hook.name)[1]].to(scores.device)
-        return scores.masked_fill(~keep, -math.inf)
-
-    hooks = [] if masks is None else [(hook_name("scores", i), drop) for i in range(len(masks))]
+    l's queries read only the keys `masks[l]` keeps (None: the plain forward), seen at their
+    `positions` ("kept" or "reindexed", `circuits.kv.positions`)."""
+    hooks = position_hooks(model, masks, positions)
     with torch.inference_mode():
         logits = model.run_with_hooks(tokens[None], return_type="logits", fwd_hooks=hooks)
     target = tokens[1:].to(logits.device)
@@ -114,7 +115,7 @@ def score(
 ) -> PolicyScore:
     """Perplexity of the tokens from `config.score_from` on under `policy` at `budget`."""
     masks = keep_masks(model, tokens, policy, budget, config, sinks)
-    nll = masked_nll(model, tokens, masks)[config.score_from - 1 :]
+    nll = masked_nll(model, tokens, masks, config.positions)[config.score_from - 1 :]
     queries = slice(config.score_from - 1, len(tokens) - 1)
     read = torch.stack([m[queries].sum(-1).float() for m in masks]).mean()
     mean = float(nll.mean())
