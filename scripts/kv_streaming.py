@@ -11,9 +11,15 @@ order (one forward each; heavy hitters two, sink-aware one more per text for the
                 W 256 with S 0 / 1 / 4 first tokens, W 64 with S 0 / 1
     budgets     the long texts: window, streaming_llm (4 sinks), heavy_hitters and sink_aware at
                 equal budgets BUDGETS (the measured sinks count inside the budget)
+    targets     the issue's targets: the same four policies at 10 % and 25 % of TOKENS
+    reindexed   StreamingLLM's rows (1 and 4 first tokens + the window) and sink_aware at the
+                target budgets with positions re-indexed inside the cache
+    blocking    the sinks' role: the primary sink, then the secondary sinks at their layers,
+                blocked, against as many random other keys (per query) and positions, SEEDS
+                seeds each (`circuits.kv.blocking`)
 
-Perplexity is of the tokens from position 256 on (`KVConfig.score_from`); positions are kept,
-not re-indexed. Rows go to a progress file as they finish (a rerun skips them), and at the end
+Perplexity is of the tokens from position 256 on (`KVConfig.score_from`); positions are kept
+unless a row says `positions: reindexed`. Rows go to a progress file as they finish (a rerun skips them), and at the end
 the run folder (rows.csv, summary.json with provenance, perplexity_vs_budget.png) is written.
 
     python scripts/kv_streaming.py --model smollm2-135m [--texts 0 2] [--out docs/kv/MODEL]
@@ -32,7 +38,12 @@ REFERENCE = ROOT / "data" / "texts" / "python_reference.jsonl"
 TOKENS, WINDOW, SINKS, NEWLINES = 2048, 256, (1, 2, 4, 8), 4
 FIRST_LOOK = (1024, ((256, (0, 1, 4)), (64, (0, 1))))
 BUDGETS = (64, 256)
-EXPERIMENTS = ("streaming", "first_look", "budgets")
+TARGETS = (round(0.10 * TOKENS), round(0.25 * TOKENS))
+POLICIES = ("window", "streaming_llm", "heavy_hitters", "sink_aware")
+SEEDS = (0, 1, 2, 3, 4)
+EXPERIMENTS = ("streaming", "first_look", "budgets", "targets", "reindexed", "blocking")
+JOB_FIELDS = ("experiment", "text", "first", "policy", "budget", "sinks", "positions", "target",
+              "control", "seed")  # fmt: skip
 
 
 def jobs(texts: list[int]) -> list[dict]:
@@ -53,9 +64,29 @@ def jobs(texts: list[int]) -> list[dict]:
                 "sinks": 4,
             }
             for b in BUDGETS
-            for policy in ("window", "streaming_llm", "heavy_hitters", "sink_aware")
+            for policy in POLICIES
             if (policy, b) != ("window", WINDOW)
         ]  # fmt: skip  (the streaming row)
+        out += further_jobs(t)
+    return out
+
+
+def further_jobs(t: int) -> list[dict]:
+    """The targets, reindexed and blocking rows of long text `t` (the module docstring)."""
+    row = {"text": t, "first": "text", "sinks": 4}
+    out = [{**row, "experiment": "targets", "policy": "full", "budget": TOKENS}]
+    out += [{**row, "experiment": "targets", "policy": p, "budget": b}
+            for b in TARGETS for p in POLICIES]  # fmt: skip
+    again = {**row, "experiment": "reindexed", "positions": "reindexed"}
+    out += [{**again, "policy": "streaming_llm", "budget": WINDOW + k, "sinks": k} for k in (1, 4)]
+    out += [{**again, "policy": p, "budget": b} for b in TARGETS
+            for p in ("streaming_llm", "sink_aware")]  # fmt: skip
+    block = {**row, "experiment": "blocking", "policy": "block", "budget": TOKENS, "sinks": 0}
+    out.append({**block, "target": "none", "control": "none", "seed": None})
+    for target in ("primary", "secondary"):
+        out.append({**block, "target": target, "control": "sink", "seed": None})
+        out += [{**block, "target": target, "control": c, "seed": s}
+                for c in ("keys", "tokens") for s in SEEDS]  # fmt: skip
     return out
 
 
@@ -98,19 +129,36 @@ def measure(model, job: dict, sinks_cache: dict) -> dict:
     from circuits.kv import KVConfig, measured_sinks, score
 
     ids = tokens_of(model, job["text"], job["first"])
-    config = KVConfig(sinks=job["sinks"])
+    config = KVConfig(sinks=job["sinks"], positions=job.get("positions", "kept"))
     sinks = None
-    if job["policy"] == "sink_aware":
+    if job["policy"] in ("sink_aware", "block"):
         if job["text"] not in sinks_cache:
             sinks_cache[job["text"]] = measured_sinks(model, ids.tolist(), config)
         sinks = sinks_cache[job["text"]]
+    if job["policy"] == "block":
+        return {**job, "n_tokens": len(ids), **blocked(model, ids, job, sinks, config)}
     result = score(model, ids, job["policy"], job["budget"], config, sinks)
     return {**job, "n_tokens": len(ids), **result.to_dict()}
 
 
+def blocked(model, ids, job: dict, sinks, config) -> dict:
+    """One blocking row: the job's target blocked (control "sink"), a control of it, or none."""
+    from circuits.kv.blocking import blocked_score, random_blocks, sink_blocks
+
+    blocks = None
+    if job["target"] != "none":
+        blocks = sink_blocks(sinks, len(ids), job["target"])
+        if job["control"] != "sink":
+            blocks = random_blocks(blocks, sinks, job["control"], job["seed"])
+    label = (job["target"], job["control"], job["seed"])
+    result = blocked_score(model, ids, blocks, config.score_from, label).to_dict()
+    n_scored = len(ids) - config.score_from
+    return {"perplexity": result["perplexity"], "nll": result["nll"], "n_scored": n_scored,
+            "blocked": result["blocked"]}  # fmt: skip
+
+
 def key(job: dict) -> str:
-    return json.dumps([job[k] for k in ("experiment", "text", "first", "policy", "budget",
-                                        "sinks")])  # fmt: skip
+    return json.dumps([job[k] for k in JOB_FIELDS if k in job])
 
 
 def run(args, progress: Path, measure_more: bool = True) -> tuple:
@@ -147,8 +195,8 @@ def figure(rows: list[dict], path: Path, model_key: str) -> None:
     from circuits.report.kv_plots import budget_figure
 
     table = pd.DataFrame(
-        [r for r in rows if r["experiment"] != "first_look" and r["first"] == "text"
-         and (r["policy"] == "full" or r["budget"] in BUDGETS)]
+        [r for r in rows if r["experiment"] in ("streaming", "budgets", "targets")
+         and r["first"] == "text" and (r["policy"] == "full" or r["budget"] in BUDGETS + TARGETS)]
     )  # fmt: skip
     texts = sorted(set(table.text))
     title = f"{model_key}: {TOKENS} tokens of long text(s) {texts}"
@@ -178,20 +226,22 @@ def write(out: Path, model, rows: list[dict], args) -> None:
     from circuits._io import atomic_folder, write_csv, write_json
     from circuits.provenance import provenance, stamped
 
-    long = args.texts if {"streaming", "budgets"} & set(args.experiments) else []
+    long = args.texts if set(args.experiments) - {"first_look"} else []
     used = ([-1] if "first_look" in args.experiments else []) + long
     token_rows = [tokens_of(model, t, "text").tolist() for t in used]
     settings = {"tokens": TOKENS, "window": WINDOW, "sinks": SINKS, "newlines": NEWLINES,
-                "first_look": FIRST_LOOK, "budgets": BUDGETS, "score_from": 256,
-                "texts": args.texts, "experiments": args.experiments,
-                "positions": "kept (not re-indexed)"}  # fmt: skip
+                "first_look": FIRST_LOOK, "budgets": BUDGETS, "targets": TARGETS,
+                "score_from": 256, "texts": args.texts, "experiments": args.experiments,
+                "blocking_seeds": SEEDS,
+                "positions": "kept, except rows with positions: reindexed"}  # fmt: skip
     source = f"data/texts: {REFERENCE.name} joined (first look), {LONG.name} rows {long}"
     record = provenance(model, token_rows, settings=settings, source=source)
     with atomic_folder(out, {"measured": "kv streaming", "model": args.model}, record) as tmp:
         write_csv(tmp / "rows.csv", pd.DataFrame(rows))
         summary = {"rows": rows, "pooled": means(rows)}
-        if "budgets" in args.experiments:
+        if {"budgets", "targets", "blocking"} & set(args.experiments):
             summary["sinks"] = sinks_kept(model, args.texts)
+        if {"budgets", "targets"} & set(args.experiments):
             figure(rows, tmp / "perplexity_vs_budget.png", args.model)
         write_json(tmp / "summary.json", stamped(summary, record))
     print(f"wrote {len(rows)} rows to {out}")
@@ -215,16 +265,16 @@ def sinks_kept(model, texts: list[int]) -> dict:
 def means(rows: list[dict]) -> list[dict]:
     """Per (experiment, first, policy, budget, sinks): perplexity of the pooled scored tokens of
     every text (exp of the token-weighted mean NLL)."""
+    fields = [f for f in JOB_FIELDS if f != "text"]
     groups: dict = {}
     for r in rows:
-        k = (r["experiment"], r["first"], r["policy"], r["budget"], r["sinks"])
-        groups.setdefault(k, []).append(r)
+        groups.setdefault(json.dumps([r.get(f) for f in fields]), []).append(r)
     out = []
-    for (experiment, first, policy, budget, sinks), group in groups.items():
+    for group in groups.values():
         n = sum(r["n_scored"] for r in group)
         nll = sum(r["nll"] * r["n_scored"] for r in group) / n
-        out.append({"experiment": experiment, "first": first, "policy": policy, "budget": budget,
-                    "sinks": sinks, "texts": len(group), "perplexity": math.exp(nll)})  # fmt: skip
+        same = {f: group[0][f] for f in fields if group[0].get(f) is not None}
+        out.append({**same, "texts": len(group), "perplexity": math.exp(nll)})
     return out
 
 

@@ -4,7 +4,9 @@
 heavy_hitters, snapkv, sink_aware), each giving per layer which cached positions a query may
 attend to under a budget, in a streaming or a compress-once mode; `sinks`: the measured primary
 and secondary sinks as per-layer positions; `evaluate`: the perplexity of a continuation under
-a policy, through attention-score hooks (positions kept, not re-indexed); `config`: `KVConfig`.
+a policy, through attention-score hooks; `positions`: kept keys at their own positions or
+re-indexed inside the cache (StreamingLLM); `blocking`: the sinks blocked against as many random
+keys; `config`: `KVConfig`.
 Names resolve lazily: importing this package loads no model code.
 """
 
@@ -27,6 +29,9 @@ _EXPORTS = {
     "keep_masks": "evaluate",
     "masked_nll": "evaluate",
     "score": "evaluate",
+    "BlockScore": "blocking",
+    "blocking_table": "blocking",
+    "POSITIONS": "positions",
     "policy_table": "run",
     "pooled": "run",
 }

@@ -243,3 +243,38 @@ def planted_secondary_model(
         writes = {l_start: sink_write, l_start + lifetime: -sink_write}
         _calibrate_writes(model, token, token_id, writes, neuron, lay)
     return PlantedSecondary(model, token, token_id, l_start, lifetime, neuron, sink_layers, lay)
+
+
+def planted_noop_sink_model(seed: int = 0, folder=None, gain: float = 3.0):
+    """A one-layer tiny model whose heads use the sink to output nothing (Gu et al.'s reading
+    of a sink: a no-op). `<bos>` carries only the constant and the sink direction, so its value
+    (read from the token subspace) is zero; every head queries with the constant and keys on
+    the sink direction, so it puts nearly all its attention on `<bos>` at position 0 and adds
+    nearly nothing. The values of the other tokens (their token vectors, copied to the scratch
+    subspace that the unembedding reads) are large: blocking the sink spreads the attention
+    over them and changes the output; blocking any other token changes almost nothing."""
+    model = tiny_model(n_layers=1, seed=seed, folder=folder)
+    lay = Layout()
+    hf = model.original_model
+    cfg = model.cfg
+    d_head = cfg.d_model // cfg.n_heads
+    with torch.no_grad():
+        emb = hf.model.embed_tokens.weight
+        emb.zero_()
+        emb[:, lay.const] = 1.0
+        emb[:, lay.token] = _token_vectors(seed, lay.token.stop - lay.token.start)
+        emb[1, lay.token] = 0.0
+        emb[1, lay.sink] = 1.0
+        attn = hf.model.layers[0].self_attn
+        for kv in range(cfg.n_key_value_heads):
+            v = attn.v_proj.weight[kv * d_head : (kv + 1) * d_head]
+            v.zero_()
+            v[:, lay.token] = torch.eye(d_head)
+        attn.o_proj.weight.zero_()
+        for h in range(cfg.n_heads):
+            attn.o_proj.weight[lay.scratch, h * d_head : (h + 1) * d_head] = torch.eye(d_head)
+        hf.model.layers[0].mlp.down_proj.weight.zero_()
+        gen = torch.Generator().manual_seed(seed + 1)
+        hf.lm_head.weight[:, lay.scratch] = torch.randn(VOCAB, d_head, generator=gen)
+        _plant_sink_heads(model, (0,), lay, gain=gain)
+    return model
