@@ -28,8 +28,8 @@ def policy_table(
     progress=print,
 ) -> pd.DataFrame:
     """One row per text, policy and budget (the full cache once per text, at its length):
-    `COLUMNS`. Sinks are measured once per text when a policy reads them. `progress` gets
-    one line per row."""
+    `COLUMNS`. Sinks are measured once per text when a policy reads them. `progress` (None:
+    silent) gets one line per row."""
     kinds = list(kinds) if kinds is not None else ["text"] * len(rows)
     out = []
     for t, tokens in enumerate(rows):
@@ -43,7 +43,8 @@ def policy_table(
             result = score(model, tokens, policy, budget, run.kv, sinks)
             row = {"text": t, "kind": kinds[t], **result.to_dict()}
             out.append({**row, "seconds": round(time.perf_counter() - t0, 2)})
-            progress(f"text {t} {policy} budget {budget}: perplexity {result.perplexity:.3f}")
+            if progress:
+                progress(f"text {t} {policy} budget {budget}: perplexity {result.perplexity:.3f}")
     return pd.DataFrame(out, columns=list(COLUMNS))
 
 
