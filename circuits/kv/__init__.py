@@ -6,7 +6,8 @@ attend to under a budget, in a streaming or a compress-once mode; `sinks`: the m
 and secondary sinks as per-layer positions; `evaluate`: the perplexity of a continuation under
 a policy, through attention-score hooks; `positions`: kept keys at their own positions or
 re-indexed inside the cache (StreamingLLM); `blocking`: the sinks blocked against as many random
-keys; `config`: `KVConfig`.
+keys; `stream`: bounded-memory streaming of long texts (chunks of queries, no whole pattern);
+`config`: `KVConfig`.
 Names resolve lazily: importing this package loads no model code.
 """
 
@@ -32,8 +33,18 @@ _EXPORTS = {
     "BlockScore": "blocking",
     "blocking_table": "blocking",
     "POSITIONS": "positions",
+    "streaming_nll": "stream",
     "policy_table": "run",
     "pooled": "run",
+    "MIN_FULL_ACCURACY": "retrieval",
+    "PasskeyPrompt": "retrieval",
+    "RetrievalRow": "retrieval",
+    "mark_applicable": "retrieval",
+    "passkey_prompts": "retrieval",
+    "pooled_accuracy": "retrieval",
+    "retrieval_table": "retrieval",
+    "score_prompt": "retrieval",
+    "wilson_interval": "retrieval",
 }
 __all__ = sorted(_EXPORTS)
 

@@ -39,7 +39,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 
 import torch
-from jaxtyping import Bool, Float
+from jaxtyping import Bool, Float, Int
 from torch import Tensor
 
 from circuits.kv.config import KVConfig
@@ -57,6 +57,26 @@ class CacheView:
     """Measured sink positions active at this layer (primary first), for `sink_aware`."""
     pattern: Float[Tensor, "query key"] | None = None
     """This layer's head-averaged full-cache attention, for the policies in `READS_ATTENTION`."""
+    queries: Int[Tensor, " q"] | None = None
+    """The positions of the rows to decide (None: all `n_tokens`): `circuits.kv.stream`
+    decides a chunk of queries at a time, for the policies in `LOCAL`."""
+    keys: Int[Tensor, " k"] | None = None
+    """The positions of the columns to decide (None: all)."""
+
+    def grid(self) -> tuple[Int[Tensor, "q 1"], Int[Tensor, "1 k"]]:
+        """(query positions as a column, key positions as a row)."""
+        every = torch.arange(self.n_tokens)
+        queries = every if self.queries is None else self.queries
+        keys = every if self.keys is None else self.keys
+        return queries[:, None], keys[None, :]
+
+    def whole(self, name: str) -> None:
+        """Refuse a chunk of rows for a policy that decides the whole text at once."""
+        if self.queries is not None or self.keys is not None:
+            raise ValueError(
+                f"{name} decides the whole text at once; in chunks only "
+                f"{', '.join(sorted(LOCAL))} run (streaming mode)"
+            )
 
 
 Policy = Callable[[CacheView, int, KVConfig], Bool[Tensor, "query key"]]
@@ -65,18 +85,6 @@ Policy = Callable[[CacheView, int, KVConfig], Bool[Tensor, "query key"]]
 def causal(n: int) -> Bool[Tensor, "query key"]:
     """Every query reads itself and every earlier token."""
     return torch.ones(n, n, dtype=torch.bool).tril()
-
-
-def recent(n: int, width: int) -> Bool[Tensor, "query key"]:
-    """Every query reads itself and the `width - 1` tokens before it."""
-    return causal(n) & ~causal(n).tril(-max(width, 1))
-
-
-def first(n: int, k: int) -> Bool[Tensor, "query key"]:
-    """Every query reads the first `k` tokens (those before it)."""
-    keep = torch.zeros(n, n, dtype=torch.bool)
-    keep[:, :k] = True
-    return keep & causal(n)
 
 
 def compressed(view: CacheView, row: Bool[Tensor, " prompt"]) -> Bool[Tensor, "query key"]:
@@ -92,37 +100,40 @@ def shaped(view: CacheView, keep: Bool[Tensor, "query key"]) -> Bool[Tensor, "qu
     """A streaming choice as the mode asks: itself, or compressed once at the prompt's end."""
     if view.prefix is None:
         return keep
+    view.whole("compress-once")
     return compressed(view, keep[view.prefix - 1, : view.prefix])
 
 
 def full(view: CacheView, budget: int, config: KVConfig) -> Bool[Tensor, "query key"]:
-    return causal(view.n_tokens)
+    q, k = view.grid()
+    return k <= q
 
 
 def window(view: CacheView, budget: int, config: KVConfig) -> Bool[Tensor, "query key"]:
-    return shaped(view, recent(view.n_tokens, budget))
+    q, k = view.grid()
+    return shaped(view, (k <= q) & (k > q - budget))
 
 
 def streaming_llm(view: CacheView, budget: int, config: KVConfig) -> Bool[Tensor, "query key"]:
-    k = min(config.sinks, budget - 1)
-    n = view.n_tokens
-    return shaped(view, first(n, k) | recent(n, budget - k))
+    n_first = min(config.sinks, budget - 1)
+    q, k = view.grid()
+    return shaped(view, (k <= q) & ((k < n_first) | (k > q - (budget - n_first))))
 
 
 def sink_aware(view: CacheView, budget: int, config: KVConfig) -> Bool[Tensor, "query key"]:
     """The layer's measured sinks (the first `budget - 1` of them) + the most recent tokens
     filling the budget: a query that has not reached a sink yet gives its share to the
     window, so every query reads exactly min(budget, query + 1) tokens."""
-    n = view.n_tokens
     sinks = torch.tensor(sorted(set(view.sinks))[: budget - 1], dtype=torch.long)
-    keep = torch.zeros(n, n, dtype=torch.bool)
-    keep[:, sinks] = True
-    keep &= causal(n)
-    seen = keep.sum(-1, keepdim=True)  # sinks at or before each query
-    # the window: the latest tokens that are not sinks, budget - seen of them
-    not_sink = causal(n) & ~keep
-    rank = not_sink.flip(-1).cumsum(-1).flip(-1)  # the latest non-sink counts 1, going back
-    keep |= not_sink & (rank <= budget - seen)
+    q, k = view.grid()
+
+    def upto(x: Tensor) -> Tensor:  # sinks at or before x
+        return torch.searchsorted(sinks, x.contiguous(), right=True)
+
+    is_sink = torch.isin(k, sinks)
+    # the window: the latest keys that are not sinks, budget - (sinks seen) of them
+    others_between = (q - k + 1) - (upto(q) - upto(k - 1))  # non-sinks in k .. q
+    keep = (k <= q) & (is_sink | (others_between <= budget - upto(q)))
     return shaped(view, keep)
 
 
@@ -130,6 +141,7 @@ def heavy_hitters(view: CacheView, budget: int, config: KVConfig) -> Bool[Tensor
     """Greedy H2O: query i reads the cache C and itself, adds the attention it pays (the full
     pattern renormalised over what it reads) to each key's total, and then, if the cache is
     full, the key outside the recent window with the least total is evicted for good."""
+    view.whole("heavy_hitters")
     pattern = needs_pattern(view, "heavy_hitters")
     n = view.n_tokens
     n_recent = max(1, round(config.recent_share * budget))
@@ -152,6 +164,7 @@ def heavy_hitters(view: CacheView, budget: int, config: KVConfig) -> Bool[Tensor
 def snapkv(view: CacheView, budget: int, config: KVConfig) -> Bool[Tensor, "query key"]:
     if view.prefix is None:
         raise ValueError("snapkv compresses a prompt once: give a prefix (compress-once mode)")
+    view.whole("snapkv")
     pattern = needs_pattern(view, "snapkv")
     p = view.prefix
     w = min(config.observation, p, budget)
@@ -186,6 +199,10 @@ READS_ATTENTION = frozenset({"heavy_hitters", "snapkv"})
 """Policies that need the full-cache pattern (one extra forward)."""
 READS_SINKS = frozenset({"sink_aware"})
 """Policies that need the measured sinks (a sink measurement first)."""
+LOCAL = frozenset({"full", "window", "streaming_llm", "sink_aware"})
+"""Policies that decide each query from its position alone (and the sinks): they can decide a
+chunk of rows over a few columns (`CacheView.queries` / `keys`), as bounded-memory streaming
+does."""
 
 
 def get_policy(name: str) -> Policy:
@@ -196,6 +213,7 @@ def get_policy(name: str) -> Policy:
 
 
 __all__ = [
+    "LOCAL",
     "POLICIES",
     "READS_ATTENTION",
     "READS_SINKS",
@@ -203,11 +221,9 @@ __all__ = [
     "Policy",
     "causal",
     "compressed",
-    "first",
     "full",
     "get_policy",
     "heavy_hitters",
-    "recent",
     "shaped",
     "sink_aware",
     "snapkv",

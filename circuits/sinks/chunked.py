@@ -91,6 +91,38 @@ _active: list[ColumnSums] = []
 
 
 @contextmanager
+def delegated_attention(model: TransformerBridge, name: str, function) -> Iterator[None]:
+    """While active, every attention block of `model` runs its Hugging Face module, and those
+    modules call `function` (registered with transformers' `AttentionInterface` as `name`,
+    the attention-function signature) instead of their own attention."""
+    from transformers import AttentionInterface
+
+    attns = [block.attn for block in model.blocks]
+    modules = [a.original_component for a in attns]
+    if any(m is None or not hasattr(m, "layer_idx") for m in modules):
+        raise ValueError(
+            f"{model.cfg.model_name}: its attention blocks do not wrap Hugging Face attention "
+            "modules with a layer_idx; use the full-pattern path instead"
+        )
+    configs = {id(m.config): m.config for m in modules}.values()
+    saved = [c._attn_implementation for c in configs]
+    AttentionInterface.register(name, function)
+    try:
+        for config in configs:
+            config._attn_implementation = name
+        for attn in attns:
+            # The delegating forward of the base bridge: hook_in -> HF module -> hook_out.
+            # object.__setattr__: the bridge's own __setattr__ would pass it to the HF module.
+            object.__setattr__(attn, "forward", MethodType(AttentionBridge.forward, attn))
+        yield
+    finally:
+        for attn in attns:
+            attn.__dict__.pop("forward", None)
+        for config, impl in zip(configs, saved, strict=True):
+            config._attn_implementation = impl
+
+
+@contextmanager
 def column_sums(
     model: TransformerBridge,
     query_valid: Bool[Tensor, "batch pos"],
@@ -102,45 +134,20 @@ def column_sums(
         raise ValueError(f"max_elements must be >= 1, got {max_elements}")
     if _active:
         raise RuntimeError("column_sums is already active; nest no second one")
-    attns = [block.attn for block in model.blocks]
-    modules = [a.original_component for a in attns]
-    if any(m is None or not hasattr(m, "layer_idx") for m in modules):
-        raise ValueError(
-            f"{model.cfg.model_name}: its attention blocks do not wrap Hugging Face attention "
-            "modules with a layer_idx; compute sink scores from the full pattern instead"
-        )
-    configs = {id(m.config): m.config for m in modules}.values()
-    saved = [c._attn_implementation for c in configs]
     sums = ColumnSums(query_valid, max_elements)
-    _register()
-    try:
-        for config in configs:
-            config._attn_implementation = ATTENTION_NAME
-        for attn in attns:
-            # The delegating forward of the base bridge: hook_in -> HF module -> hook_out.
-            # object.__setattr__: the bridge's own __setattr__ would pass it to the HF module.
-            object.__setattr__(attn, "forward", MethodType(AttentionBridge.forward, attn))
+    with delegated_attention(model, ATTENTION_NAME, chunked_attention):
         _active.append(sums)
-        yield sums
-    finally:
-        _active.clear()
-        for attn in attns:
-            attn.__dict__.pop("forward", None)
-        for config, impl in zip(configs, saved, strict=True):
-            config._attn_implementation = impl
-    missing = [layer for layer in range(len(attns)) if layer not in sums.received]
+        try:
+            yield sums
+        finally:
+            _active.clear()
+    missing = [layer for layer in range(len(model.blocks)) if layer not in sums.received]
     if missing:
         raise RuntimeError(
             f"the chunked attention did not run at layers {missing}: their attention modules do "
             "not call transformers' attention interface; compute sink scores from the full "
             "pattern instead (chunked=False)"
         )
-
-
-def _register() -> None:
-    from transformers import AttentionInterface
-
-    AttentionInterface.register(ATTENTION_NAME, chunked_attention)
 
 
 def chunked_attention(
