@@ -1,0 +1,497 @@
+"""Passkey retrieval under a cache policy: a policy that keeps perplexity may still lose a fact
+(issue 35, item 5).
+
+What is measured. A pass key (a seeded random 5-digit number) is stated once, in a needle
+sentence (`NEEDLE`) put on its own line at a chosen depth of a span of natural text (a
+contiguous span of one of `data/texts/long.jsonl`'s texts, never repeated), after a one-line
+`HEADER`; the prompt ends with `QUESTION`, and the answer (" 48213", as the model's tokenizer
+splits it) is teacher-forced after it. The prompt (context + question) is prefilled with the
+full cache and compressed once to the budget (compress-once, `KVConfig.prefix` = the prompt's
+length); every answer token is then predicted from the compressed prompt plus the answer
+tokens before it. A prompt is *correct* when the greedy argmax at every answer position is
+the answer token; the answer's NLL (nats, summed over its tokens) is recorded too, and
+`key_kept`: the share of (layer, key token) pairs the compressed cache holds.
+
+Mechanism. The masks are `circuits.kv.policies`' compress-once masks, as `keep_masks` builds
+them (positions kept, not re-indexed), applied by the same score hook as `masked_nll`, but
+through the bridge's KV cache: in compress-once every prompt query reads the whole prompt
+under every policy, so the prompt's keys and values are the same for all policies and run
+once (`prefill`); only the answer tokens run again per policy and budget (`answer_logits`),
+their scores hooked to the mask's answer rows. The tests check this against `keep_masks` +
+`masked_nll` on the whole sequence.
+
+What it cannot see. The first answer token is predicted by the prompt's last query, which in
+compress-once reads the whole prompt (the prefill): under every policy it is the full
+cache's. The cached states of the tokens a policy keeps were computed with the full prompt in
+view, so they may carry the key even where the key's own tokens are evicted (as in a real
+compress-once cache).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import copy
+import json
+import math
+import random
+import time
+from collections.abc import Callable, Iterator, Sequence
+from dataclasses import asdict, dataclass, field
+
+import pandas as pd
+import torch
+from jaxtyping import Bool, Float, Int
+from torch import Tensor
+
+from circuits.core.identity import model_key
+from circuits.core.sites import hook_name, parse_hook
+from circuits.core.texts import DATA
+from circuits.kv.config import KVConfig
+from circuits.kv.policies import READS_ATTENTION, READS_SINKS, CacheView, get_policy
+
+LONG_TEXTS = DATA / "long.jsonl"
+"""The natural long texts the filler is cut from (sources in data/texts/README.md)."""
+PROSE_ROWS = (0, 1, 4)
+"""Rows of `LONG_TEXTS` in English prose (two Language Reference topics, the GPL-3)."""
+HEADER = (
+    "There is a pass key hidden inside the text below. Find it and remember it: "
+    "you will be asked for it at the end.\n\n"
+)
+NEEDLE = "The pass key is {key}. Remember it. {key} is the pass key.\n"
+QUESTION = "\nWhat is the pass key? The pass key is"
+ANSWER = " {key}"
+MIN_FULL_ACCURACY = 0.8
+"""A model whose full-cache accuracy is below this cannot retrieve the key at all: every row
+of it is "not applicable" (`mark_applicable`), since a policy cannot lose what is not found."""
+NOT_APPLICABLE = "not applicable"
+Budget = int | float
+"""A budget: cached prompt tokens (an int >= 1), or a share of the prompt (a float in (0, 1))."""
+
+
+@dataclass(frozen=True, eq=False)
+class PasskeyPrompt:
+    """One passkey prompt: token ids of the prompt (context + question, BOS first where the
+    model has one) and of the answer, and where the needle and the key's tokens are."""
+
+    index: int
+    text_row: int
+    depth: float
+    """The depth asked for: the needle's place as a share of the filler's tokens."""
+    key: str
+    prompt: Int[Tensor, " prompt"]
+    answer: Int[Tensor, " answer"]
+    needle: tuple[int, int]
+    """Token positions [start, end) of the needle sentence in `prompt`."""
+    key_positions: tuple[tuple[int, ...], ...]
+    """The token positions of each of the key's two mentions in the needle."""
+
+    @property
+    def tokens(self) -> Int[Tensor, " pos"]:
+        return torch.cat([self.prompt, self.answer])
+
+    @property
+    def needle_depth(self) -> float:
+        """The needle's first token's position as a share of the prompt's tokens."""
+        return self.needle[0] / len(self.prompt)
+
+
+@dataclass
+class RetrievalRow:
+    """One prompt under one policy at one budget."""
+
+    model: str
+    prompt: int
+    text_row: int
+    depth: float
+    needle_depth: float
+    key: str
+    n_prompt: int
+    policy: str
+    budget_spec: str
+    """The budget as given: tokens ("64") or a share of the prompt ("10%"); "full": none."""
+    budget: int
+    """Cached prompt tokens a later query reads, per layer."""
+    correct: bool
+    answer_nll: float
+    """NLL (nats) of the answer's tokens, summed."""
+    n_answer: int
+    first_wrong: int
+    """Index of the first answer token whose greedy argmax is wrong; -1 when correct."""
+    predicted: str
+    """The greedy argmax at each answer position, decoded."""
+    key_kept: float
+    """Share of (layer, key token) pairs of both mentions the compressed cache holds."""
+    seconds: float
+    applicable: bool | None = field(default=None)
+    """False when the model's full-cache accuracy is below the floor (`mark_applicable`)."""
+
+    def to_dict(self) -> dict:
+        return asdict(self)
+
+
+def passkey_prompts(
+    model,
+    n: int,
+    tokens: int = 2000,
+    seed: int = 0,
+    rows: Sequence[int] = PROSE_ROWS,
+    depths: Sequence[float] | None = None,
+    texts: Sequence[str] | None = None,
+) -> list[PasskeyPrompt]:
+    """`n` passkey prompts of about `tokens` tokens, deterministic by `seed`: prompt i cuts its
+    filler from text `rows[i % len(rows)]` of `texts` (default: `LONG_TEXTS`) at a seeded
+    line start, puts the needle at depth `depths[i]` (default: evenly from 0.1 to 0.9) and
+    draws a seeded 5-digit key."""
+    if texts is None:
+        texts = [json.loads(line)["text"] for line in LONG_TEXTS.read_text().splitlines()]
+    if depths is None:
+        depths = [0.5] if n == 1 else [0.1 + 0.8 * i / (n - 1) for i in range(n)]
+    if len(depths) != n or not all(0 <= d <= 1 for d in depths):
+        raise ValueError(f"give {n} depths in [0, 1], got {list(depths)}")
+    rng = random.Random(seed)
+    out = []
+    for i in range(n):
+        row = rows[i % len(rows)]
+        key = str(rng.randint(10000, 99999))
+        out.append(build_prompt(model, texts[row], tokens, depths[i], key, rng, i, row))
+    return out
+
+
+def build_prompt(
+    model, text: str, tokens: int, depth: float, key: str, rng: random.Random, index: int, row: int
+) -> PasskeyPrompt:
+    """One prompt: whole lines of `text` from a random line start, as many as fit in `tokens`
+    with the header, the needle and the question, and the needle put on its own line at the
+    start of the line that holds the filler's token at `depth`."""
+    needle = NEEDLE.format(key=key)
+    room = tokens - sum(len(token_ids(model, s)) for s in (HEADER, needle, QUESTION)) - 1
+    ids, offsets = token_offsets(model, text)
+    if room < 8 or len(ids) < room + 2:
+        raise ValueError(f"no room for a {tokens}-token prompt in a {len(ids)}-token text")
+    start = line_start(text, offsets[rng.randrange(0, len(ids) - room)][0])
+    first = next(i for i, (_, b) in enumerate(offsets) if b > start)
+    last = offsets[min(len(ids), first + room) - 1][1]
+    end = text.rfind("\n", start, last) + 1
+    filler = text[start : end if end > start else last]
+    cut = line_start(filler, char_at_depth(model, filler, depth))
+    context = (HEADER + filler[:cut] + needle + filler[cut:]).rstrip("\n")
+    return locate(model, context + QUESTION, key, len(HEADER) + cut, index, row, depth)
+
+
+def locate(
+    model, prompt_text: str, key: str, needle_char: int, index: int, row: int, depth: float
+) -> PasskeyPrompt:
+    """The prompt's token ids and where its needle and key tokens are (from the tokenizer's
+    character offsets; refused where the model's own tokens differ from them)."""
+    prompt = model.to_tokens(prompt_text, truncate=False)[0].cpu()
+    ids, offsets = token_offsets(model, prompt_text)
+    shift = len(prompt) - len(ids)
+    if prompt[shift:].tolist() != ids:
+        raise ValueError("the model's tokens differ from its tokenizer's: cannot place the key")
+
+    def covering(a: int, b: int) -> tuple[int, ...]:
+        return tuple(i + shift for i, (s, e) in enumerate(offsets) if s < b and e > a)
+
+    parts = NEEDLE.split("{key}")
+    mentions = []
+    for j in range(len(parts) - 1):
+        at = needle_char + sum(len(p) for p in parts[: j + 1]) + j * len(key)
+        mentions.append(covering(at, at + len(key)))
+    inside = covering(needle_char, needle_char + len(NEEDLE.format(key=key).rstrip("\n")))
+    answer = model.to_tokens(ANSWER.format(key=key), prepend_bos=False)[0].cpu()
+    needle = (inside[0], inside[-1] + 1)
+    return PasskeyPrompt(index, row, depth, key, prompt, answer, needle, tuple(mentions))
+
+
+def token_ids(model, text: str) -> list[int]:
+    return model.tokenizer(text, add_special_tokens=False)["input_ids"]
+
+
+def token_offsets(model, text: str) -> tuple[list[int], list[tuple[int, int]]]:
+    """The tokenizer's ids of `text` (no specials) and each token's character span."""
+    enc = model.tokenizer(text, add_special_tokens=False, return_offsets_mapping=True)
+    return enc["input_ids"], [tuple(o) for o in enc["offset_mapping"]]
+
+
+def line_start(text: str, at: int) -> int:
+    """The start of the line holding character `at` (0 at the text's first line)."""
+    return text.rfind("\n", 0, at) + 1
+
+
+def char_at_depth(model, text: str, depth: float) -> int:
+    """The character where the token at `depth` of `text`'s tokens starts."""
+    ids, offsets = token_offsets(model, text)
+    return offsets[min(len(ids) - 1, int(depth * len(ids)))][0] if ids else 0
+
+
+@dataclass(eq=False)
+class Prefill:
+    """A prompt run once with the full cache: the bridge's KV cache after it, the logits at its
+    last position (they predict the answer's first token), and each layer's head-averaged
+    attention pattern [query, key] when a policy reads it (else None)."""
+
+    cache: object
+    last_logits: Float[Tensor, " vocab"]
+    patterns: list[Float[Tensor, "query key"]] | None
+
+
+@contextlib.contextmanager
+def cache_passed_on(model) -> Iterator[None]:
+    """While open, each attention bridge gets the HF cache under the name it reads it by:
+    TransformerLens 4.3's bridge updates the cache from its `past_key_values` keyword, which
+    transformers 5.25 renamed `cache` (deprecated alias until 5.40), so without this the
+    cache stays empty and a cached step reads only its own tokens."""
+
+    def alias(module, args, kwargs):
+        if kwargs.get("cache") is not None and kwargs.get("past_key_values") is None:
+            kwargs["past_key_values"] = kwargs["cache"]
+        return args, kwargs
+
+    handles = [b.attn.register_forward_pre_hook(alias, with_kwargs=True) for b in model.blocks]
+    try:
+        yield
+    finally:
+        for handle in handles:
+            handle.remove()
+
+
+def prefill(model, prompt: Int[Tensor, " prompt"], patterns: bool = False) -> Prefill:
+    """Run `prompt` once with the full cache, keeping the cache (and the patterns if asked,
+    as `keep_masks` takes them: the batch's first row, averaged over heads, float)."""
+    kept: list = [None] * model.cfg.n_layers
+
+    def grab(pattern: Tensor, hook) -> None:
+        kept[parse_hook(hook.name)[1]] = pattern[0].float().mean(0).cpu()
+
+    hooks = [(hook_name("pattern", i), grab) for i in range(len(kept))] if patterns else []
+    with torch.inference_mode(), cache_passed_on(model):
+        logits, cache = model.run_with_hooks(
+            prompt[None],
+            return_type="logits_and_cache",
+            fwd_hooks=hooks,
+            use_cache=True,
+            logits_to_keep=1,
+        )
+    if cache is None or cache.get_seq_length() != len(prompt):
+        raise RuntimeError("the model's KV cache did not keep the prompt: cannot score answers")
+    return Prefill(cache, logits[0, -1].float().cpu(), kept if patterns else None)
+
+
+def budget_tokens(budget: Budget, n_prompt: int) -> int:
+    """Cached prompt tokens for `budget`: itself (an int >= 1) or that share of the prompt (a
+    float in (0, 1), rounded, at least 1)."""
+    if isinstance(budget, float) and 0 < budget < 1:
+        return max(1, round(budget * n_prompt))
+    if isinstance(budget, int) and not isinstance(budget, bool) and budget >= 1:
+        return budget
+    raise ValueError(f"a budget is tokens (an int >= 1) or a share in (0, 1), got {budget!r}")
+
+
+def budget_label(budget: Budget | None) -> str:
+    """How a budget is written in the table: "64", "10%", or "full" (None)."""
+    if budget is None:
+        return "full"
+    return f"{budget:.0%}" if isinstance(budget, float) else str(budget)
+
+
+def prompt_masks(
+    model,
+    item: PasskeyPrompt,
+    policy: str,
+    budget: int,
+    config: KVConfig,
+    pre: Prefill,
+    sinks: Sequence[Sequence[int]] | None = None,
+) -> list[Bool[Tensor, "query key"]]:
+    """Each layer's compress-once keep mask over prompt + answer, the prompt compressed to
+    `budget` tokens: `keep_masks(model, item.tokens, policy, budget, config with prefix = the
+    prompt's length, sinks)`, with the attention the policy reads taken from the prefill
+    (the full-cache pattern of the prompt's queries, which is all a compress-once choice reads)."""
+    fn = get_policy(policy)
+    n, p, n_layers = len(item.tokens), len(item.prompt), model.cfg.n_layers
+    config = config.with_options(prefix=p)
+    if policy in READS_SINKS and (sinks is None or len(sinks) != n_layers):
+        raise ValueError(f"{policy} needs the measured sinks of each of the {n_layers} layers")
+    if policy in READS_ATTENTION and pre.patterns is None:
+        raise ValueError(f"{policy} reads the attention: prefill with patterns=True")
+
+    def view(layer: int) -> CacheView:
+        pattern = None
+        if policy in READS_ATTENTION:
+            pattern = torch.zeros(n, n)
+            pattern[:p, :p] = pre.patterns[layer]
+        layer_sinks = tuple(sinks[layer]) if sinks is not None else ()
+        return CacheView(layer, n, p, layer_sinks, pattern)
+
+    return [fn(view(layer), budget, config) for layer in range(n_layers)]
+
+
+def answer_logits(
+    model,
+    item: PasskeyPrompt,
+    pre: Prefill,
+    masks: Sequence[Bool[Tensor, "query key"]] | None = None,
+) -> Float[Tensor, "answer vocab"]:
+    """The logits that predict each answer token: the prefill's last position's, then the
+    answer's tokens but the last run through a copy of the prompt's cache, layer l's queries
+    reading only the keys `masks[l]` keeps (None: the full cache). The cache hands a layer
+    its last keys only (Gemma 3's sliding layers keep a window): the mask's last columns."""
+    first = pre.last_logits[None]
+    if len(item.answer) == 1:
+        return first
+    p, end = len(item.prompt), len(item.tokens) - 1
+
+    def drop(scores: Tensor, hook) -> Tensor:
+        keep = masks[parse_hook(hook.name)[1]][p:end, end - scores.shape[-1] : end]
+        return scores.masked_fill(~keep.to(scores.device), -math.inf)
+
+    hooks = [] if masks is None else [(hook_name("scores", i), drop) for i in range(len(masks))]
+    with torch.inference_mode(), cache_passed_on(model):
+        logits = model.run_with_hooks(
+            item.answer[None, :-1],
+            return_type="logits",
+            past_key_values=copy.deepcopy(pre.cache),
+            fwd_hooks=hooks,
+        )
+    return torch.cat([first, logits[0].float().cpu()])
+
+
+def score_prompt(
+    model,
+    item: PasskeyPrompt,
+    policy: str,
+    budget: Budget | None,
+    config: KVConfig | None = None,
+    sinks: Sequence[Sequence[int]] | None = None,
+    pre: Prefill | None = None,
+) -> RetrievalRow:
+    """`item` under `policy` with its prompt compressed once to `budget` (tokens or a share of
+    the prompt; ignored by "full", which may take None): whether the greedy argmax is the
+    answer token at every answer position, the answer's summed NLL, and how much of the key
+    the compressed cache holds. `pre`: the prompt's `prefill` (made here when not given)."""
+    config = config or KVConfig()
+    t0 = time.perf_counter()
+    pre = pre or prefill(model, item.prompt, policy in READS_ATTENTION)
+    p = len(item.prompt)
+    full = policy == "full"
+    tokens = p if full else min(budget_tokens(budget, p), p)
+    masks = None if full else prompt_masks(model, item, policy, tokens, config, pre, sinks)
+    logits = answer_logits(model, item, pre, masks)
+    nll = torch.nn.functional.cross_entropy(logits, item.answer, reduction="sum")
+    guess = logits.argmax(-1)
+    wrong = (guess != item.answer).nonzero().flatten().tolist()
+    positions = [i for mention in item.key_positions for i in mention]
+    kept = (
+        1.0
+        if masks is None
+        else float(torch.stack([m[p, positions] for m in masks]).float().mean())
+    )
+    return RetrievalRow(
+        model=model_key(model), prompt=item.index, text_row=item.text_row, depth=item.depth,
+        needle_depth=item.needle_depth, key=item.key, n_prompt=p, policy=policy,
+        budget_spec=budget_label(None if full else budget), budget=tokens, correct=not wrong,
+        answer_nll=float(nll), n_answer=len(item.answer), first_wrong=wrong[0] if wrong else -1,
+        predicted=model.to_string(guess), key_kept=kept,
+        seconds=round(time.perf_counter() - t0, 3),
+    )  # fmt: skip
+
+
+def retrieval_table(
+    model,
+    prompts: Sequence[PasskeyPrompt],
+    policies: Sequence[str],
+    budgets: Sequence[Budget],
+    config: KVConfig | None = None,
+    min_full: float = MIN_FULL_ACCURACY,
+    progress: Callable[[str], None] | None = print,
+) -> pd.DataFrame:
+    """One row per prompt, policy and budget (`RetrievalRow`; the full cache once per prompt,
+    budget "full"), with `applicable` set by `mark_applicable`. Each prompt is prefilled once
+    (its patterns kept when a policy reads them) and its sinks measured once (on the prompt's
+    tokens) when a policy reads them; `prefill_seconds` is that time, per prompt."""
+    config = config or KVConfig()
+    from circuits.kv.sinks import measured_sinks
+
+    out = []
+    for item in prompts:
+        t0 = time.perf_counter()
+        pre = prefill(model, item.prompt, any(p in READS_ATTENTION for p in policies))
+        sinks = None
+        if any(p in READS_SINKS for p in policies):
+            sinks = measured_sinks(model, item.prompt.tolist(), config)
+        setup = round(time.perf_counter() - t0, 2)
+        jobs = [("full", None)] + [(p, b) for p in policies if p != "full" for b in budgets]
+        for policy, budget in jobs:
+            row = score_prompt(model, item, policy, budget, config, sinks, pre)
+            out.append({**row.to_dict(), "prefill_seconds": setup})
+            if progress is not None:
+                progress(f"prompt {item.index} depth {item.needle_depth:.2f} {policy} "
+                         f"{row.budget_spec} ({row.budget}): {'correct' if row.correct else 'wrong'}"
+                         f" {row.predicted!r} nll {row.answer_nll:.3f}")  # fmt: skip
+    return mark_applicable(pd.DataFrame(out), min_full)
+
+
+def mark_applicable(table: pd.DataFrame, min_full: float = MIN_FULL_ACCURACY) -> pd.DataFrame:
+    """`table` with `applicable` set per model: False on every row of a model whose full-cache
+    accuracy is below `min_full` (it does not retrieve the key with the whole prompt, so no
+    policy can be said to lose it); `full_accuracy` is that accuracy."""
+    full = table[table.policy == "full"].groupby("model").correct.mean()
+    if set(table.model) - set(full.index):
+        raise ValueError("every model needs its full-cache rows to judge whether it applies")
+    accuracy = table.model.map(full).astype(float)
+    return table.assign(full_accuracy=accuracy, applicable=accuracy >= min_full)
+
+
+def wilson_interval(k: int, n: int, confidence: float = 0.95) -> tuple[float, float]:
+    """Wilson score interval of a proportion k / n (scipy's, without continuity correction)."""
+    from scipy.stats import binomtest
+
+    ci = binomtest(int(k), int(n)).proportion_ci(confidence, method="wilson")
+    return float(ci.low), float(ci.high)
+
+
+def pooled_accuracy(table: pd.DataFrame) -> pd.DataFrame:
+    """Per model, policy and budget as given: prompts `n`, `correct`, `accuracy` with its Wilson
+    95 % interval (`low`, `high`), mean answer NLL, mean `key_kept`, the cached tokens (mean
+    over prompts), the model's full-cache accuracy and `applicable` (`status`: "" or
+    `NOT_APPLICABLE`)."""
+    rows = []
+    for (model, policy, spec), group in table.groupby(["model", "policy", "budget_spec"],
+                                                       sort=False):  # fmt: skip
+        k, n = int(group.correct.sum()), len(group)
+        low, high = wilson_interval(k, n)
+        applicable = bool(group.applicable.all())
+        rows.append({"model": model, "policy": policy, "budget_spec": spec, "n": n,
+                     "correct": k, "accuracy": k / n, "low": low, "high": high,
+                     "answer_nll": float(group.answer_nll.mean()),
+                     "key_kept": float(group.key_kept.mean()), "budget": float(group.budget.mean()),
+                     "full_accuracy": float(group.full_accuracy.iloc[0]), "applicable": applicable,
+                     "status": "" if applicable else NOT_APPLICABLE})  # fmt: skip
+    return pd.DataFrame(rows)
+
+
+__all__ = [
+    "ANSWER",
+    "HEADER",
+    "LONG_TEXTS",
+    "MIN_FULL_ACCURACY",
+    "NEEDLE",
+    "NOT_APPLICABLE",
+    "PROSE_ROWS",
+    "QUESTION",
+    "PasskeyPrompt",
+    "Prefill",
+    "RetrievalRow",
+    "answer_logits",
+    "cache_passed_on",
+    "budget_label",
+    "budget_tokens",
+    "mark_applicable",
+    "passkey_prompts",
+    "pooled_accuracy",
+    "prefill",
+    "prompt_masks",
+    "retrieval_table",
+    "score_prompt",
+    "wilson_interval",
+]
