@@ -147,14 +147,14 @@ def kv_table(run: str, experiment: str) -> str:
     head = ["policy", "budget (keys)"] + [f"text {t}" for t in texts if t >= 0] + ["pooled"]
     lines = ["| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
     for p in (p for p in doc["pooled"] if p["experiment"] == experiment):
-        same = [
-            r for r in rows if all(r[k] == p[k] for k in ("first", "policy", "budget", "sinks"))
-        ]
+        fields = ("first", "policy", "budget", "sinks", "positions")
+        same = [r for r in rows if all(r.get(k) == p.get(k) for k in fields)]
         by_text = {r["text"]: r["perplexity"] for r in same}
         name = p["policy"] + (
             f", {p['sinks']} first tokens" if p["policy"] == "streaming_llm" else ""
         )
         name += ", first 4 -> newlines" if p["first"] == "newlines" else ""
+        name += ", re-indexed" if p.get("positions") == "reindexed" else ""
         cells = [f"{by_text[t]:.2f}" if t in by_text else "-" for t in texts if t >= 0]
         lines.append(
             f"| {name} | {p['budget']:,} | " + " | ".join([*cells, f"{p['perplexity']:.2f}"]) + " |"
@@ -162,9 +162,62 @@ def kv_table(run: str, experiment: str) -> str:
     return "\n".join(lines)
 
 
+def kv_blocking(run: str) -> str:
+    """The blocking experiment of a run (`scripts/kv_streaming.py`, `circuits.kv.blocking`):
+    per target, the perplexity pooled over texts with the sinks blocked and with each control
+    (mean and range over seeds), and the change against nothing blocked."""
+    doc = load_doc(run)
+    pooled = [p for p in doc["pooled"] if p["experiment"] == "blocking"]
+    if not pooled:
+        raise ValueError(f"{run} has no 'blocking' rows")
+    base = next(p["perplexity"] for p in pooled if p["target"] == "none")
+    texts = next(p["texts"] for p in pooled if p["target"] == "none")
+    lines = [f"| blocked | perplexity ({texts} text(s) pooled) | change |", "|---|---|---|",
+             f"| nothing | {base:.2f} | |"]  # fmt: skip
+    what = {"sink": "the sinks", "keys": "as many random keys per query",
+            "tokens": "as many random positions"}  # fmt: skip
+    for target in ("primary", "secondary"):
+        for control in ("sink", "keys", "tokens"):
+            ppl = [p["perplexity"] for p in pooled
+                   if p["target"] == target and p["control"] == control]  # fmt: skip
+            if not ppl:
+                continue
+            mean = sum(ppl) / len(ppl)
+            cell = f"{mean:.2f}" + (f" [{min(ppl):.2f}, {max(ppl):.2f}], {len(ppl)} seeds"
+                                    if len(ppl) > 1 else "")  # fmt: skip
+            label = f"{target}: {what[control]}"
+            lines.append(f"| {label} | {cell} | {100 * (mean / base - 1):+.1f} % |")
+    return "\n".join(lines)
+
+
+def kv_retrieval(run: str, field: str = "accuracy") -> str:
+    """The passkey check of a run (`scripts/kv_retrieval.py`): a row per policy, a column per
+    budget; `field` accuracy (correct / n = accuracy [Wilson 95 %], or "not applicable") or
+    nll_kept (mean answer NLL in nats / share of the key's tokens the cache kept)."""
+    pooled = load_doc(run)["pooled"]
+    budgets = list(dict.fromkeys(p["budget_spec"] for p in pooled if p["policy"] != "full"))
+    head = ["policy", *[f"{b} tokens" if b.isdigit() else b for b in budgets]]
+    lines = ["| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
+    for policy in dict.fromkeys(p["policy"] for p in pooled if p["policy"] != "full"):
+        cells = []
+        for b in budgets:
+            p = next(p for p in pooled if p["policy"] == policy and p["budget_spec"] == b)
+            if field == "nll_kept":
+                cells.append(f"{p['answer_nll']:.2f} / {p['key_kept']:.2f}")
+            elif not p["applicable"]:
+                cells.append("not applicable")
+            else:
+                cells.append(f"{p['correct']}/{p['n']} = {p['accuracy']:.2f} "
+                             f"[{p['low']:.2f}, {p['high']:.2f}]")  # fmt: skip
+        lines.append(f"| {policy} | " + " | ".join(cells) + " |")
+    return "\n".join(lines)
+
+
 TABLES: dict[str, Callable[..., str]] = {
     "include": include,
+    "kv_retrieval": kv_retrieval,
     "kv_table": kv_table,
+    "kv_blocking": kv_blocking,
     "p0_headline": p0_headline,
     "claims_side_by_side": _claims("side_by_side"),
     "claims_counts": _claims("counts"),
