@@ -120,12 +120,15 @@ def _gradient_at_inputs(
         _check_differentiable(runner, values)
         grads = torch.autograd.grad(values.sum(), [p for _, p in probes], allow_unused=True)
     deltas = (runner.clean.outputs - runner.clean.ablated).float()
+    # [batch, sender, pos x d]: each group's senders are a prefix, so one batched product a
+    # group reads them in place (an einsum over the slice copied it every time: 4-5x slower)
+    flat = deltas.reshape(*deltas.shape[:2], -1)
     out = torch.zeros(n_batch, len(sp.receivers), len(sp.senders))
     for (rows, _), g in zip(probes, grads, strict=True):
         if g is not None:
             n = sp.n_senders[rows[0]]
-            got = torch.einsum("nrpd,nspd->nrs", g.to(deltas.device), deltas[:, :n])
-            out[:, rows, :n] = got.to(out.device)
+            g = g.to(flat.device).reshape(*g.shape[:2], -1)
+            out[:, rows, :n] = torch.bmm(g, flat[:, :n].transpose(1, 2)).to(out.device)
     return out[:, sp.edges[:, 0], sp.edges[:, 1]]
 
 
