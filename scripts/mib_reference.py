@@ -246,7 +246,12 @@ def main() -> None:
     out = Path(args.out)
     out.mkdir(parents=True, exist_ok=True)
     rows = side_by_side(args, out, write_csv(args, out))
-    (out / "side_by_side.json").write_text(json.dumps({"args": vars(args), **rows}, indent=1))
+    from circuits.provenance import code_identity, environment, times
+
+    record = {"code": code_identity(), "environment": environment(), "times": times(),
+              "command": [Path(sys.argv[0]).name, *sys.argv[1:]]}  # fmt: skip
+    doc = {"args": vars(args), "provenance": record, **rows}
+    (out / "side_by_side.json").write_text(json.dumps(doc, indent=1))
     show(rows, args)
 
 
