@@ -285,3 +285,26 @@ def test_reindexed_layer_zero_of_smollm2_sees_the_kept_tokens_alone(smollm2):
     tol = 1e-4 * float(seen[2].abs().max())
     assert float((seen[0] - seen[2]).abs().max()) < tol  # re-indexed: the kept tokens alone
     assert float((seen[1] - seen[2]).abs().max()) > 20 * tol  # kept positions: not (82x)
+
+
+def test_reindexed_skips_keys_the_model_itself_masks_as_gemma_does(one_layer, text):
+    """A sliding window filled with the dtype's most negative value (transformers' way, Gemma
+    3): those keys are neither read nor counted, so a StreamingLLM cache whose sinks lie outside
+    the model's window is a plain contiguous window, re-indexed or not."""
+    from circuits.core.sites import hook_name
+    from circuits.kv.positions import position_hooks
+
+    def slide(scores, hook):
+        far = torch.ones(N, N, dtype=torch.bool).tril(-6)
+        return scores.masked_fill(far, torch.finfo(scores.dtype).min)
+
+    masks = keep_masks(one_layer, text, "streaming_llm", 9, CONFIG)
+    nll = {}
+    for positions in ("reindexed", "kept"):
+        hooks = [(hook_name("scores", 0), slide), *position_hooks(one_layer, masks, positions)]
+        with torch.inference_mode():
+            logits = one_layer.run_with_hooks(text[None], return_type="logits", fwd_hooks=hooks)
+        nll[positions] = torch.nn.functional.cross_entropy(
+            logits[0, :-1], text[1:], reduction="none"
+        )
+    assert float((nll["reindexed"] - nll["kept"]).abs().max()) < 1e-6

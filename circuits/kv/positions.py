@@ -19,7 +19,8 @@ layers with their own rotary base (Gemma 3's local and global layers) use theirs
 scores are rewritten the hook recomputes some at shift 0 and compares them with the
 model's: a model whose scores are not plain rotary dot products (a norm after the rotation, a
 scaled rotary table, adjacent-pair rotary) is refused with that message. Keys the model itself
-masks (Gemma 3's 512-token sliding window, in true positions) are not read and not counted.
+masks (Gemma 3's 512-token sliding window, in true positions, filled with the dtype's most
+negative value rather than -inf) are not read and not counted.
 """
 
 from __future__ import annotations
@@ -66,6 +67,12 @@ def turned(
     return torch.cat((out, rest), -1)
 
 
+def model_masked(scores: Float[Tensor, "query key"]) -> Bool[Tensor, "query key"]:
+    """Keys the model's own mask removed before the hook: -inf, or the dtype's most negative
+    value as transformers fills a sliding window (Gemma 3), anything below half of it."""
+    return scores <= torch.finfo(scores.dtype).min / 2
+
+
 class Reindexer:
     """The hooks of one re-indexed forward: they record each layer's rotated queries and keys
     and its rotary tables, and then rewrite the layer's scores (`scores_hook`)."""
@@ -99,7 +106,7 @@ class Reindexer:
     def scores_hook(self, scores: Float[Tensor, "batch head query key"], hook) -> Tensor:
         layer = parse_hook(hook.name)[1]
         seen = self.seen.pop(layer)
-        reads = self.masks[layer].to(scores.device) & torch.isfinite(scores[0, 0])
+        reads = self.masks[layer].to(scores.device) & ~model_masked(scores[0, 0])
         shift = skipped(reads)
         self.check(layer, scores, seen, reads)
         queries, keys = torch.nonzero(shift, as_tuple=True)
@@ -153,5 +160,5 @@ def position_hooks(model, masks: Sequence[Bool[Tensor, "query key"]] | None, pos
     return [(hook_name("scores", layer), drop) for layer in range(len(masks))]
 
 
-__all__ = ["CHUNK", "POSITIONS", "Reindexer", "cache_distance", "position_hooks", "skipped",
-           "turned"]  # fmt: skip
+__all__ = ["CHUNK", "POSITIONS", "Reindexer", "cache_distance", "model_masked", "position_hooks",
+           "skipped", "turned"]  # fmt: skip
