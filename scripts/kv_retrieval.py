@@ -35,7 +35,8 @@ def budget(text: str) -> int | float:
 
 
 def settings_of(args) -> dict:
-    from circuits.kv.retrieval import ANSWER, HEADER, MIN_FULL_ACCURACY, NEEDLE, QUESTION
+    from circuits.kv.passkey import ANSWER, HEADER, NEEDLE, QUESTION
+    from circuits.kv.retrieval import MIN_FULL_ACCURACY
 
     return {"prompts": args.prompts, "tokens": args.tokens, "seed": args.seed,
             "rows": args.rows, "policies": args.policies, "budgets": args.budgets,
@@ -78,7 +79,8 @@ def write(out: Path, model, prompts, rows: list[dict], args) -> None:
     import pandas as pd
 
     from circuits._io import atomic_folder, write_csv, write_json
-    from circuits.kv.retrieval import LONG_TEXTS, mark_applicable, pooled_accuracy
+    from circuits.kv.passkey import LONG_TEXTS
+    from circuits.kv.retrieval import mark_applicable, pooled_accuracy
     from circuits.provenance import provenance, stamped
 
     table = mark_applicable(pd.DataFrame(rows))
@@ -119,7 +121,7 @@ def main() -> None:
         budget(b)
     import torch
 
-    from circuits.kv.retrieval import passkey_prompts
+    from circuits.kv.passkey import passkey_prompts
     from circuits.models import load_model
 
     torch.set_num_threads(1)

@@ -12,14 +12,11 @@ import pytest
 import torch
 
 from circuits.kv import KVConfig, keep_masks, masked_nll
+from circuits.kv.passkey import HEADER, NEEDLE, QUESTION, passkey_prompts
 from circuits.kv.retrieval import (
-    HEADER,
-    NEEDLE,
     NOT_APPLICABLE,
-    QUESTION,
     budget_tokens,
     mark_applicable,
-    passkey_prompts,
     pooled_accuracy,
     prefill,
     prompt_masks,

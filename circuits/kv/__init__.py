@@ -7,6 +7,7 @@ and secondary sinks as per-layer positions; `evaluate`: the perplexity of a cont
 a policy, through attention-score hooks; `positions`: kept keys at their own positions or
 re-indexed inside the cache (StreamingLLM); `blocking`: the sinks blocked against as many random
 keys; `stream`: bounded-memory streaming of long texts (chunks of queries, no whole pattern);
+`passkey` / `retrieval`: a pass key told once, asked for after the cache is compressed;
 `config`: `KVConfig`.
 Names resolve lazily: importing this package loads no model code.
 """
@@ -37,10 +38,10 @@ _EXPORTS = {
     "policy_table": "run",
     "pooled": "run",
     "MIN_FULL_ACCURACY": "retrieval",
-    "PasskeyPrompt": "retrieval",
+    "PasskeyPrompt": "passkey",
     "RetrievalRow": "retrieval",
     "mark_applicable": "retrieval",
-    "passkey_prompts": "retrieval",
+    "passkey_prompts": "passkey",
     "pooled_accuracy": "retrieval",
     "retrieval_table": "retrieval",
     "score_prompt": "retrieval",
