@@ -14,6 +14,8 @@ order (one forward each; heavy hitters two, sink-aware one more per text for the
     targets     the issue's targets: the same four policies at 10 % and 25 % of TOKENS
     reindexed   StreamingLLM's rows (1 and 4 first tokens + the window) and sink_aware at the
                 target budgets with positions re-indexed inside the cache
+    capped      sink_aware at the target budgets with at most CAP of the budget for sinks
+                (`KVConfig.sink_share`; for models whose detection marks many tokens)
     blocking    the sinks' role: the primary sink, then the secondary sinks at their layers,
                 blocked, against as many random other keys (per query) and positions, SEEDS
                 seeds each (`circuits.kv.blocking`)
@@ -41,9 +43,10 @@ BUDGETS = (64, 256)
 TARGETS = (round(0.10 * TOKENS), round(0.25 * TOKENS))
 POLICIES = ("window", "streaming_llm", "heavy_hitters", "sink_aware")
 SEEDS = (0, 1, 2, 3, 4)
-EXPERIMENTS = ("streaming", "first_look", "budgets", "targets", "reindexed", "blocking")
-JOB_FIELDS = ("experiment", "text", "first", "policy", "budget", "sinks", "positions", "target",
-              "control", "seed")  # fmt: skip
+CAP = 0.25
+EXPERIMENTS = ("streaming", "first_look", "budgets", "targets", "reindexed", "capped", "blocking")
+JOB_FIELDS = ("experiment", "text", "first", "policy", "budget", "sinks", "positions",
+              "sink_share", "target", "control", "seed")  # fmt: skip
 
 
 def jobs(texts: list[int]) -> list[dict]:
@@ -72,7 +75,8 @@ def jobs(texts: list[int]) -> list[dict]:
 
 
 def further_jobs(t: int) -> list[dict]:
-    """The targets, reindexed and blocking rows of long text `t` (the module docstring)."""
+    """The targets, reindexed, capped and blocking rows of long text `t` (the module
+    docstring)."""
     row = {"text": t, "first": "text", "sinks": 4}
     out = [{**row, "experiment": "targets", "policy": "full", "budget": TOKENS}]
     out += [{**row, "experiment": "targets", "policy": p, "budget": b}
@@ -81,6 +85,8 @@ def further_jobs(t: int) -> list[dict]:
     out += [{**again, "policy": "streaming_llm", "budget": WINDOW + k, "sinks": k} for k in (1, 4)]
     out += [{**again, "policy": p, "budget": b} for b in TARGETS
             for p in ("streaming_llm", "sink_aware")]  # fmt: skip
+    out += [{**row, "experiment": "capped", "policy": "sink_aware", "budget": b, "sink_share": CAP}
+            for b in TARGETS]  # fmt: skip
     block = {**row, "experiment": "blocking", "policy": "block", "budget": TOKENS, "sinks": 0}
     out.append({**block, "target": "none", "control": "none", "seed": None})
     for target in ("primary", "secondary"):
@@ -129,7 +135,8 @@ def measure(model, job: dict, sinks_cache: dict) -> dict:
     from circuits.kv import KVConfig, measured_sinks, score
 
     ids = tokens_of(model, job["text"], job["first"])
-    config = KVConfig(sinks=job["sinks"], positions=job.get("positions", "kept"))
+    config = KVConfig(sinks=job["sinks"], positions=job.get("positions", "kept"),
+                      sink_share=job.get("sink_share", 1.0))  # fmt: skip
     sinks = None
     if job["policy"] in ("sink_aware", "block"):
         if job["text"] not in sinks_cache:
@@ -232,7 +239,7 @@ def write(out: Path, model, rows: list[dict], args) -> None:
     settings = {"tokens": TOKENS, "window": WINDOW, "sinks": SINKS, "newlines": NEWLINES,
                 "first_look": FIRST_LOOK, "budgets": BUDGETS, "targets": TARGETS,
                 "score_from": 256, "texts": args.texts, "experiments": args.experiments,
-                "blocking_seeds": SEEDS,
+                "blocking_seeds": SEEDS, "capped_sink_share": CAP,
                 "positions": "kept, except rows with positions: reindexed"}  # fmt: skip
     source = f"data/texts: {REFERENCE.name} joined (first look), {LONG.name} rows {long}"
     record = provenance(model, token_rows, settings=settings, source=source)

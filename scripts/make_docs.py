@@ -147,7 +147,7 @@ def kv_table(run: str, experiment: str) -> str:
     head = ["policy", "budget (keys)"] + [f"text {t}" for t in texts if t >= 0] + ["pooled"]
     lines = ["| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
     for p in (p for p in doc["pooled"] if p["experiment"] == experiment):
-        fields = ("first", "policy", "budget", "sinks", "positions")
+        fields = ("first", "policy", "budget", "sinks", "positions", "sink_share")
         same = [r for r in rows if all(r.get(k) == p.get(k) for k in fields)]
         by_text = {r["text"]: r["perplexity"] for r in same}
         name = p["policy"] + (
@@ -155,6 +155,7 @@ def kv_table(run: str, experiment: str) -> str:
         )
         name += ", first 4 -> newlines" if p["first"] == "newlines" else ""
         name += ", re-indexed" if p.get("positions") == "reindexed" else ""
+        name += f", sinks <= {p['sink_share']:.0%} of it" if p.get("sink_share") else ""
         cells = [f"{by_text[t]:.2f}" if t in by_text else "-" for t in texts if t >= 0]
         lines.append(
             f"| {name} | {p['budget']:,} | " + " | ".join([*cells, f"{p['perplexity']:.2f}"]) + " |"

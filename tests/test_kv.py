@@ -308,3 +308,11 @@ def test_reindexed_skips_keys_the_model_itself_masks_as_gemma_does(one_layer, te
             logits[0, :-1], text[1:], reduction="none"
         )
     assert float((nll["reindexed"] - nll["kept"]).abs().max()) < 1e-6
+
+
+def test_sink_share_caps_the_sinks_and_gives_the_rest_to_the_window():
+    view = CacheView(layer=1, n_tokens=N, sinks=(0, 3, 5, 7, 9, 11))
+    keep = sink_aware(view, 8, CONFIG.with_options(sink_share=0.25))  # 2 of 8 keys for sinks
+    assert kept(keep[40]) == [0, 3, 35, 36, 37, 38, 39, 40]
+    assert kept(sink_aware(view, 8, CONFIG)[40]) == [0, 3, 5, 7, 9, 11, 39, 40]  # uncapped
+    assert (keep.sum(-1) == torch.arange(1, N + 1).clamp(max=8)).all()

@@ -43,6 +43,14 @@ class KVConfig(Config):
     tau: float = option(
         TAU, "sink-aware: secondary-sink cosine threshold", low=0, low_open=True, high=1
     )
+    sink_share: float = option(
+        1.0,
+        "sink-aware: at most this share of the budget goes to the measured sinks (the earliest "
+        "first, the primary at 0 always); 1: as many as fit (budget - 1)",
+        low=0,
+        low_open=True,
+        high=1,
+    )
     sink_labels: tuple[str, ...] = option(
         ("secondary", "primary-like"),
         "sink-aware: which measured sink events (by lifetime label) are kept",

@@ -121,10 +121,12 @@ def streaming_llm(view: CacheView, budget: int, config: KVConfig) -> Bool[Tensor
 
 
 def sink_aware(view: CacheView, budget: int, config: KVConfig) -> Bool[Tensor, "query key"]:
-    """The layer's measured sinks (the first `budget - 1` of them) + the most recent tokens
-    filling the budget: a query that has not reached a sink yet gives its share to the
-    window, so every query reads exactly min(budget, query + 1) tokens."""
-    sinks = torch.tensor(sorted(set(view.sinks))[: budget - 1], dtype=torch.long)
+    """The layer's measured sinks (the earliest `budget - 1` of them, or of
+    `config.sink_share` x budget) + the most recent tokens filling the budget: a query that
+    has not reached a sink yet gives its share to the window, so every query reads exactly
+    min(budget, query + 1) tokens."""
+    room = min(budget - 1, max(1, int(config.sink_share * budget)))
+    sinks = torch.tensor(sorted(set(view.sinks))[:room], dtype=torch.long)
     q, k = view.grid()
 
     def upto(x: Tensor) -> Tensor:  # sinks at or before x
