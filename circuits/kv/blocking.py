@@ -85,7 +85,7 @@ def random_blocks(
     free = causal(n).tril(-1)
     free[:, every_sink] = False
     if control == "tokens":
-        pool = torch.tensor([p for p in range(1, n) if p not in set(every_sink)])
+        pool = torch.tensor(sorted(set(range(1, n)) - set(every_sink)))
         out = []
         for block in blocks:
             width = int(block.any(0).sum())

@@ -52,9 +52,11 @@ def keep_masks(
     budget: int,
     config: KVConfig,
     sinks: Sequence[Sequence[int]] | None = None,
+    patterns: Sequence[Float[Tensor, "query key"]] | None = None,
 ) -> list[Bool[Tensor, "query key"]]:
     """Each layer's keep mask for `policy` at `budget` on `tokens` (one text). Policies that
-    read attention get each layer's head-averaged full-cache pattern (one forward); those
+    read attention get each layer's head-averaged full-cache pattern: `patterns` when given
+    (one [query, key] tensor a layer, over all of `tokens`), else from one forward; those
     that read sinks need `sinks`, one tuple of positions per layer (`circuits.kv.sinks`)."""
     fn = get_policy(policy)
     n, n_layers = len(tokens), model.cfg.n_layers
@@ -68,6 +70,8 @@ def keep_masks(
 
     if policy not in READS_ATTENTION:
         return [fn(view(layer), budget, config) for layer in range(n_layers)]
+    if patterns is not None:
+        return [fn(view(layer, patterns[layer]), budget, config) for layer in range(n_layers)]
     masks: list = [None] * n_layers
 
     def on_pattern(pattern: Tensor, hook) -> None:

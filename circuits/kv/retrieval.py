@@ -2,9 +2,9 @@
 (issue 35, item 5).
 
 What is measured. On `circuits.kv.passkey`'s prompts (a pass key told once at a chosen depth
-of natural text, asked for at the end), the answer is teacher-forced after the prompt. The prompt (context + question) is prefilled with the
-full cache and compressed once to the budget (compress-once, `KVConfig.prefix` = the prompt's
-length); every answer token is then predicted from the compressed prompt plus the answer
+of natural text, asked for at the end), the answer is teacher-forced after the prompt. The
+prompt (context + question) is prefilled with the full cache and compressed once to the
+budget (compress-once, `KVConfig.prefix` = the prompt's length); every answer token is then predicted from the compressed prompt plus the answer
 tokens before it. A prompt is *correct* when the greedy argmax at every answer position is
 the answer token; the answer's NLL (nats, summed over its tokens) is recorded too, and
 `key_kept`: the share of (layer, key token) pairs the compressed cache holds.
@@ -41,8 +41,9 @@ from torch import Tensor
 from circuits.core.identity import model_key
 from circuits.core.sites import hook_name, parse_hook
 from circuits.kv.config import KVConfig
+from circuits.kv.evaluate import keep_masks
 from circuits.kv.passkey import PasskeyPrompt
-from circuits.kv.policies import READS_ATTENTION, READS_SINKS, CacheView, get_policy
+from circuits.kv.policies import READS_ATTENTION, READS_SINKS
 
 MIN_FULL_ACCURACY = 0.8
 """A model whose full-cache accuracy is below this cannot retrieve the key at all: every row
@@ -166,26 +167,17 @@ def prompt_masks(
     sinks: Sequence[Sequence[int]] | None = None,
 ) -> list[Bool[Tensor, "query key"]]:
     """Each layer's compress-once keep mask over prompt + answer, the prompt compressed to
-    `budget` tokens: `keep_masks(model, item.tokens, policy, budget, config with prefix = the
-    prompt's length, sinks)`, with the attention the policy reads taken from the prefill
-    (the full-cache pattern of the prompt's queries, which is all a compress-once choice reads)."""
-    fn = get_policy(policy)
-    n, p, n_layers = len(item.tokens), len(item.prompt), model.cfg.n_layers
-    config = config.with_options(prefix=p)
-    if policy in READS_SINKS and (sinks is None or len(sinks) != n_layers):
-        raise ValueError(f"{policy} needs the measured sinks of each of the {n_layers} layers")
-    if policy in READS_ATTENTION and pre.patterns is None:
-        raise ValueError(f"{policy} reads the attention: prefill with patterns=True")
-
-    def view(layer: int) -> CacheView:
-        pattern = None
-        if policy in READS_ATTENTION:
-            pattern = torch.zeros(n, n)
-            pattern[:p, :p] = pre.patterns[layer]
-        layer_sinks = tuple(sinks[layer]) if sinks is not None else ()
-        return CacheView(layer, n, p, layer_sinks, pattern)
-
-    return [fn(view(layer), budget, config) for layer in range(n_layers)]
+    `budget` tokens: `keep_masks` with prefix = the prompt's length, the attention the policy
+    reads taken from the prefill (the full-cache pattern of the prompt's queries, which is all
+    a compress-once choice reads; zero beyond the prompt)."""
+    n, p = len(item.tokens), len(item.prompt)
+    patterns = None
+    if policy in READS_ATTENTION:
+        if pre.patterns is None:
+            raise ValueError(f"{policy} reads the attention: prefill with patterns=True")
+        patterns = [torch.nn.functional.pad(x, (0, n - p, 0, n - p)) for x in pre.patterns]
+    config = config.with_options(prefix=p, score_from=p)
+    return keep_masks(model, item.tokens, policy, budget, config, sinks, patterns)
 
 
 def answer_logits(
