@@ -77,6 +77,7 @@ def run(args: argparse.Namespace) -> dict:
     from circuits.graph.eap_ig import shape_of
     from circuits.graph.io import write
     from circuits.models import load_model
+    from circuits.provenance import provenance, stamped
     from circuits.tasks.ioi import ioi_pairs
 
     torch.set_num_threads(args.threads)
@@ -97,8 +98,10 @@ def run(args: argparse.Namespace) -> dict:
                "peak_rss_mb": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024}  # fmt: skip
     summary.pop("positions", None)
     frame = curves_frame(circuit.mib)
-    with atomic_folder(Path(args.out)) as tmp:
-        write_json(tmp / "summary.json", summary)
+    record = provenance(model, pairs.rows(), split=(range(args.n_fit), range(args.n_fit, len(pairs))),
+                        settings=config.to_dict(), source=source)  # fmt: skip
+    with atomic_folder(Path(args.out), record=record) as tmp:
+        write_json(tmp / "summary.json", stamped(summary, record))
         frame.to_csv(tmp / "mib_curves.csv", index=False)
         circuit.curve.to_csv(tmp / "curve.csv", index=False)
         write(graph, tmp / "circuit.json", lean=True)

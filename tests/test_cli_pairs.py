@@ -50,6 +50,11 @@ def test_discover_on_a_pairs_file_writes_the_circuit(tmp_path, loads, capsys):
     graph = json.loads((out / "circuit.eap-ig.json").read_text())
     assert sum(e["in_graph"] for e in graph["edges"].values()) >= summary["n_edges"] > 0
     assert (out / "curve.csv").is_file() and (out / "edges.csv").is_file()
+    record = summary["provenance"]  # which model, pairs and split made it
+    assert len(record["model"]["weights_sha256"]) == 64 and record["settings"]["method"] == "eap"
+    assert record["texts"]["n"] == 8 and record["texts"]["source"].endswith("pairs.jsonl")
+    assert record["texts"]["fit_indices"] == [0, 1, 2, 3, 4]
+    assert record["texts"]["heldout_indices"] == [5, 6, 7]
 
 
 @pytest.mark.parametrize(

@@ -64,20 +64,22 @@ def settings(args: argparse.Namespace) -> tuple[DiscoveryConfig, dict]:
     return config, {"name": proto.name, "overrides": overrides}
 
 
-def _write(out, circuit, graph, summary: dict, model) -> str:
-    """Write the run folder; returns the circuit file's name (gzip'd when large)."""
+def _write(out, circuit, graph, summary: dict, model, record: dict) -> str:
+    """Write the run folder (summary and marker with the run's provenance `record`); returns
+    the circuit file's name (gzip'd when large)."""
     from circuits._io import atomic_folder, write_csv, write_json
     from circuits.discovery.protocol import write_mib
     from circuits.discovery.submission import IMPORTANCES
     from circuits.graph.eap_ig import shape_of, write_eap_ig
     from circuits.graph.io import write
+    from circuits.provenance import stamped
 
     def tables(tmp) -> None:
-        write_json(tmp / "summary.json", summary)
+        write_json(tmp / "summary.json", stamped(summary, record))
         circuit.curve.to_csv(tmp / "curve.csv", index=False)
         write_csv(tmp / "edges.csv", circuit.edges_frame(), lean=True)
 
-    with atomic_folder(out) as tmp, writing(4) as steps:
+    with atomic_folder(out, record=record) as tmp, writing(4) as steps:
         steps.run("tables", tables, tmp)
         name = steps.run("circuit", write, graph, tmp / "circuit.json", lean=True).name
         steps.run("EAP-IG file", write_eap_ig, graph, tmp / "circuit.eap-ig.json", shape_of(model))
@@ -94,6 +96,7 @@ def run(args: argparse.Namespace) -> int:
     n_fit = args.edge_n_fit
     rows = read_pair_rows(args, n_fit + args.edge_n_heldout)
     from circuits.discovery import circuit_graph, discover
+    from circuits.provenance import provenance
 
     model = loading.load(args)
     proto = protocol(args.protocol)
@@ -108,7 +111,9 @@ def run(args: argparse.Namespace) -> int:
     summary = {"pairs": source, "protocol": proto_record, "n_tokens": int(pairs.shape[1]),
                **circuit.summary()}  # fmt: skip
     summary.pop("positions", None)  # every position
-    name = _write(out, circuit, graph, summary, model)
+    record = provenance(model, pairs.rows(), split=(range(n_fit), range(n_fit, len(pairs))),
+                        settings=config.to_dict(), source=args.pairs)  # fmt: skip
+    name = _write(out, circuit, graph, summary, model, record)
     print_summary(summary)
     print(
         f"wrote {out} ({name}; circuit.eap-ig.json, the circuit for EAP-IG / MIB; "

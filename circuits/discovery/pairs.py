@@ -75,6 +75,14 @@ class Pairs:
         return Pairs(self.clean[rows], self.corrupt[rows], self.answer[rows], self.wrong[rows],
                      last)  # fmt: skip
 
+    def rows(self) -> list[list]:
+        """Each pair as [clean ids, corrupt ids, answer, wrong, last] (plain ints; last None
+        unpadded): what a run's provenance hashes to name the pairs it used."""
+        last = [None] * len(self) if self.last is None else self.last.tolist()
+        columns = (self.clean.tolist(), self.corrupt.tolist(), self.answer.tolist(),
+                   self.wrong.tolist(), last)  # fmt: skip
+        return [list(r) for r in zip(*columns, strict=True)]
+
     def swapped(self) -> Pairs:
         """The pairs with clean and corrupt texts exchanged (same answers, same last tokens)."""
         return Pairs(self.corrupt, self.clean, self.answer, self.wrong, self.last)
