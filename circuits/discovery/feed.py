@@ -49,9 +49,14 @@ class Feed:
         self.ablated = runner.clean.ablated.repeat(n_circ, 1, 1, 1)
         known = len(sp.senders) if clean_senders else (1 + start * (sp.n_heads + 1) if start else 0)
         clean = (runner.clean.outputs - runner.clean.ablated)[:, :known].repeat(n_circ, 1, 1, 1)
+        self.stack: Tensor | None = None  # without gradients: every delta written once, float32
+        if not coef.requires_grad and probes is None:
+            rows, _, *rest = runner.clean.outputs.shape
+            self.stack = clean.new_empty(rows * n_circ, len(sp.senders), *rest, dtype=torch.float32)
+            self.stack[:, :known] = clean
+            clean = self.stack[:, :known]
         self.deltas: list[Tensor] = list(clean.unbind(1))
         self.resid: Tensor | None = None  # the stream entering the current block, ablated positions
-        self.stacked: tuple[int, Tensor] | None = None  # (n, the first n deltas stacked)
         self.probes = probes
 
     def _sparse_sum(self, x: Tensor, w: Tensor) -> Tensor:
@@ -63,13 +68,10 @@ class Feed:
         return x
 
     def _stack(self, n: int, device) -> Tensor:
-        """The first `n` sender differences stacked [rows, n, pos, d] (float32), built once for
-        the q, k and v inputs of a block (they see the same senders; a sender's difference never
-        changes once made) in a run without gradients."""
-        if self.stacked is None or self.stacked[0] != n or self.stacked[1].device != device:
-            stack = torch.stack([delta.to(device) for delta in self.deltas[:n]], 1).float()
-            self.stacked = (n, stack)
-        return self.stacked[1]
+        """The first `n` sender differences stacked [rows, n, pos, d] (float32) in a run
+        without gradients: a view of the one buffer each difference was written into when made
+        (a sender's difference never changes once made)."""
+        return self.stack[:, :n].to(device)
 
     def _probed(self, rows: list[int], resid: Tensor, d: Tensor) -> Tensor:
         """The inputs with a probe added (`probes`); only the senders some coefficient scales
@@ -113,7 +115,11 @@ class Feed:
         if len(self.deltas) > first:  # taken from the clean run
             return
         for i in range(out.shape[1]):
-            self.deltas.append(out[:, i] - self.ablated[:, first + i].to(out.device))
+            delta = out[:, i] - self.ablated[:, first + i].to(out.device)
+            if self.stack is not None:
+                self.stack[:, first + i] = delta
+                delta = self.stack[:, first + i]
+            self.deltas.append(delta)
 
     def hooks(self, start: int) -> tuple[list, dict]:
         """Forward hooks of blocks `start`.. (and of the final residual for logit metrics), and
