@@ -214,7 +214,36 @@ def kv_retrieval(run: str, field: str = "accuracy") -> str:
     return "\n".join(lines)
 
 
+def mib_cells(*runs: str) -> str:
+    """One row an IOI run of `scripts/mib_ioi.py`: model, partner, method, pairs, MIB's CPR /
+    CMD on held-out pairs (fit in brackets) beside MIB's published numbers for that method
+    (GPT-2 / Qwen2.5-0.5B), and the circuit this library's size rule picks with its held-out f,
+    abs(1 - f) and random circuits of its size."""
+    from circuits.discovery.protocol import MIB_PUBLISHED
+
+    rows = [
+        "| model | partner | method | fit / held-out pairs | CPR held-out (fit) | CMD held-out "
+        "(fit) | MIB published CPR / CMD: GPT-2; Qwen2.5-0.5B | circuit: edges (of all) | "
+        "held-out f (95 % CI) | abs(1 - f) | random, same size |",
+        "|---|---|---|---|---|---|---|---|---|---|---|",
+    ]
+    for run in runs:
+        s = load_doc(run)
+        pub = [MIB_PUBLISHED[m].get(s["method"]) for m in ("gpt2", "qwen2.5-0.5b")]
+        published = "; ".join(f"{p[0]:.2f} / {p[1]:.2f}" if p else "-" for p in pub)
+        f = s["heldout_faithfulness"]
+        rows.append(
+            f"| {s['model']} | {s['partner']} | {s['method']} | {s['n_fit_texts']} / "
+            f"{s['n_heldout_texts']} | {s['cpr_heldout']:.2f} ({s['cpr_fit']:.2f}) | "
+            f"{s['cmd_heldout']:.3f} ({s['cmd_fit']:.3f}) | {published} | {s['n_edges']:,} "
+            f"({s['n_edges_total']:,}) | {f:.2f} ({_ci(s, 'heldout_faithfulness_ci')}) | "
+            f"{abs(1 - f):.2f} | {s['random_faithfulness_mean']:z.3f} |"
+        )
+    return "\n".join(rows)
+
+
 TABLES: dict[str, Callable[..., str]] = {
+    "mib_cells": mib_cells,
     "include": include,
     "kv_retrieval": kv_retrieval,
     "kv_table": kv_table,
