@@ -25,7 +25,12 @@ from circuits.discovery import (
     token_rows,
 )
 from circuits.discovery.components import project_qkv
-from circuits.discovery.evaluation import bootstrap_interval, faithfulness, greedy_order
+from circuits.discovery.evaluation import (
+    bootstrap_interval,
+    evaluate,
+    faithfulness,
+    greedy_order,
+)
 from circuits.discovery.forward import full_keep
 from circuits.models.planted import planted_p0_model
 from circuits.patching.metrics import Metric, p0_attention, resid_norm
@@ -123,6 +128,19 @@ def test_full_and_empty_circuits(tiny, tokens, positions):
         empty = runner.run(full_keep(runner.space, 1, 0.0))[0]
     assert torch.equal(full, runner.clean.metric)
     assert (empty - full).abs().max() > 1e-4
+
+
+@pytest.mark.parametrize("ablation", ["mean", "resample"])
+def test_texts_judged_in_chunks_equal_one_pass(tiny, tokens, ablation):
+    """More texts than batch_size: judged a chunk of texts at a time (memory bounded by the
+    chunk), each text's value the same as in one pass over all texts."""
+    runner = EdgeRunner(tiny, tokens, p0_attention([2, 3]), positions=None, ablation=ablation)
+    masks = torch.rand(3, runner.space.n_edges, generator=torch.Generator().manual_seed(0)) < 0.5
+    one = evaluate(runner, masks, batch_size=3 * tokens.shape[0])
+    chunked = evaluate(runner, masks, batch_size=tokens.shape[0] // 2)
+    assert tokens.shape[0] // 2 < tokens.shape[0] and one.shape == chunked.shape == (3, len(tokens))
+    torch.testing.assert_close(chunked, one, rtol=0, atol=1e-6)
+    assert (one[0] - one[1]).abs().max() > 1e-4  # the circuits differ
 
 
 @pytest.mark.parametrize("positions", [(0,), None])

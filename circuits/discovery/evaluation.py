@@ -39,7 +39,15 @@ def evaluate(
 
 
 def _evaluate(runner: EdgeRunner, masks: Tensor, batch_size: int) -> Tensor:
+    """Circuits `masks` on the runner's texts, `batch_size` sequences a forward: several
+    circuits a forward when the texts are fewer, else the texts in chunks (each chunk's run
+    shares the runner's clean values: the same per-text values, memory bounded by the chunk)."""
     n_batch = runner.tokens.shape[0]
+    uniform = isinstance(runner.positions[0], int)  # else a chunk needs `metric_at`
+    if n_batch > batch_size and (uniform or hasattr(runner, "metric_at")):
+        values = [_evaluate(runner.subset(range(i, min(i + batch_size, n_batch))), masks,
+                            batch_size) for i in range(0, n_batch, batch_size)]  # fmt: skip
+        return torch.cat(values, 1)
     per = max(1, batch_size // n_batch)
     out = []
     with torch.no_grad():

@@ -46,7 +46,7 @@ class Feed:
         sp = self.space = runner.space
         self.model, self.coef, self.drop = runner.model, coef, 1 - coef
         self.where = runner.where.repeat(n_circ, 1)
-        self.ablated = runner.clean.ablated.repeat(n_circ, 1, 1, 1)
+        self.ablated, self.n_circ = runner.clean.ablated, n_circ  # [batch, ...]: not tiled
         known = len(sp.senders) if clean_senders else (1 + start * (sp.n_heads + 1) if start else 0)
         clean = (runner.clean.outputs - runner.clean.ablated)[:, :known].repeat(n_circ, 1, 1, 1)
         self.stack: Tensor | None = None  # without gradients: every delta written once, float32
@@ -115,7 +115,8 @@ class Feed:
         if len(self.deltas) > first:  # taken from the clean run
             return
         for i in range(out.shape[1]):
-            delta = out[:, i] - self.ablated[:, first + i].to(out.device)
+            ablated = self.ablated[:, first + i].to(out.device)
+            delta = out[:, i] - ablated.repeat(self.n_circ, 1, 1)
             if self.stack is not None:
                 self.stack[:, first + i] = delta
                 delta = self.stack[:, first + i]
