@@ -141,6 +141,12 @@ def test_texts_judged_in_chunks_equal_one_pass(tiny, tokens, ablation):
     assert tokens.shape[0] // 2 < tokens.shape[0] and one.shape == chunked.shape == (3, len(tokens))
     torch.testing.assert_close(chunked, one, rtol=0, atol=1e-6)
     assert (one[0] - one[1]).abs().max() > 1e-4  # the circuits differ
+    lean = EdgeRunner(tiny, tokens, p0_attention([2, 3]), positions=None, ablation=ablation,
+                      judging_only=True)  # fmt: skip
+    assert lean.clean.outputs is None  # the held-out runner's memory halved, values the same
+    torch.testing.assert_close(evaluate(lean, masks, batch_size=2), one, rtol=0, atol=1e-6)
+    with pytest.raises(ValueError, match="kept no clean outputs"):
+        lean.run(full_keep(lean.space, 1, 0.0), clean_senders=True)
 
 
 @pytest.mark.parametrize("positions", [(0,), None])

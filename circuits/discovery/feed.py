@@ -48,10 +48,15 @@ class Feed:
         self.where = runner.where.repeat(n_circ, 1)
         self.ablated, self.n_circ = runner.clean.ablated, n_circ  # [batch, ...]: not tiled
         known = len(sp.senders) if clean_senders else (1 + start * (sp.n_heads + 1) if start else 0)
-        clean = (runner.clean.outputs - runner.clean.ablated)[:, :known].repeat(n_circ, 1, 1, 1)
+        c = runner.clean
+        if known and c.outputs is None:
+            raise ValueError("this runner kept no clean outputs (judging only): patch from "
+                             "block 0 with the current run's senders")  # fmt: skip
+        clean = c.ablated[:, :0] if not known else c.outputs[:, :known] - c.ablated[:, :known]
+        clean = clean.repeat(n_circ, 1, 1, 1)
         self.stack: Tensor | None = None  # without gradients: every delta written once, float32
         if not coef.requires_grad and probes is None:
-            rows, _, *rest = runner.clean.outputs.shape
+            rows, _, *rest = c.ablated.shape
             self.stack = clean.new_empty(rows * n_circ, len(sp.senders), *rest, dtype=torch.float32)
             self.stack[:, :known] = clean
             clean = self.stack[:, :known]

@@ -50,7 +50,7 @@ class CleanRun:
     """Sender outputs of the unpatched run at the ablated positions, their ablated values and
     the unpatched metric per prompt."""
 
-    outputs: Float[Tensor, "batch sender pos d_model"]
+    outputs: Float[Tensor, "batch sender pos d_model"] | None  # None: a judging-only runner
     ablated: Float[Tensor, "batch sender pos d_model"]
     metric: Float[Tensor, " batch"]
 
@@ -64,7 +64,8 @@ class EdgeRunner:
     `run(keep)` takes a keep-coefficient per circuit and edge [circuits, n_edges] (1 kept, 0
     ablated) and returns the metric per circuit and prompt [circuits, batch]. `kv_inputs`:
     "grouped" or "ungrouped" (`circuits.discovery.config.KvInputs`: k / v inputs per key/value
-    head or per query head).
+    head or per query head). `judging_only`: the clean outputs are not kept once the ablated
+    values are made (half the memory): the runner judges circuits but cannot score edges.
     """
 
     def __init__(
@@ -77,6 +78,7 @@ class EdgeRunner:
         ablation: str = "mean",
         seed: int = 0,
         kv_inputs: str = "grouped",
+        judging_only: bool = False,
     ) -> None:
         ablation = Ablation.parse(ablation)
         if kv_inputs not in KV_INPUTS:
@@ -110,6 +112,8 @@ class EdgeRunner:
         )
         self.ablation, self.seed = ablation, seed
         self.clean = self._clean_run()
+        if judging_only:
+            self.clean.outputs = None
 
     # -- the unpatched run ------------------------------------------------------------------
 
@@ -192,7 +196,8 @@ class EdgeRunner:
         sub.metric = metric or self.metric.for_texts(idx.tolist())
         sub.positions = [self.positions[i] for i in idx.tolist()] if per_text else self.positions
         c = self.clean
-        sub.clean = CleanRun(c.outputs[idx], c.ablated[idx], c.metric[idx])
+        outputs = None if c.outputs is None else c.outputs[idx]
+        sub.clean = CleanRun(outputs, c.ablated[idx], c.metric[idx])
         sub.blocks = copy.copy(self.blocks)
         for name in ("resid", "block_kwargs", "acts", "logits"):
             setattr(sub.blocks, name, cut(getattr(self.blocks, name)))

@@ -190,7 +190,7 @@ def discover(
         hit = grown["hit"]
         n_top, mask = grown["sizes"][hit], grown["masks"][hit]
 
-        held = _runner(model, heldout_tokens, metric_at, held_at, cfg)
+        held = _runner(model, heldout_tokens, metric_at, held_at, cfg, judging_only=True)
         heldout, f_held, empty_held = _judge(held, mask, grown["masks"], cfg, held_kinds)
         done("held-out")
         stability = _stability(fit.space, scores, n_top, cfg, direction)
@@ -231,10 +231,13 @@ def _check_texts(fit_tokens, heldout_tokens, positions, heldout_positions):
     return heldout_positions if per_text else positions
 
 
-def _runner(model, tokens, metric_at: Callable, positions, cfg: DiscoveryConfig) -> EdgeRunner:
+def _runner(
+    model, tokens, metric_at: Callable, positions, cfg: DiscoveryConfig, judging_only=False
+) -> EdgeRunner:
     """The edge runner of one text set, its metric built for its positions."""
     runner = EdgeRunner(model, tokens, metric_at(positions), positions=positions,
-                        ablation=cfg.ablation, seed=cfg.seed, kv_inputs=cfg.kv_inputs)  # fmt: skip
+                        ablation=cfg.ablation, seed=cfg.seed, kv_inputs=cfg.kv_inputs,
+                        judging_only=judging_only)  # fmt: skip
     runner.metric_at = metric_at  # scoring in chunks rebuilds per-text metrics for each chunk
     return runner
 

@@ -122,4 +122,12 @@ def write_mib(circuit, shape: dict, path: str | Path) -> Path:
     return Path(path)
 
 
-__all__ = ["MIB_PUBLISHED", "MIB_SETTINGS", "PROTOCOLS", "Protocol", "mib_importances", "protocol", "write_mib"]
+__all__ = [
+    "MIB_PUBLISHED",
+    "MIB_SETTINGS",
+    "PROTOCOLS",
+    "Protocol",
+    "mib_importances",
+    "protocol",
+    "write_mib",
+]
