@@ -121,13 +121,26 @@ class EdgeRunner:
         where = self.where
         home = torch.device(self.model.cfg.device)  # the embedding's device in a split model
         ref = reference_mask(where, self.tokens.shape[1]).float()[:, None, :, None].to(home)
-        at: list[Tensor] = []  # per sender group: [batch, senders, pos, d] at the ablated positions
-        mean: list[Tensor] = []  # the same, averaged over the reference positions
+        n_senders = len(self.space.senders)
+        # Each run's sender outputs at the ablated positions, written in place into one buffer
+        # [batch, sender, pos, d] (the clean run's, then the partners'): no list to concatenate,
+        # so a run's peak is one copy of them, not two.
+        runs: list[Tensor] = []
+        filled = [0]
+        mean: list[Tensor] = []  # mean ablation: each group averaged over the reference positions
+        want_mean = self.corrupt is None and self.ablation is Ablation.MEAN
 
         def record(out: Tensor) -> None:  # out [batch, senders, all positions, d]
             out = out.to(home)
-            at.append(take(out.transpose(1, 2), where).transpose(1, 2))
-            mean.append((out * ref).sum(2, keepdim=True) / ref.sum(2, keepdim=True))
+            if filled[0] == 0:
+                runs.append(out.new_empty(out.shape[0], n_senders, where.shape[1], out.shape[-1]))
+            k = out.shape[1]
+            runs[-1][:, filled[0] : filled[0] + k] = take(out.transpose(1, 2), where).transpose(
+                1, 2
+            )
+            filled[0] = (filled[0] + k) % n_senders
+            if want_mean:
+                mean.append((out * ref).sum(2, keepdim=True) / ref.sum(2, keepdim=True))
 
         def heads(layer):
             def hook(act, hook):
@@ -148,16 +161,16 @@ class EdgeRunner:
                 blocks=True,
             )  # fmt: skip
             if self.corrupt is not None:  # the partners' sender outputs, same positions
-                n_clean, n_layers = len(at), self.model.cfg.n_layers
-                last = self.space.n_layers
+                n_layers, last = self.model.cfg.n_layers, self.space.n_layers
                 self.model(self.corrupt, stop_at_layer=None if last >= n_layers else last)
-                partner = torch.cat(at[n_clean:], 1)
-                del at[n_clean:], mean[n_clean:]
+        if len(runs) != (1 if self.corrupt is None else 2) or filled[0] != 0:
+            raise RuntimeError(f"the clean run recorded {len(runs)} run(s) of sender outputs, "
+                               f"the last {filled[0] or n_senders} of {n_senders} senders")  # fmt: skip
         metric = self.metric(run.acts, run.logits)
         self.blocks = run
-        outputs = torch.cat(at, 1)
+        outputs = runs[0]
         if self.corrupt is not None:
-            ablated = partner
+            ablated = runs[1]
         elif self.ablation is Ablation.ZERO:
             ablated = torch.zeros_like(outputs)
         elif self.ablation is Ablation.RESAMPLE:
