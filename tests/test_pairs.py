@@ -42,6 +42,11 @@ def test_fully_ablated_pairs_are_the_corrupted_run(tiny, pairs):
     assert (diff(clean_logits) - diff(corrupt_logits)).abs().max() > 1e-3
     one = EdgeRunner(tiny, pairs[[1]], None, positions=None, ablation="resample")
     assert torch.allclose(one.clean.metric, full[1:2], atol=1e-5)  # a single pair runs too
+    lean = EdgeRunner(tiny, pairs, None, positions=None, ablation="resample", judging_only=True)
+    with torch.no_grad():  # a judging-only runner records the partners' outputs alone
+        both = lean.run(torch.cat([full_keep(lean.space, 1, v) for v in (1.0, 0.0)]))
+    assert lean.clean.outputs is None and torch.equal(lean.clean.ablated, runner.clean.ablated)
+    torch.testing.assert_close(both, torch.stack([full, empty]), rtol=0, atol=1e-6)
 
 
 def test_pair_errors(tiny, pairs, tmp_path):

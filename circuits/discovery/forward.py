@@ -111,13 +111,13 @@ class EdgeRunner:
             n_layers - 1 if metric.logits else max(hook_layer(h, n_layers) for h in metric.hooks)
         )
         self.ablation, self.seed = ablation, seed
-        self.clean = self._clean_run()
+        self.clean = self._clean_run(judging_only)
         if judging_only:
             self.clean.outputs = None
 
     # -- the unpatched run ------------------------------------------------------------------
 
-    def _clean_run(self) -> CleanRun:
+    def _clean_run(self, judging_only: bool = False) -> CleanRun:
         where = self.where
         home = torch.device(self.model.cfg.device)  # the embedding's device in a split model
         ref = reference_mask(where, self.tokens.shape[1]).float()[:, None, :, None].to(home)
@@ -125,19 +125,21 @@ class EdgeRunner:
         # Each run's sender outputs at the ablated positions, written in place into one buffer
         # [batch, sender, pos, d] (the clean run's, then the partners'): no list to concatenate,
         # so a run's peak is one copy of them, not two.
-        runs: list[Tensor] = []
+        runs: list[Tensor | None] = []
         filled = [0]
         mean: list[Tensor] = []  # mean ablation: each group averaged over the reference positions
         want_mean = self.corrupt is None and self.ablation is Ablation.MEAN
+        skip_clean = judging_only and self.corrupt is not None  # only the partners' are used
 
         def record(out: Tensor) -> None:  # out [batch, senders, all positions, d]
             out = out.to(home)
             if filled[0] == 0:
-                runs.append(out.new_empty(out.shape[0], n_senders, where.shape[1], out.shape[-1]))
+                shape = (out.shape[0], n_senders, where.shape[1], out.shape[-1])
+                runs.append(None if skip_clean and not runs else out.new_empty(shape))
             k = out.shape[1]
-            runs[-1][:, filled[0] : filled[0] + k] = take(out.transpose(1, 2), where).transpose(
-                1, 2
-            )
+            if runs[-1] is not None:
+                at = take(out.transpose(1, 2), where).transpose(1, 2)
+                runs[-1][:, filled[0] : filled[0] + k] = at
             filled[0] = (filled[0] + k) % n_senders
             if want_mean:
                 mean.append((out * ref).sum(2, keepdim=True) / ref.sum(2, keepdim=True))
