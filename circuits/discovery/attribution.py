@@ -30,7 +30,7 @@ number of texts); `chunked` is the one place where the chunks' scores are gather
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 
 import torch
 from jaxtyping import Float
@@ -38,20 +38,7 @@ from torch import Tensor
 
 from circuits.core.sites import hook_name
 from circuits.discovery.distributed import per_text
-from circuits.discovery.forward import EdgeRunner, full_keep
-
-
-def chunks(runner: EdgeRunner, batch: int | None) -> Iterator[EdgeRunner]:
-    """Runners over consecutive chunks of at most `batch` texts (the runner itself when
-    `batch` is None or covers every text)."""
-    n = runner.tokens.shape[0]
-    if batch is None or batch >= n:
-        yield runner
-        return
-    if not isinstance(batch, int) or batch < 1:
-        raise ValueError(f"batch must be a positive int, got {batch!r}")
-    for i in range(0, n, batch):
-        yield runner.subset(range(i, min(i + batch, n)))
+from circuits.discovery.forward import EdgeRunner, chunks, full_keep
 
 
 def chunked(
@@ -291,7 +278,7 @@ __all__ = [
     "IG_POINTS",
     "activation_groups",
     "chunked",
-    "chunks",
+    "chunks",  # lives in forward.py beside EdgeRunner.subset; still importable here
     "eap",
     "eap_ig",
     "eap_ig_activations",

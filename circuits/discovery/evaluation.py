@@ -21,7 +21,7 @@ from torch import Tensor
 from circuits.discovery.config import Grow
 from circuits.discovery.dag import EdgeSpace
 from circuits.discovery.distributed import per_text
-from circuits.discovery.forward import EdgeRunner
+from circuits.discovery.forward import EdgeRunner, chunks
 
 N_RANDOM = 10
 """Random circuits of the circuit's size drawn for the baseline."""
@@ -45,9 +45,9 @@ def _evaluate(runner: EdgeRunner, masks: Tensor, batch_size: int) -> Tensor:
     n_batch = runner.tokens.shape[0]
     uniform = isinstance(runner.positions[0], int)  # else a chunk needs `metric_at`
     if n_batch > batch_size and (uniform or hasattr(runner, "metric_at")):
-        values = [_evaluate(runner.subset(range(i, min(i + batch_size, n_batch))), masks,
-                            batch_size) for i in range(0, n_batch, batch_size)]  # fmt: skip
-        return torch.cat(values, 1)
+        return torch.cat(
+            [_evaluate(part, masks, batch_size) for part in chunks(runner, batch_size)], 1
+        )
     per = max(1, batch_size // n_batch)
     out = []
     with torch.no_grad():

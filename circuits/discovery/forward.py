@@ -27,7 +27,7 @@ patched run (`ungrouped_attention`).
 from __future__ import annotations
 
 import copy
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 
 import torch
@@ -112,8 +112,6 @@ class EdgeRunner:
         )
         self.ablation, self.seed = ablation, seed
         self.clean = self._clean_run(judging_only)
-        if judging_only:
-            self.clean.outputs = None
 
     # -- the unpatched run ------------------------------------------------------------------
 
@@ -168,18 +166,20 @@ class EdgeRunner:
         if len(runs) != (1 if self.corrupt is None else 2) or filled[0] != 0:
             raise RuntimeError(f"the clean run recorded {len(runs)} run(s) of sender outputs, "
                                f"the last {filled[0] or n_senders} of {n_senders} senders")  # fmt: skip
-        metric = self.metric(run.acts, run.logits)
         self.blocks = run
-        outputs = runs[0]
-        if self.corrupt is not None:
-            ablated = runs[1]
-        elif self.ablation is Ablation.ZERO:
-            ablated = torch.zeros_like(outputs)
-        elif self.ablation is Ablation.RESAMPLE:
-            ablated = outputs[derangement(outputs.shape[0], self.seed)]
-        else:
-            ablated = torch.cat(mean, 1).expand_as(outputs).clone()
-        return CleanRun(outputs, ablated, metric)
+        ablated = runs[1] if self.corrupt is not None else self._ablated(runs[0], mean)
+        metric = self.metric(run.acts, run.logits)
+        return CleanRun(None if judging_only else runs[0], ablated, metric)
+
+    def _ablated(self, outputs: Tensor, mean: list[Tensor]) -> Tensor:
+        """The ablated sender values of texts without partners: zero, another text's outputs
+        (resample: a seeded derangement) or each text's mean over its reference positions
+        (`mean`, a tensor per sender group)."""
+        if self.ablation is Ablation.ZERO:
+            return torch.zeros_like(outputs)
+        if self.ablation is Ablation.RESAMPLE:
+            return outputs[derangement(outputs.shape[0], self.seed)]
+        return torch.cat(mean, 1).expand_as(outputs).clone()
 
     def subset(self, rows: Sequence[int], metric: Metric | None = None) -> EdgeRunner:
         """A runner over texts `rows` only that shares this one's clean run and ablated values
@@ -297,6 +297,19 @@ class EdgeRunner:
         return values.view(n_circ, n_batch)
 
 
+def chunks(runner: EdgeRunner, batch: int | None) -> Iterator[EdgeRunner]:
+    """Runners over consecutive chunks of at most `batch` texts (the runner itself when
+    `batch` is None or covers every text)."""
+    n = runner.tokens.shape[0]
+    if batch is None or batch >= n:
+        yield runner
+        return
+    if not isinstance(batch, int) or batch < 1:
+        raise ValueError(f"batch must be a positive int, got {batch!r}")
+    for i in range(0, n, batch):
+        yield runner.subset(range(i, min(i + batch, n)))
+
+
 def full_keep(space: EdgeSpace, n: int = 1, value: float = 1.0) -> Tensor:
     """Keep-coefficients [n, n_edges] all equal to `value` (1: the clean model, 0: empty)."""
     return torch.full((n, space.n_edges), float(value))
@@ -307,6 +320,7 @@ __all__ = [
     "SPARSE_SHARE",
     "CleanRun",
     "EdgeRunner",
+    "chunks",
     "full_keep",
     "head_outputs",
     "ungrouped_attention",

@@ -37,9 +37,9 @@ from jaxtyping import Float
 from torch import Tensor
 
 from circuits._io import atomic_write
-from circuits.discovery.attribution import chunks, eap_ig
+from circuits.discovery.attribution import eap_ig
 from circuits.discovery.evaluation import evaluate
-from circuits.discovery.forward import EdgeRunner
+from circuits.discovery.forward import EdgeRunner, chunks
 from circuits.discovery.methods.base import EdgeScores
 
 BETA, GAMMA, ZETA = 2 / 3, -0.1, 1.1
