@@ -117,9 +117,11 @@ def run_side(cmd: list[str], out: Path) -> dict:
     return result
 
 
-def write_csv(args, out: Path) -> Path:
-    """The pairs as MIB's EAPDataset reads them (task 'ioi')."""
+def write_csv(args, out: Path) -> tuple[Path, dict]:
+    """The pairs as MIB's EAPDataset reads them (task 'ioi'), and the run's provenance record
+    (model and weights hash, the pairs' token rows hashed, settings, code, command)."""
     from circuits.models import load_model
+    from circuits.provenance import provenance
 
     model = load_model(args.model)
     pairs, prompts = make_pairs(model, args)
@@ -129,7 +131,7 @@ def write_csv(args, out: Path) -> Path:
         w.writerow(["clean", "corrupted", "correct_idx", "incorrect_idx"])
         for p, a, b in zip(prompts, pairs.answer.tolist(), pairs.wrong.tolist(), strict=True):
             w.writerow([p.clean, p.corrupt, a, b])
-    return path
+    return path, provenance(model, pairs.rows(), settings=vars(args), source=path)
 
 
 def compare(ours: dict, ref: dict, batch: int, ks=(100, 1000)) -> dict:
@@ -245,12 +247,11 @@ def main() -> None:
         return
     out = Path(args.out)
     out.mkdir(parents=True, exist_ok=True)
-    rows = side_by_side(args, out, write_csv(args, out))
-    from circuits.provenance import code_identity, environment, times
+    pairs_csv, record = write_csv(args, out)
+    rows = side_by_side(args, out, pairs_csv)
+    from circuits.provenance import stamped
 
-    record = {"code": code_identity(), "environment": environment(), "times": times(),
-              "command": [Path(sys.argv[0]).name, *sys.argv[1:]]}  # fmt: skip
-    doc = {"args": vars(args), "provenance": record, **rows}
+    doc = stamped({"args": vars(args), **rows}, record)
     (out / "side_by_side.json").write_text(json.dumps(doc, indent=1))
     show(rows, args)
 
