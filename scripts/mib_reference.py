@@ -4,6 +4,7 @@ on the same weights, the same pairs and the same graph.
 
     .venv/bin/python scripts/mib_reference.py [--device cpu] [--model smollm2-135m]
         [--n-pairs 8] [--steps 5] [--methods eap eap_ig_inputs eap_ig_activations]
+        [--ig-input-run full|mib_code]
         [--ref /tmp/mibref] [--out runs/mib_reference] [--threads 1]
 
 Setup of the reference (its own environment; nothing of it enters this repository):
@@ -37,6 +38,8 @@ import time
 from pathlib import Path
 
 import numpy as np
+
+from circuits.discovery.config import INPUT_RUNS
 
 MIB_NAMES = {
     "eap": "EAP",
@@ -72,7 +75,8 @@ def our_scores(args) -> dict:
                         kv_inputs="ungrouped")  # fmt: skip
     fn = {"eap": lambda r: at.eap(r),
           "eap_ig_inputs": lambda r: at.eap_ig_inputs(r, args.steps, grid="left"),
-          "eap_ig_activations": lambda r: at.eap_ig_activations(r, args.steps)}[args.method]  # fmt: skip
+          "eap_ig_activations": lambda r: at.eap_ig_activations(
+              r, args.steps, input_run=args.ig_input_run)}[args.method]  # fmt: skip
     values = fn(runner).mean(0)
     seconds, cpu = time.perf_counter() - t0, time.process_time() - c0
     edges = {n: (float(v), False) for n, v in zip(runner.space.edge_names(), values, strict=True)}
@@ -161,7 +165,8 @@ def side_by_side(args, out: Path, pairs_csv: Path) -> dict:
         mine, theirs = out / f"ours_{method}.json", out / f"ref_{method}.json"
         ours = run_side([sys.executable, str(HERE), "--side", "ours", "--method", method,
                          "--model", args.model, "--n-pairs", str(args.n_pairs), "--seed",
-                         str(args.seed), "--out", str(mine), *common], mine)  # fmt: skip
+                         str(args.seed), "--out", str(mine), "--ig-input-run",
+                         args.ig_input_run, *common], mine)  # fmt: skip
         ref = run_side([str(ref_py), str(HERE.with_name("mib_reference_worker.py")), "--ref",
                         args.ref, "--folder", str(folder), "--pairs", str(pairs_csv),
                         "--method", MIB_NAMES[method], "--batch", str(args.n_pairs),
@@ -196,7 +201,8 @@ def _same_tokens(ours: dict, ref: dict) -> bool:
 
 def show(rows: dict, args) -> None:
     print(f"model {args.model}, {args.n_pairs} IOI pairs (s2_io_flip, padded), {args.steps} IG "
-          f"steps, device {args.device}, {args.threads} thread(s)")  # fmt: skip
+          f"steps (eap_ig_activations input runs: {args.ig_input_run}), "
+          f"device {args.device}, {args.threads} thread(s)")  # fmt: skip
     print(f"{'method':<20}{'edges':>8}{'Spearman':>10}{'top100':>8}{'top1000':>8}"
           f"{'max|d|/max|s|':>14}{'ref cpu':>9}{'ours cpu':>9}{'speed-up':>9}"
           f"{'ref MB':>8}{'ours MB':>8}{'tokens':>7}")  # fmt: skip
@@ -239,6 +245,8 @@ def main() -> None:
     p.add_argument("--out", default="runs/mib_reference")
     p.add_argument("--threads", type=int, default=1)
     p.add_argument("--no-evaluation", action="store_true", help="skip MIB's CPR / CMD of our file")
+    p.add_argument("--ig-input-run", default="full", choices=INPUT_RUNS,
+                   help="this library's eap_ig_activations: full or mib_code (config.IgInputRun)")  # fmt: skip
     p.add_argument("--side", choices=("ours",), help=argparse.SUPPRESS)
     p.add_argument("--method", help=argparse.SUPPRESS)
     args = p.parse_args()

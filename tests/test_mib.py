@@ -153,12 +153,12 @@ def test_activations_ig_moves_one_group_at_a_time(runner, monkeypatch):
     groups = attribution.activation_groups(runner)
     assert len(groups) == 1 + 2 * 4 and groups[0][0] == [0] and groups[-1][0] == [20]
     # the input group alone is input-path EAP-IG on MIB's right points
-    monkeypatch.setattr(attribution, "activation_groups", lambda r: groups[:1])
+    monkeypatch.setattr(attribution, "activation_groups", lambda r, run: groups[:1])
     alone = eap_ig_activations(runner, 3)
     assert torch.allclose(alone, eap_ig_inputs(runner, 3, grid="right"), atol=1e-5)
     # the last MLP alone at alpha = 1 (clean): its output is a constant, so its inputs get no
     # gradient; the logits' inputs get EAP's; earlier inputs lose the path through that MLP
-    monkeypatch.setattr(attribution, "activation_groups", lambda r: groups[-1:])
+    monkeypatch.setattr(attribution, "activation_groups", lambda r, run: groups[-1:])
     last = eap_ig_activations(runner, 1)
     sp, plain = runner.space, eap(runner)
     kind = [sp.receivers[r].kind for r in sp.edges[:, 0].tolist()]
@@ -168,6 +168,22 @@ def test_activations_ig_moves_one_group_at_a_time(runner, monkeypatch):
     assert (last[:, into_mlp3] == 0).all() and (plain[:, into_mlp3] != 0).any()
     assert torch.allclose(last[:, into_logits], plain[:, into_logits], atol=1e-5)
     assert (last - plain)[:, ~into_mlp3 & ~into_logits].abs().max() > 1e-4
+
+
+def test_activations_ig_mib_code_drops_the_input_runs_gradient_at_block_0(runner):
+    # steps = 1: the input's one run is the clean model, whose gradient is EAP's; MIB's code
+    # takes none at block 0's q / k / v in that run, so those edges lose EAP / (1 + 2 n_layers)
+    full, mib = (eap_ig_activations(runner, 1, input_run=r) for r in ("full", "mib_code"))
+    sp = runner.space
+    block0_qkv = torch.tensor([sp.receivers[r].kind in ("q", "k", "v") and sp.receivers[r].layer
+                               == 0 for r in sp.edges[:, 0].tolist()])  # fmt: skip
+    assert block0_qkv.sum() == 3 * sp.n_heads and (sp.edges[block0_qkv, 1] == 0).all()
+    assert torch.equal(full[:, ~block0_qkv], mib[:, ~block0_qkv])
+    dropped = eap(runner)[:, block0_qkv] / (1 + 2 * sp.n_layers)
+    assert dropped.abs().max() > 1e-4
+    assert torch.allclose(full[:, block0_qkv] - mib[:, block0_qkv], dropped, atol=1e-6)
+    with pytest.raises(ValueError, match="input_run must be one of full, mib_code"):
+        eap_ig_activations(runner, 1, input_run="reference")
 
 
 def test_activations_ig_is_a_registry_method(tiny, flip):

@@ -37,6 +37,7 @@ from jaxtyping import Float
 from torch import Tensor
 
 from circuits.core.sites import hook_name
+from circuits.discovery.config import INPUT_RUNS
 from circuits.discovery.distributed import per_text
 from circuits.discovery.forward import EdgeRunner, chunks, full_keep
 
@@ -232,12 +233,16 @@ def _detach(act, hook):
     return act.detach()
 
 
-def activation_groups(runner: EdgeRunner) -> list[tuple[list[int], tuple]]:
+def activation_groups(runner: EdgeRunner, input_run: str = "full") -> list[tuple[list[int], tuple]]:
     """The node groups EAP-IG-activations interpolates, in forward order: the input, then per
     block its attention heads and its MLP; each as (senders, forward hooks that cut the
-    gradient through the group's output: MIB replaces that output by a constant)."""
+    gradient through the group's output: MIB replaces that output by a constant). With
+    `input_run="mib_code"` the input's runs also cut it at block 0's q / k / v (`IgInputRun`)."""
+    if input_run not in INPUT_RUNS:
+        raise ValueError(f"input_run must be one of {', '.join(INPUT_RUNS)}, got {input_run!r}")
     sp = runner.space
-    groups: list[tuple[list[int], tuple]] = [([0], ())]
+    cut = [(hook_name(f"{k}_out", 0), _detach) for k in ("q", "k", "v") if sp.group(0, k)]
+    groups: list[tuple[list[int], tuple]] = [([0], tuple(cut) if input_run == "mib_code" else ())]
     for layer in range(sp.n_layers):
         first = 1 + layer * (sp.n_heads + 1)
         groups.append((list(range(first, first + sp.n_heads)),
@@ -247,7 +252,7 @@ def activation_groups(runner: EdgeRunner) -> list[tuple[list[int], tuple]]:
 
 
 def eap_ig_activations(
-    runner: EdgeRunner, steps: int = 5, *, batch: int | None = None
+    runner: EdgeRunner, steps: int = 5, *, batch: int | None = None, input_run: str = "full"
 ) -> Float[Tensor, "batch edge"]:
     """EAP-IG over the activations (MIB's `EAP-IG-activations`, Mueller et al. 2025, as
     `get_scores_ig_activations` in Hanna et al.'s EAP-IG code), per prompt and edge.
@@ -260,10 +265,12 @@ def eap_ig_activations(
     receiver's input. Score of edge s -> r = (clean - ablated output of s) . (d metric / d x_r
     averaged over all groups and points), so each edge's gradient is an average over paths that
     move one layer at a time, where `eap_ig` moves every edge's keep coefficient at once and
-    `eap_ig_inputs` the input alone. Costs (1 + 2 n_layers) x steps gradient passes."""
+    `eap_ig_inputs` the input alone. Costs (1 + 2 n_layers) x steps gradient passes.
+    `input_run="mib_code"` reproduces a detail of EAP-IG's code on the edges input -> block 0's
+    q / k / v (`config.IgInputRun`)."""
     sp = runner.space
     paths = []
-    for senders, hooks in activation_groups(runner):
+    for senders, hooks in activation_groups(runner, input_run):
         moved = torch.isin(sp.edges[:, 1], torch.tensor(senders))
 
         def path(alpha: float, moved=moved) -> Tensor:  # the group's out-edges at alpha

@@ -70,11 +70,26 @@ class IgGrid(StrEnum):
     clean end not)"""
 
 
+class IgInputRun(StrEnum):
+    """What EAP-IG-activations' runs of the input group give block 0's q / k / v inputs
+    (`attribution.eap_ig_activations`). The two differ only on the edges input -> block 0's
+    q / k / v, by about one run in 1 + 2 n_layers."""
+
+    FULL = "full"
+    """their gradient at the interpolated input: the definition, and how `eap_ig_inputs` and
+    EAP-IG's own EAP-IG-inputs take it (this library's default)"""
+    MIB_CODE = "mib_code"
+    """none, as EAP-IG's `get_scores_ig_activations` (the code MIB ran): its interpolated
+    embedding is a constant outside autograd, so TransformerLens never calls the backward hooks
+    of block 0's q / k / v inputs in those runs; every other receiver has its gradient"""
+
+
 ABLATIONS = tuple(Ablation)
 GROW = tuple(Grow)
 RANK_BY = tuple(RankBy)
 KV_INPUTS = tuple(KvInputs)
 IG_GRIDS = tuple(IgGrid)
+INPUT_RUNS = tuple(IgInputRun)
 
 
 @dataclass(frozen=True)
@@ -93,6 +108,13 @@ class DiscoveryConfig(Config):
         "points of the EAP-IG path: midpoint ((k + 0.5) / steps) or left (k / steps, EAP-IG's "
         "and MIB's code); eap_ig_activations always takes MIB's right points (k / steps, k >= 1)",
         choices=IG_GRIDS,
+    )
+    ig_input_run: str = option(
+        "full",
+        "eap_ig_activations: what the input's runs give block 0's q / k / v inputs: full (their "
+        "gradient, the definition) or mib_code (none, as EAP-IG's code, whose interpolated "
+        "embedding is outside autograd; changes only the edges input -> block 0's q / k / v)",
+        choices=INPUT_RUNS,
     )
     kv_inputs: str = option(
         "grouped",

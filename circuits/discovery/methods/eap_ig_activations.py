@@ -10,8 +10,10 @@ from circuits.discovery.methods.base import EdgeScores
 def score(runner, config, *, progress=None, checkpoint=None) -> EdgeScores:
     """Activation-path EAP-IG per fit text: each node group (input, a block's heads, a block's
     MLP) moved from its ablated to its clean output over `config.ig_steps` right points
-    (alpha = k / steps, k = 1..steps, as MIB's code), `config.grad_batch` texts per pass."""
-    values = eap_ig_activations(runner, config.ig_steps, batch=config.grad_batch)
+    (alpha = k / steps, k = 1..steps, as MIB's code), `config.grad_batch` texts per pass;
+    `config.ig_input_run` for the input's runs (`config.IgInputRun`)."""
+    values = eap_ig_activations(runner, config.ig_steps, batch=config.grad_batch,
+                                input_run=config.ig_input_run)  # fmt: skip
     return EdgeScores(values, per_text=True, signed=True)
 
 
