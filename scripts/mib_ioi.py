@@ -4,6 +4,10 @@ judge on held-out pairs, save MIB's per-size curves and importance file.
     .venv/bin/python scripts/mib_ioi.py --model smollm2-135m --method eap_ig_inputs \
         --partner s2_io_flip --n-fit 100 --n-heldout 200 --out runs/mib/smollm2-flip-eap_ig_inputs \
         [--protocol mib] [--threads 1] [--device cpu] [--option grad_batch=4 ...]
+        [--checkpoint DIR]
+
+MIB's 1,000 attribution pairs in bounded memory: `--n-fit 1000 --option fit_judged=100` (the
+curve and the size rule on the first 100, every pair scored, 100 at a time).
 
 Pairs: `circuits.tasks.ioi` prompts with the protocol's partner (or --partner), padding and BOS;
 the first --n-fit for fitting, the next --n-heldout for judging (one seeded draw, --pair-seed).
@@ -89,7 +93,8 @@ def run(args: argparse.Namespace) -> dict:
     pairs, _ = ioi_pairs(model, args.n_fit + args.n_heldout, seed=args.pair_seed,
                          partner=partner, pad=proto.pad, bos=proto.bos)  # fmt: skip
     fit, held = pairs[: args.n_fit], pairs[args.n_fit :]
-    circuit = discover(model, fit, held, None, positions=None, config=config, progress=True)
+    circuit = discover(model, fit, held, None, positions=None, config=config, progress=True,
+                       checkpoint=args.checkpoint)  # fmt: skip
     source = f"task ioi, partner {partner} (seed {args.pair_seed})"
     graph = circuit_graph(circuit, model, data=source, metric_spec={"metric": "pairs"})
     summary = {"protocol": proto.name, "model": args.model, "partner": partner,
@@ -125,6 +130,8 @@ def main() -> None:
     p.add_argument("--threads", type=int, default=1)
     p.add_argument("--option", nargs="*", default=[], help="DiscoveryConfig KEY=VALUE")
     p.add_argument("--out", required=True)
+    p.add_argument("--checkpoint", help="folder: scored chunks (--option fit_judged=N) and a "
+                   "mask sweep are saved there and skipped on a rerun")  # fmt: skip
     args = p.parse_args()
     s = run(args)
     print(f"{args.model} {s['partner']} {s['method']}: {s['n_edges']} of {s['n_edges_total']} "

@@ -248,3 +248,33 @@ def test_the_mib_protocol_runs_and_saves_every_size(tiny, flip, tmp_path):
     best = int(mean.argmax())  # the edge that supports the logit difference most
     name = sorted(d["edges"], key=lambda k: d["edges"][k]["score"])[-1]
     assert d["edges"][name]["score"] == pytest.approx(float(mean[best])) and mean[best] > 0
+
+
+def test_fit_judged_scores_every_fit_pair_a_chunk_at_a_time(tiny, flip, tmp_path):
+    from circuits.discovery import discover
+    from circuits.discovery.protocol import protocol
+
+    cfg = protocol("mib").config(n_boot=10, n_stability=2, n_random=2, max_exact=0, n_curve=4,
+                                 mib_areas=False, fit_judged=2)  # fmt: skip
+    c = discover(tiny, flip[:5], flip[5:], None, positions=None, config=cfg, checkpoint=tmp_path)
+    # the runner holds the first 2 pairs; pairs 2-3 and 4 were scored in chunks of their own
+    # runners, and each pair's scores are those of one runner over all 5 fit pairs
+    every = EdgeRunner(tiny, flip[:5], None, positions=None, ablation="resample",
+                       kv_inputs="ungrouped")  # fmt: skip
+    assert c.runner.tokens.shape[0] == 2 and c.scores.shape[0] == 5
+    assert torch.allclose(c.scores, eap_ig_inputs(every, 5, grid="left"), atol=1e-5)
+    assert (c.summary()["n_fit_texts"], c.summary()["n_fit_judged"]) == (5, 2)
+    saved = sorted(p.name for p in tmp_path.glob("scores_from_*.pt"))
+    assert saved == ["scores_from_2.pt", "scores_from_4.pt"]
+    # a rerun reads the chunks back; other settings with the same folder are refused
+    again = discover(tiny, flip[:5], flip[5:], None, positions=None, config=cfg,
+                     checkpoint=tmp_path)  # fmt: skip
+    assert torch.equal(again.scores, c.scores)
+    with pytest.raises(ValueError, match="holds scores of other pairs or settings"):
+        discover(tiny, flip[:5], flip[5:], None, positions=None,
+                 config=cfg.with_options(ig_steps=2), checkpoint=tmp_path)  # fmt: skip
+    with pytest.raises(ValueError, match="needs counterfactual Pairs"):
+        discover(tiny, flip.clean[:5], flip.clean[5:], None, positions=None, config=cfg)
+    with pytest.raises(ValueError, match="scores the fit texts as a whole"):
+        discover(tiny, flip[:5], flip[5:], None, positions=None,
+                 config=cfg.with_options(method="mask", mask_steps=1, mask_lambdas=(1.0,)))  # fmt: skip

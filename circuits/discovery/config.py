@@ -178,6 +178,14 @@ class DiscoveryConfig(Config):
     grad_batch: int = option(
         16, "fit texts in one gradient pass of edge scoring (memory grows with it)", low=1
     )
+    fit_judged: int = option(
+        0,
+        "counterfactual pairs: fit pairs the growth curve, the size rule and the fit areas are "
+        "judged on (the first ones; 0: all). The rest are only scored, this many at a time, "
+        "each chunk's runner built and dropped: memory bounded by it, e.g. MIB's 1,000 "
+        "attribution pairs with the curve on 100",
+        low=0,
+    )
     mask_lambdas: tuple[float, ...] = option(
         (0.25, 0.5, 1.0, 2.0, 4.0),
         "mask: sparsity weights of the sweep, each trained from the last (one circuit each); "

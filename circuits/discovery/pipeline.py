@@ -1,7 +1,9 @@
 """Circuit discovery driven by faithfulness, fitted on some texts and judged on others.
 
 1. Score every edge of the residual DAG on the fit texts (a method of
-   `circuits.discovery.methods`: EAP, EAP-IG, optimised masks).
+   `circuits.discovery.methods`: EAP, EAP-IG, optimised masks). With `fit_judged` (pairs
+   only) steps 2 and 4's bootstrap still see every fit pair's scores, but step 2 judges on the
+   first `fit_judged` pairs, and the rest are scored that many at a time (bounded memory).
 2. Grow the circuit by score: for a grid of sizes n, keep the top-n edges, prune dead ends and
    measure faithfulness on the fit texts (overall and per kind of text); the circuit is the
    smallest n meeting `size_rule` (`circuits.discovery.size_rule`: fit f inside `target_band`
@@ -31,6 +33,7 @@ import torch
 from jaxtyping import Int
 from torch import Tensor
 
+from circuits._io import atomic_write
 from circuits.discovery.config import DiscoveryConfig, RankBy
 from circuits.discovery.evaluation import (
     MIB_FRACTIONS,
@@ -131,7 +134,9 @@ class EdgeCircuit:
             "size_rule_fired": self.size_rule_fired,
             "reached_on_fit": self.reached,
             "fit_faithfulness": self.fit_faithfulness,
-            "n_fit_texts": int(self.runner.tokens.shape[0]),
+            # scored fit texts: more rows than the runner holds with config.fit_judged
+            "n_fit_texts": max(int(self.scores.shape[0]), int(self.runner.tokens.shape[0])),
+            "n_fit_judged": int(self.runner.tokens.shape[0]),
             "n_heldout_texts": h.n_texts,
             "heldout_faithfulness": h.faithfulness,
             "heldout_faithfulness_ci": list(h.faithfulness_ci),
@@ -169,22 +174,27 @@ def discover(
     pos])`); it is called for the fit, held-out and exact-effect texts in turn. Counterfactual
     `Pairs` (with positions None, ablation 'resample' and metric None) are fitted and judged
     with their own logit differences and partners. `checkpoint`
-    (a folder) lets a method that trains (mask) resume where it stopped. `kinds`: the fit and
+    (a folder) lets a method that trains (mask) resume where it stopped, and scoring in chunks
+    (`config.fit_judged`) skip the chunks already scored. `kinds`: the fit and
     the held-out texts' kinds (one each), for the size rule and the curve by kind (None: one
     kind)."""
     cfg = config or DiscoveryConfig()
     # Pairs carry their own metric (metric None): each runner takes its texts' answers.
     metric_at = metric if callable(metric) and not isinstance(metric, Metric) else lambda p: metric
     held_at = _check_texts(fit_tokens, heldout_tokens, positions, heldout_positions)
+    n_judged = _n_judged(fit_tokens, positions, cfg)
     torch.manual_seed(cfg.seed)
-    fit = _runner(model, fit_tokens, metric_at, positions, cfg)
+    fit = _runner(model, fit_tokens[:n_judged], metric_at, positions, cfg)
     log = (lambda line: print(line, file=sys.stderr, flush=True)) if progress else None
     with phase_bar(progress) as done:
         scores = scorer(cfg.method)(fit, cfg, progress=log, checkpoint=checkpoint)
+        if n_judged < len(fit_tokens):
+            scores = _score_rest(model, fit_tokens, scores, cfg, log, checkpoint)
         done("scoring")
         empty_fit = evaluate(fit, torch.zeros(1, fit.space.n_edges, dtype=torch.bool))[0]
         direction = 1.0 if fit.clean.metric.mean() >= empty_fit.mean() else -1.0
         fit_kinds, held_kinds = kinds or (None, None)
+        fit_kinds = None if fit_kinds is None else list(fit_kinds)[:n_judged]
         grown = grow(fit, scores, cfg, direction, empty_fit, fit_kinds)
         done("curve")
         hit = grown["hit"]
@@ -229,6 +239,63 @@ def _check_texts(fit_tokens, heldout_tokens, positions, heldout_positions):
     if per_text and heldout_positions is None:
         raise ValueError("per-text positions for the fit texts need heldout_positions too")
     return heldout_positions if per_text else positions
+
+
+def _n_judged(fit_tokens, positions, cfg: DiscoveryConfig) -> int:
+    """How many fit texts the fit runner holds (`cfg.fit_judged`, 0: all); scoring the rest a
+    chunk at a time needs counterfactual pairs (each text's ablated values its own partner's;
+    a mean or a resample drawn within a chunk would depend on the chunk)."""
+    n = len(fit_tokens)
+    if not cfg.fit_judged or cfg.fit_judged >= n:
+        return n
+    if not isinstance(fit_tokens, Pairs) or positions is not None:
+        raise ValueError(
+            f"fit_judged={cfg.fit_judged} (judge the curve on the first fit texts, score the rest "
+            "in chunks) needs counterfactual Pairs with positions None; set fit_judged=0 to "
+            "judge on every fit text"
+        )
+    return cfg.fit_judged
+
+
+def _score_rest(model, fit_tokens: Pairs, first: EdgeScores, cfg, log, checkpoint) -> EdgeScores:
+    """`first` (the method's scores on the fit runner's texts) with those of the remaining fit
+    pairs appended, `cfg.fit_judged` pairs at a time: each chunk's runner is built, scored and
+    dropped, and with `checkpoint` (a folder) each chunk's scores are saved there and read
+    back on a rerun of the same pairs and settings."""
+    if not first.per_text:
+        raise ValueError(
+            f"method {cfg.method} scores the fit texts as a whole, so they cannot be scored in "
+            "chunks; give fit_judged=0 or a per-text method (eap, eap_ig, eap_ig_inputs, "
+            "eap_ig_activations)"
+        )
+    rows, n = [first.values], cfg.fit_judged
+    for a in range(n, len(fit_tokens), n):
+        chunk = fit_tokens[a : a + n]
+        rows.append(_chunk_scores(model, chunk, cfg, checkpoint, a))
+        if log:
+            log(f"scored fit pairs {a}-{a + len(chunk) - 1} of {len(fit_tokens)}")
+    return EdgeScores(torch.cat(rows), per_text=True, signed=first.signed)
+
+
+def _chunk_scores(model, chunk: Pairs, cfg, checkpoint, start: int) -> Tensor:
+    """One chunk's per-pair scores (see `_score_rest`), from `checkpoint` when saved there."""
+    path = None if checkpoint is None else Path(checkpoint) / f"scores_from_{start}.pt"
+    key = {"rows": chunk.rows(), "settings": cfg.to_dict()}
+    if path is not None and path.exists():
+        saved = torch.load(path, weights_only=True)
+        if saved["key"] != key:
+            raise ValueError(
+                f"{path} holds scores of other pairs or settings; give another checkpoint "
+                "folder or delete it"
+            )
+        return saved["values"]
+    runner = _runner(model, chunk, lambda p: None, None, cfg)
+    values = scorer(cfg.method)(runner, cfg).values
+    if path is not None:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        with atomic_write(path, "wb") as fh:
+            torch.save({"key": key, "values": values}, fh)
+    return values
 
 
 def _runner(
