@@ -254,8 +254,8 @@ def test_fit_judged_scores_every_fit_pair_a_chunk_at_a_time(tiny, flip, tmp_path
     from circuits.discovery import discover
     from circuits.discovery.protocol import protocol
 
-    cfg = protocol("mib").config(n_boot=10, n_stability=2, n_random=2, max_exact=0, n_curve=4,
-                                 mib_areas=False, fit_judged=2)  # fmt: skip
+    cfg = protocol("mib").config(n_boot=10, n_stability=2, n_random=2, max_exact=2, n_curve=4,
+                                 n_exact_texts=3, mib_areas=False, fit_judged=2)  # fmt: skip
     c = discover(tiny, flip[:5], flip[5:], None, positions=None, config=cfg, checkpoint=tmp_path)
     # the runner holds the first 2 pairs; pairs 2-3 and 4 were scored in chunks of their own
     # runners, and each pair's scores are those of one runner over all 5 fit pairs
@@ -264,6 +264,7 @@ def test_fit_judged_scores_every_fit_pair_a_chunk_at_a_time(tiny, flip, tmp_path
     assert c.runner.tokens.shape[0] == 2 and c.scores.shape[0] == 5
     assert torch.allclose(c.scores, eap_ig_inputs(every, 5, grid="left"), atol=1e-5)
     assert (c.summary()["n_fit_texts"], c.summary()["n_fit_judged"]) == (5, 2)
+    assert len(c.direct) == 2  # 2 edges, exact effects on the 2 judged pairs (3 asked for)
     saved = sorted(p.name for p in tmp_path.glob("scores_from_*.pt"))
     assert saved == ["scores_from_2.pt", "scores_from_4.pt"]
     # a rerun reads the chunks back; other settings with the same folder are refused

@@ -187,9 +187,7 @@ def discover(
     fit = _runner(model, fit_tokens[:n_judged], metric_at, positions, cfg)
     log = (lambda line: print(line, file=sys.stderr, flush=True)) if progress else None
     with phase_bar(progress) as done:
-        scores = scorer(cfg.method)(fit, cfg, progress=log, checkpoint=checkpoint)
-        if n_judged < len(fit_tokens):
-            scores = _score_rest(model, fit_tokens, scores, cfg, log, checkpoint)
+        scores = _fit_scores(model, fit_tokens, fit, cfg, log, checkpoint)
         done("scoring")
         empty_fit = evaluate(fit, torch.zeros(1, fit.space.n_edges, dtype=torch.bool))[0]
         direction = 1.0 if fit.clean.metric.mean() >= empty_fit.mean() else -1.0
@@ -205,7 +203,7 @@ def discover(
         done("held-out")
         stability = _stability(fit.space, scores, n_top, cfg, direction)
         done("stability")
-        direct = _direct(model, fit_tokens, metric_at, fit, mask, scores.values, cfg)
+        direct = _direct(model, fit_tokens[:n_judged], metric_at, fit, mask, scores.values, cfg)
         done("exact effects")
         curve = curve_frame(grown, f_held[ALL].tolist())
         counts = {"fit": kind_counts(fit_kinds, fit.tokens.shape[0]),
@@ -257,18 +255,22 @@ def _n_judged(fit_tokens, positions, cfg: DiscoveryConfig) -> int:
     return cfg.fit_judged
 
 
-def _score_rest(model, fit_tokens: Pairs, first: EdgeScores, cfg, log, checkpoint) -> EdgeScores:
-    """`first` (the method's scores on the fit runner's texts) with those of the remaining fit
-    pairs appended, `cfg.fit_judged` pairs at a time: each chunk's runner is built, scored and
-    dropped, and with `checkpoint` (a folder) each chunk's scores are saved there and read
+def _fit_scores(model, fit_tokens, fit: EdgeRunner, cfg, log, checkpoint) -> EdgeScores:
+    """The method's scores on the fit runner's texts, then (`cfg.fit_judged`) on the fit pairs
+    it does not hold, `cfg.fit_judged` pairs at a time: each chunk's runner is built, scored
+    and dropped, and with `checkpoint` (a folder) each chunk's scores are saved there and read
     back on a rerun of the same pairs and settings."""
+    first = scorer(cfg.method)(fit, cfg, progress=log, checkpoint=checkpoint)
+    n = fit.tokens.shape[0]
+    if n == len(fit_tokens):
+        return first
     if not first.per_text:
         raise ValueError(
             f"method {cfg.method} scores the fit texts as a whole, so they cannot be scored in "
             "chunks; give fit_judged=0 or a per-text method (eap, eap_ig, eap_ig_inputs, "
             "eap_ig_activations)"
         )
-    rows, n = [first.values], cfg.fit_judged
+    rows = [first.values]
     for a in range(n, len(fit_tokens), n):
         chunk = fit_tokens[a : a + n]
         rows.append(_chunk_scores(model, chunk, cfg, checkpoint, a))
