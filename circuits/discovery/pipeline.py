@@ -2,8 +2,9 @@
 
 1. Score every edge of the residual DAG on the fit texts (a method of
    `circuits.discovery.methods`: EAP, EAP-IG, optimised masks). With `fit_judged` (pairs
-   only) steps 2 and 4's bootstrap still see every fit pair's scores, but step 2 judges on the
-   first `fit_judged` pairs, and the rest are scored that many at a time (bounded memory).
+   only) every fit pair is still scored, the pairs after the first `fit_judged` that many at a
+   time (bounded memory), and the ranking and step 4 use all of them; step 2 measures
+   faithfulness on the first `fit_judged`.
 2. Grow the circuit by score: for a grid of sizes n, keep the top-n edges, prune dead ends and
    measure faithfulness on the fit texts (overall and per kind of text); the circuit is the
    smallest n meeting `size_rule` (`circuits.discovery.size_rule`: fit f inside `target_band`
@@ -280,7 +281,7 @@ def _fit_scores(model, fit_tokens, fit: EdgeRunner, cfg, log, checkpoint) -> Edg
 
 
 def _chunk_scores(model, chunk: Pairs, cfg, checkpoint, start: int) -> Tensor:
-    """One chunk's per-pair scores (see `_score_rest`), from `checkpoint` when saved there."""
+    """One chunk's per-pair scores (see `_fit_scores`), from `checkpoint` when saved there."""
     path = None if checkpoint is None else Path(checkpoint) / f"scores_from_{start}.pt"
     key = {"rows": chunk.rows(), "settings": cfg.to_dict()}
     if path is not None and path.exists():
