@@ -276,6 +276,9 @@ def test_fit_judged_scores_every_fit_pair_a_chunk_at_a_time(tiny, flip, tmp_path
                  config=cfg.with_options(ig_steps=2), checkpoint=tmp_path)  # fmt: skip
     with pytest.raises(ValueError, match="needs counterfactual Pairs"):
         discover(tiny, flip.clean[:5], flip.clean[5:], None, positions=None, config=cfg)
+    # a checkpoint folder that does not exist yet is made (the mask's sweep is saved in it)
     with pytest.raises(ValueError, match="scores the fit texts as a whole"):
         discover(tiny, flip[:5], flip[5:], None, positions=None,
-                 config=cfg.with_options(method="mask", mask_steps=1, mask_lambdas=(1.0,)))  # fmt: skip
+                 config=cfg.with_options(method="mask", mask_steps=1, mask_lambdas=(1.0,)),
+                 checkpoint=tmp_path / "new" / "mask")  # fmt: skip
+    assert (tmp_path / "new" / "mask" / "mask_sweep.pt").is_file()

@@ -260,7 +260,9 @@ def _fit_scores(model, fit_tokens, fit: EdgeRunner, cfg, log, checkpoint) -> Edg
     """The method's scores on the fit runner's texts, then (`cfg.fit_judged`) on the fit pairs
     it does not hold, `cfg.fit_judged` pairs at a time: each chunk's runner is built, scored
     and dropped, and with `checkpoint` (a folder) each chunk's scores are saved there and read
-    back on a rerun of the same pairs and settings."""
+    back on a rerun of the same pairs and settings (the folder is made if missing)."""
+    if checkpoint is not None:
+        Path(checkpoint).mkdir(parents=True, exist_ok=True)
     first = scorer(cfg.method)(fit, cfg, progress=log, checkpoint=checkpoint)
     n = fit.tokens.shape[0]
     if n == len(fit_tokens):
@@ -295,7 +297,6 @@ def _chunk_scores(model, chunk: Pairs, cfg, checkpoint, start: int) -> Tensor:
     runner = _runner(model, chunk, lambda p: None, None, cfg)
     values = scorer(cfg.method)(runner, cfg).values
     if path is not None:
-        path.parent.mkdir(parents=True, exist_ok=True)
         with atomic_write(path, "wb") as fh:
             torch.save({"key": key, "values": values}, fh)
     return values
