@@ -232,8 +232,10 @@ def mib_cells(*runs: str) -> str:
         pub = [MIB_PUBLISHED[m].get(s["method"]) for m in ("gpt2", "qwen2.5-0.5b")]
         published = "; ".join(f"{p[0]:.2f} / {p[1]:.2f}" if p else "-" for p in pub)
         f = s["heldout_faithfulness"]
+        judged = s.get("n_fit_judged", s["n_fit_texts"])  # fit_judged: the curve on fewer
+        fit = f"{s['n_fit_texts']:,}" + (f" (curve {judged})" if judged < s["n_fit_texts"] else "")
         rows.append(
-            f"| {s['model']} | {s['partner']} | {s['method']} | {s['n_fit_texts']} / "
+            f"| {s['model']} | {s['partner']} | {s['method']} | {fit} / "
             f"{s['n_heldout_texts']} | {s['cpr_heldout']:.2f} ({s['cpr_fit']:.2f}) | "
             f"{s['cmd_heldout']:.3f} ({s['cmd_fit']:.3f}) | {published} | {s['n_edges']:,} "
             f"({s['n_edges_total']:,}) | {f:.2f} ({_ci(s, 'heldout_faithfulness_ci')}) | "
