@@ -34,7 +34,6 @@ import torch
 from jaxtyping import Int
 from torch import Tensor
 
-from circuits._io import atomic_write
 from circuits.discovery.config import DiscoveryConfig, RankBy
 from circuits.discovery.evaluation import (
     MIB_FRACTIONS,
@@ -44,10 +43,11 @@ from circuits.discovery.evaluation import (
     prune,
     top_mask,
 )
+from circuits.discovery.fit_scores import fit_scores, judged_count
 from circuits.discovery.forward import EdgeRunner
 from circuits.discovery.growth import band_circuit, curve_frame, grow, order_edges
 from circuits.discovery.judge import HeldOut, judge
-from circuits.discovery.methods import METHODS, REGISTRY, scorer
+from circuits.discovery.methods import METHODS, REGISTRY
 from circuits.discovery.methods.base import EdgeScores
 from circuits.discovery.pairs import Pairs
 from circuits.discovery.path_patching import edge_effects
@@ -183,12 +183,12 @@ def discover(
     # Pairs carry their own metric (metric None): each runner takes its texts' answers.
     metric_at = metric if callable(metric) and not isinstance(metric, Metric) else lambda p: metric
     held_at = _check_texts(fit_tokens, heldout_tokens, positions, heldout_positions)
-    n_judged = _n_judged(fit_tokens, positions, cfg)
+    n_judged = judged_count(fit_tokens, positions, cfg)
     torch.manual_seed(cfg.seed)
     fit = _runner(model, fit_tokens[:n_judged], metric_at, positions, cfg)
     log = (lambda line: print(line, file=sys.stderr, flush=True)) if progress else None
     with phase_bar(progress) as done:
-        scores = _fit_scores(model, fit_tokens, fit, cfg, log, checkpoint)
+        scores = fit_scores(model, fit_tokens, fit, cfg, log, checkpoint)
         done("scoring")
         empty_fit = evaluate(fit, torch.zeros(1, fit.space.n_edges, dtype=torch.bool))[0]
         direction = 1.0 if fit.clean.metric.mean() >= empty_fit.mean() else -1.0
@@ -238,68 +238,6 @@ def _check_texts(fit_tokens, heldout_tokens, positions, heldout_positions):
     if per_text and heldout_positions is None:
         raise ValueError("per-text positions for the fit texts need heldout_positions too")
     return heldout_positions if per_text else positions
-
-
-def _n_judged(fit_tokens, positions, cfg: DiscoveryConfig) -> int:
-    """How many fit texts the fit runner holds (`cfg.fit_judged`, 0: all); scoring the rest a
-    chunk at a time needs counterfactual pairs (each text's ablated values its own partner's;
-    a mean or a resample drawn within a chunk would depend on the chunk)."""
-    n = len(fit_tokens)
-    if not cfg.fit_judged or cfg.fit_judged >= n:
-        return n
-    if not isinstance(fit_tokens, Pairs) or positions is not None:
-        raise ValueError(
-            f"fit_judged={cfg.fit_judged} (judge the curve on the first fit texts, score the rest "
-            "in chunks) needs counterfactual Pairs with positions None; set fit_judged=0 to "
-            "judge on every fit text"
-        )
-    return cfg.fit_judged
-
-
-def _fit_scores(model, fit_tokens, fit: EdgeRunner, cfg, log, checkpoint) -> EdgeScores:
-    """The method's scores on the fit runner's texts, then (`cfg.fit_judged`) on the fit pairs
-    it does not hold, `cfg.fit_judged` pairs at a time: each chunk's runner is built, scored
-    and dropped, and with `checkpoint` (a folder) each chunk's scores are saved there and read
-    back on a rerun of the same pairs and settings (the folder is made if missing)."""
-    if checkpoint is not None:
-        Path(checkpoint).mkdir(parents=True, exist_ok=True)
-    first = scorer(cfg.method)(fit, cfg, progress=log, checkpoint=checkpoint)
-    n = fit.tokens.shape[0]
-    if n == len(fit_tokens):
-        return first
-    if not first.per_text:
-        raise ValueError(
-            f"method {cfg.method} scores the fit texts as a whole, so they cannot be scored in "
-            "chunks; give fit_judged=0 or a per-text method (eap, eap_ig, eap_ig_inputs, "
-            "eap_ig_activations)"
-        )
-    rows = [first.values]
-    for a in range(n, len(fit_tokens), n):
-        chunk = fit_tokens[a : a + n]
-        rows.append(_chunk_scores(model, chunk, cfg, checkpoint, a))
-        if log:
-            log(f"scored fit pairs {a}-{a + len(chunk) - 1} of {len(fit_tokens)}")
-    return EdgeScores(torch.cat(rows), per_text=True, signed=first.signed)
-
-
-def _chunk_scores(model, chunk: Pairs, cfg, checkpoint, start: int) -> Tensor:
-    """One chunk's per-pair scores (see `_fit_scores`), from `checkpoint` when saved there."""
-    path = None if checkpoint is None else Path(checkpoint) / f"scores_from_{start}.pt"
-    key = {"rows": chunk.rows(), "settings": cfg.to_dict()}
-    if path is not None and path.exists():
-        saved = torch.load(path, weights_only=True)
-        if saved["key"] != key:
-            raise ValueError(
-                f"{path} holds scores of other pairs or settings; give another checkpoint "
-                "folder or delete it"
-            )
-        return saved["values"]
-    runner = _runner(model, chunk, lambda p: None, None, cfg)
-    values = scorer(cfg.method)(runner, cfg).values
-    if path is not None:
-        with atomic_write(path, "wb") as fh:
-            torch.save({"key": key, "values": values}, fh)
-    return values
 
 
 def _runner(
