@@ -108,6 +108,10 @@ def test_one_unembedded_position_equals_all_logits(tiny, tokens, answers, positi
         a, b = (r.run(keep) for r in runners)
     assert torch.allclose(a, b, atol=1e-5)
     assert (a - runners[0].clean.metric).abs().max() > 1e-3
+    # The clean run unembeds the metric's position only (vocab-sized rows are the memory of a
+    # large-vocabulary model) and reads the same clean metric as all logits do.
+    assert [tuple(r.blocks.logits.shape[:2]) for r in runners] == [(4, 1), (4, N_POS)]
+    assert torch.allclose(runners[0].clean.metric, runners[1].clean.metric, atol=1e-5)
 
 
 def test_a_logit_circuit_is_judged_again_from_its_saved_graph(tiny, tmp_path):

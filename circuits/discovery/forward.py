@@ -158,7 +158,7 @@ class EdgeRunner:
         with torch.no_grad(), self.model.hooks(fwd_hooks=fwd):
             run = capture_run(
                 self.model, self.tokens, self.metric.hooks, self.stop, self.metric.logits,
-                blocks=True,
+                blocks=True, logit_pos=self.metric.logit_pos,
             )  # fmt: skip
             if self.corrupt is not None:  # the partners' sender outputs, same positions
                 n_layers, last = self.model.cfg.n_layers, self.space.n_layers
@@ -168,7 +168,7 @@ class EdgeRunner:
                                f"the last {filled[0] or n_senders} of {n_senders} senders")  # fmt: skip
         self.blocks = run
         ablated = runs[1] if self.corrupt is not None else self._ablated(runs[0], mean)
-        metric = self.metric(run.acts, run.logits)
+        metric = self.metric.read(run.acts, run.logits)  # logits cut to logit_pos
         return CleanRun(None if judging_only else runs[0], ablated, metric)
 
     def _ablated(self, outputs: Tensor, mean: list[Tensor]) -> Tensor:

@@ -99,8 +99,10 @@ def capture_run(
     *,
     blocks: bool = False,
     cut_at: int | None = None,
+    logit_pos: Sequence[int] | None = None,
 ) -> Capture:
-    """One forward of `tokens` up to block `stop` (and the logits when `final`), recording
+    """One forward of `tokens` up to block `stop` (and the logits when `final`: at `logit_pos`
+    only when given, [batch, len(logit_pos), vocab], as `forward_from` returns them), recording
     `hooks`; with `blocks`, also each block's input and keyword arguments. `cut_at` detaches the
     residual entering that block into a fresh leaf, so gradients start there."""
     acts: dict[str, Tensor] = {}
@@ -135,6 +137,9 @@ def capture_run(
             model.blocks[layer].register_forward_pre_hook(block_input(layer), with_kwargs=True)
             for layer in range(stop + 1)
         ]
+    if final and logit_pos is not None:  # unembed those positions only (vocab-sized rows)
+        cut = list(logit_pos)
+        handles.append(model.unembed.register_forward_pre_hook(lambda m, a: (a[0][:, cut],)))
     n_layers = model.cfg.n_layers
     try:
         with model.hooks(fwd_hooks=fwd):
