@@ -266,11 +266,15 @@ def test_fit_judged_scores_every_fit_pair_a_chunk_at_a_time(tiny, flip, tmp_path
     assert (c.summary()["n_fit_texts"], c.summary()["n_fit_judged"]) == (5, 2)
     assert len(c.direct) == 2  # 2 edges, exact effects on the 2 judged pairs (3 asked for)
     saved = sorted(p.name for p in tmp_path.glob("scores_from_*.pt"))
-    assert saved == ["scores_from_2.pt", "scores_from_4.pt"]
-    # a rerun reads the chunks back; other settings with the same folder are refused
+    assert saved == ["scores_from_0.pt", "scores_from_2.pt", "scores_from_4.pt"]
+    # a rerun reads the chunks back, the fit runner's too (marked here: its values doubled);
+    # other settings with the same folder are refused
+    first = torch.load(tmp_path / "scores_from_0.pt", weights_only=True)
+    torch.save({**first, "values": 2 * first["values"]}, tmp_path / "scores_from_0.pt")
     again = discover(tiny, flip[:5], flip[5:], None, positions=None, config=cfg,
                      checkpoint=tmp_path)  # fmt: skip
-    assert torch.equal(again.scores, c.scores)
+    assert torch.equal(again.scores[2:], c.scores[2:])
+    assert torch.equal(again.scores[:2], 2 * c.scores[:2])
     with pytest.raises(ValueError, match="holds scores of other pairs or settings"):
         discover(tiny, flip[:5], flip[5:], None, positions=None,
                  config=cfg.with_options(ig_steps=2), checkpoint=tmp_path)  # fmt: skip

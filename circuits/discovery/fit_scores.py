@@ -37,31 +37,27 @@ def judged_count(fit_tokens, positions, cfg: DiscoveryConfig) -> int:
 def fit_scores(model, fit_tokens, fit: EdgeRunner, cfg, log, checkpoint) -> EdgeScores:
     """The method's scores on the fit runner's texts, then (`cfg.fit_judged`) on the fit pairs
     it does not hold, `cfg.fit_judged` pairs at a time: each chunk's runner is built, scored
-    and dropped, and with `checkpoint` (a folder) each chunk's scores are saved there and read
-    back on a rerun of the same pairs and settings (the folder is made if missing)."""
+    and dropped. With `checkpoint` (a folder, made if missing) each chunk's scores, the fit
+    runner's included, are saved there and read back on a rerun of the same pairs and
+    settings. Scores in chunks are per pair, so signed (attribution)."""
     if checkpoint is not None:
         Path(checkpoint).mkdir(parents=True, exist_ok=True)
-    first = scorer(cfg.method)(fit, cfg, progress=log, checkpoint=checkpoint)
     n = fit.tokens.shape[0]
     if n == len(fit_tokens):
-        return first
-    if not first.per_text:
-        raise ValueError(
-            f"method {cfg.method} scores the fit texts as a whole, so they cannot be scored in "
-            "chunks; give fit_judged=0 or a per-text method (eap, eap_ig, eap_ig_inputs, "
-            "eap_ig_activations)"
-        )
-    rows = [first.values]
-    for a in range(n, len(fit_tokens), n):
+        return scorer(cfg.method)(fit, cfg, progress=log, checkpoint=checkpoint)
+    rows = []
+    for a in range(0, len(fit_tokens), n):
         chunk = fit_tokens[a : a + n]
-        rows.append(_chunk_scores(model, chunk, cfg, checkpoint, a))
+        held = (fit, log) if a == 0 else (None, None)  # the fit runner holds the first chunk
+        rows.append(_chunk_scores(model, chunk, cfg, checkpoint, a, *held))
         if log:
             log(f"scored fit pairs {a}-{a + len(chunk) - 1} of {len(fit_tokens)}")
-    return EdgeScores(torch.cat(rows), per_text=True, signed=first.signed)
+    return EdgeScores(torch.cat(rows), per_text=True, signed=True)
 
 
-def _chunk_scores(model, chunk: Pairs, cfg, checkpoint, start: int) -> Tensor:
-    """One chunk's per-pair scores (see `fit_scores`), from `checkpoint` when saved there."""
+def _chunk_scores(model, chunk: Pairs, cfg, checkpoint, start: int, runner, log) -> Tensor:
+    """One chunk's per-pair scores (see `fit_scores`), from `checkpoint` when saved there, else
+    on `runner` (None: the chunk's own, built here)."""
     path = None if checkpoint is None else Path(checkpoint) / f"scores_from_{start}.pt"
     key = {"rows": chunk.rows(), "settings": cfg.to_dict()}
     if path is not None and path.exists():
@@ -72,13 +68,21 @@ def _chunk_scores(model, chunk: Pairs, cfg, checkpoint, start: int) -> Tensor:
                 "folder or delete it"
             )
         return saved["values"]
-    runner = EdgeRunner(model, chunk, None, positions=None, ablation=cfg.ablation, seed=cfg.seed,
-                        kv_inputs=cfg.kv_inputs)  # fmt: skip
-    values = scorer(cfg.method)(runner, cfg).values
+    if runner is None:
+        runner = EdgeRunner(model, chunk, None, positions=None, ablation=cfg.ablation,
+                            seed=cfg.seed, kv_inputs=cfg.kv_inputs)  # fmt: skip
+    own = checkpoint if start == 0 else None  # a method's own checkpoint (the mask's sweep)
+    scores = scorer(cfg.method)(runner, cfg, progress=log, checkpoint=own)
+    if not scores.per_text:
+        raise ValueError(
+            f"method {cfg.method} scores the fit texts as a whole, so they cannot be scored in "
+            "chunks; give fit_judged=0 or a per-text method (eap, eap_ig, eap_ig_inputs, "
+            "eap_ig_activations)"
+        )
     if path is not None:
         with atomic_write(path, "wb") as fh:
-            torch.save({"key": key, "values": values}, fh)
-    return values
+            torch.save({"key": key, "values": scores.values}, fh)
+    return scores.values
 
 
 __all__ = ["fit_scores", "judged_count"]
