@@ -286,3 +286,49 @@ def test_fit_judged_scores_every_fit_pair_a_chunk_at_a_time(tiny, flip, tmp_path
                  config=cfg.with_options(method="mask", mask_steps=1, mask_lambdas=(1.0,)),
                  checkpoint=tmp_path / "new" / "mask")  # fmt: skip
     assert (tmp_path / "new" / "mask" / "mask_sweep.pt").is_file()
+
+
+def _script(name: str):
+    import importlib.util
+    from pathlib import Path
+
+    path = Path(__file__).resolve().parent.parent / "scripts" / f"{name}.py"
+    spec = importlib.util.spec_from_file_location(name, path)
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+def test_additivity_rebuilds_a_runs_curve_circuits_from_its_importance_file(tiny, flip, tmp_path):
+    from circuits.discovery import discover
+    from circuits.discovery.evaluation import prune, top_mask, top_order
+    from circuits.discovery.protocol import protocol, write_mib
+    from circuits.graph.eap_ig import shape_of
+
+    additivity, ioi = _script("mib_additivity"), _script("mib_ioi")
+    cfg = protocol("mib").config(n_boot=10, n_stability=0, n_random=2, max_exact=0, n_curve=4)
+    c = discover(tiny, flip[:4], flip[4:], None, positions=None, config=cfg)
+    write_mib(c, shape_of(tiny), tmp_path / "importances.mib.json")
+    space = c.runner.space
+    # every edge's score read back from MIB's names into this library's edge order
+    scores = additivity.edge_scores(space, shape_of(tiny), tmp_path / "importances.mib.json")
+    assert torch.allclose(scores, c.scores.mean(0), atol=1e-6)
+    curves = ioi.curves_frame(c.mib)
+    rows = additivity.additivity(space, scores, curves, "run")
+    assert len(rows) == 2 * len(MIB_FRACTIONS)
+    held = curves[curves.split == "heldout"].set_index(["rank", "fraction"])
+    for r in rows:
+        assert r["f_heldout"] == pytest.approx(held.loc[(r["rank"], r["fraction"]), "f"])
+        assert r["supporting"] + r["opposing"] == pytest.approx(r["additive"], abs=1e-5)
+    signed = [r for r in rows if r["rank"] == "signed"]
+    assert all(r["opposing"] == 0 for r in signed[:-1]) and signed[-1]["additive"] == 1
+    # one size by hand: the top 1 % by |score|, pruned, its summed score over all edges'
+    kept = prune(space, top_mask(top_order(space, scores.abs()), int(0.01 * space.n_edges),
+                                 space.n_edges))  # fmt: skip
+    by_hand = float(scores[kept].sum() / scores.sum())
+    one = next(r for r in rows if r["rank"] == "abs" and r["fraction"] == 0.01)
+    assert one["additive"] == pytest.approx(by_hand, abs=1e-6)
+    # a curve that is not the run's is refused
+    curves.loc[0, "n_edges"] += 1
+    with pytest.raises(ValueError, match="edges rebuilt"):
+        additivity.additivity(space, scores, curves, "run")
