@@ -13,10 +13,14 @@ ablated at position 0 with the mean over the text's other positions):
    one EAP-IG run (target <= 10x);
 6. peak memory (RSS high-water mark of a forked process: model, clean run and gradients) of
    EAP-IG over --memory-texts texts scored --grad-batch texts per gradient pass (target < 6 GB;
-   13.4 GB in one pass before batching, issue 20).
+   13.4 GB in one pass before batching, issue 20);
+7. judging small circuits (4 random circuits of 331 edges, the size of SmolLM2's MIB IOI
+   circuit) on 32 MIB IOI flip pairs, MIB's graph: the patched run's running sum of sender
+   differences (`Feed._sum`) against a fresh sum per receiver group (the code before it), their
+   ratio and whether the values are equal.
 
     python scripts/bench_discovery.py [--texts 32] [--top 200] [--scaling 32 64 128]
-        [--light-scaling] [--parts attribution exact scaling mask memory]
+        [--light-scaling] [--parts attribution exact scaling mask memory judging]
 """
 
 from __future__ import annotations
@@ -189,7 +193,7 @@ def main() -> None:
         help="4: a lighter config (2 IG steps, 6 curve sizes, 3 random circuits, 20 exact "
         "edges) so that three sizes fit in a session; the cost still grows with the texts",
     )
-    parts = ("attribution", "exact", "scaling", "mask", "memory")
+    parts = ("attribution", "exact", "scaling", "mask", "memory", "judging")
     parser.add_argument("--parts", nargs="*", default=list(parts), choices=parts)
     parser.add_argument("--memory-texts", type=int, default=128, help="texts for 6 (128)")
     parser.add_argument("--grad-batch", type=int, default=16, help="texts a pass in 6 (16)")
@@ -212,6 +216,36 @@ def main() -> None:
         attribution_and_exact(model, fit, metric, args)
     if scaling:
         grow(model, tokens, metric, args)
+    if "judging" in args.parts:
+        judging(model)
+
+
+def judging(model, reps: int = 3) -> None:
+    """7."""
+    import circuits.discovery.feed as feed
+    from circuits.discovery.evaluation import evaluate, random_masks
+    from circuits.tasks.ioi import ioi_pairs
+
+    def fresh(self, n, device):  # before the running sum: every group summed afresh
+        return sum(delta.to(device).float() for delta in self.deltas[:n])
+
+    pairs, _ = ioi_pairs(model, 32, partner="s2_io_flip", pad=True, bos=True)
+    runner = EdgeRunner(model, pairs, None, positions=None, ablation="resample",
+                        kv_inputs="ungrouped", judging_only=True)  # fmt: skip
+    masks = random_masks(runner.space.n_edges, 331, n=4)
+    running, best, values = feed.Feed._sum, {}, {}
+    try:
+        for _ in range(reps):
+            for name, fn in (("running", running), ("fresh", fresh)):
+                feed.Feed._sum = fn
+                values[name], t = clock(lambda: evaluate(runner, masks, batch_size=32))
+                best[name] = min(t, best.get(name, t))
+    finally:
+        feed.Feed._sum = running
+    print(f"judging 4 circuits of 331 edges on 32 IOI pairs (best of {reps}): running sum "
+          f"{best['running']:.1f} s, fresh sums {best['fresh']:.1f} s: "
+          f"{best['fresh'] / best['running']:.2f}x; values equal: "
+          f"{torch.equal(values['running'], values['fresh'])}")  # fmt: skip
 
 
 def attribution_and_exact(model, fit, metric, args) -> None:

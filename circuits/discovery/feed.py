@@ -61,6 +61,7 @@ class Feed:
             self.stack[:, :known] = clean
             clean = self.stack[:, :known]
         self.deltas: list[Tensor] = list(clean.unbind(1))
+        self.total, self.summed = None, 0  # running sum of deltas[:summed] (`_sum`)
         self.resid: Tensor | None = None  # the stream entering the current block, ablated positions
         self.probes = probes
 
@@ -71,6 +72,18 @@ class Feed:
             i, r = nz[nz[:, 2] == s, :2].unbind(1)  # (row, receiver) pairs, unique
             x[i, r] += w[i, r, s][:, None, None] * self.deltas[s][i].to(x.device).float()
         return x
+
+    def _sum(self, n: int, device) -> Tensor:
+        """The sum of the first `n` sender differences (float32). Receiver groups ask for
+        nondecreasing n in forward order, so the sum runs on: each difference is added once a
+        run, not once a group (the same additions in the same order as a fresh sum)."""
+        if n < self.summed:
+            self.total, self.summed = None, 0
+        for delta in self.deltas[self.summed : n]:
+            delta = delta.to(device).float()
+            self.total = delta if self.total is None else self.total.to(device) + delta
+        self.summed = n
+        return self.total.to(device)
 
     def _stack(self, n: int, device) -> Tensor:
         """The first `n` sender differences stacked [rows, n, pos, d] (float32) in a run
@@ -105,8 +118,7 @@ class Feed:
             x = resid.float().unsqueeze(1).repeat(1, len(rows), 1, 1)
             return self._sparse_sum(x, -d).to(resid.dtype)
         if not grad and (d != 1).float().mean() < SPARSE_SHARE:
-            total = sum(delta.to(resid.device).float() for delta in deltas)
-            x = (resid.float() - total).unsqueeze(1).repeat(1, len(rows), 1, 1)
+            x = (resid.float() - self._sum(n, resid.device)).unsqueeze(1).repeat(1, len(rows), 1, 1)
             return self._sparse_sum(x, 1 - d).to(resid.dtype)
         # With gradients a fresh stack per group: a shared one sums its gradients in another
         # order (1e-8 apart), which the mask's training amplifies (the planted test's circuit).
