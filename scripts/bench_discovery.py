@@ -17,10 +17,14 @@ ablated at position 0 with the mean over the text's other positions):
 7. judging small circuits (4 random circuits of 331 edges, the size of SmolLM2's MIB IOI
    circuit) on 32 MIB IOI flip pairs, MIB's graph: the patched run's running sum of sender
    differences (`Feed._sum`) against a fresh sum per receiver group (the code before it), their
-   ratio and whether the values are equal.
+   ratio and whether the values are equal;
+8. held-out judging of --heldout-pairs MIB IOI flip pairs (4 random circuits of 331 edges,
+   batches of 32): a judging-only `EdgeRunner` holding every pair's partner outputs against a
+   `ChunkRunner` building each chunk's runner when judged, each in a forked process: peak RSS
+   above the fork, wall time, and the largest difference of their values.
 
     python scripts/bench_discovery.py [--texts 32] [--top 200] [--scaling 32 64 128]
-        [--light-scaling] [--parts attribution exact scaling mask memory judging]
+        [--light-scaling] [--parts attribution exact scaling mask memory judging held_out]
 """
 
 from __future__ import annotations
@@ -148,6 +152,38 @@ def _score_in_child(send, model, tokens, metric, steps: int, batch: int) -> None
     send.send((time.perf_counter() - t, peak_rss_gb()))
 
 
+def _judge_in_child(send, model, pairs, chunked: bool) -> None:
+    from circuits.discovery.chunk_runner import ChunkRunner
+    from circuits.discovery.evaluation import evaluate, random_masks
+
+    start, t = peak_rss_gb(), time.perf_counter()
+    runner = (ChunkRunner(model, pairs, chunk=32, kv_inputs="ungrouped") if chunked else
+              EdgeRunner(model, pairs, None, positions=None, ablation="resample",
+                         kv_inputs="ungrouped", judging_only=True))  # fmt: skip
+    values = evaluate(runner, random_masks(runner.space.n_edges, 331, n=4), batch_size=32)
+    send.send((time.perf_counter() - t, peak_rss_gb() - start, values.numpy()))  # not shared
+
+
+def held_out(model, n_pairs: int) -> None:
+    """8: peak RSS and time of judging held-out pairs held whole or a chunk at a time."""
+    from circuits.tasks.ioi import ioi_pairs
+
+    pairs, _ = ioi_pairs(model, n_pairs, partner="s2_io_flip", pad=True, bos=True)
+    ctx = multiprocessing.get_context("fork")
+    got = {}
+    for chunked in (False, True):
+        receive, send = ctx.Pipe(duplex=False)
+        child = ctx.Process(target=_judge_in_child, args=(send, model, pairs, chunked))
+        child.start()
+        got[chunked] = receive.recv()
+        child.join()
+    (t_whole, m_whole, v_whole), (t_chunk, m_chunk, v_chunk) = got[False], got[True]
+    print(f"held-out judging of {n_pairs} IOI pairs, 4 circuits: whole runner {t_whole:.0f} s, "
+          f"+{m_whole:.2f} GB peak; chunk runner {t_chunk:.0f} s, +{m_chunk:.2f} GB peak: "
+          f"{m_whole / m_chunk:.1f}x less memory, {t_chunk / t_whole:.2f}x the time; max "
+          f"|difference| {abs(v_whole - v_chunk).max():.1e}")  # fmt: skip
+
+
 def mask_vs_ig(model, fit, metric, steps: int) -> None:
     """5: the mask sweep against one EAP-IG run on the same texts."""
     cfg = DiscoveryConfig(method="mask", ig_steps=steps)
@@ -193,10 +229,11 @@ def main() -> None:
         help="4: a lighter config (2 IG steps, 6 curve sizes, 3 random circuits, 20 exact "
         "edges) so that three sizes fit in a session; the cost still grows with the texts",
     )
-    parts = ("attribution", "exact", "scaling", "mask", "memory", "judging")
+    parts = ("attribution", "exact", "scaling", "mask", "memory", "judging", "held_out")
     parser.add_argument("--parts", nargs="*", default=list(parts), choices=parts)
     parser.add_argument("--memory-texts", type=int, default=128, help="texts for 6 (128)")
     parser.add_argument("--grad-batch", type=int, default=16, help="texts a pass in 6 (16)")
+    parser.add_argument("--heldout-pairs", type=int, default=200, help="pairs for 8 (200)")
     args = parser.parse_args()
     torch.manual_seed(0)
     model = load_model("smollm2-135m")
@@ -218,6 +255,8 @@ def main() -> None:
         grow(model, tokens, metric, args)
     if "judging" in args.parts:
         judging(model)
+    if "held_out" in args.parts:
+        held_out(model, args.heldout_pairs)
 
 
 def judging(model, reps: int = 3) -> None:

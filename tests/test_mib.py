@@ -332,3 +332,36 @@ def test_additivity_rebuilds_a_runs_curve_circuits_from_its_importance_file(tiny
     curves.loc[0, "n_edges"] += 1
     with pytest.raises(ValueError, match="edges rebuilt"):
         additivity.additivity(space, scores, curves, "run")
+
+
+def test_held_out_pairs_are_judged_a_chunk_at_a_time_with_the_same_values(tiny, flip):
+    from circuits.discovery import discover
+    from circuits.discovery.chunk_runner import ChunkRunner
+    from circuits.discovery.evaluation import evaluate, random_masks
+    from circuits.discovery.protocol import protocol
+
+    whole = EdgeRunner(tiny, flip, None, positions=None, ablation="resample",
+                       kv_inputs="ungrouped", judging_only=True)  # fmt: skip
+    chunked = ChunkRunner(tiny, flip, chunk=4, kv_inputs="ungrouped")
+    assert not hasattr(chunked.clean, "ablated")  # it keeps the clean metric only
+    assert torch.allclose(chunked.clean.metric, whole.clean.metric, atol=1e-6)
+    masks = random_masks(whole.space.n_edges, 40, n=3)
+    for batch in (4, 16):  # in chunks of 4 (two runners built), and all six pairs at once
+        got = evaluate(chunked, masks, batch_size=batch)
+        assert torch.allclose(got, evaluate(whole, masks, batch_size=batch), atol=1e-5)
+    assert got.abs().max() > 1e-3
+    # discover judges held-out pairs this way when they are more than batch_size
+    cfg = protocol("mib").config(n_boot=10, n_stability=0, n_random=2, max_exact=0, n_curve=4)
+    small, large = (discover(tiny, flip[:3], flip[3:], None, positions=None,
+                             config=cfg.with_options(batch_size=b)) for b in (2, 64))  # fmt: skip
+    # (float noise of other batch shapes, divided by m(model) - m(empty): within 5e-5)
+    assert small.heldout.faithfulness == pytest.approx(large.heldout.faithfulness, abs=5e-5)
+    assert small.heldout.random_faithfulness == pytest.approx(
+        large.heldout.random_faithfulness, abs=5e-5)  # fmt: skip
+    for rank in ("signed", "abs"):
+        key = f"faithfulness_{rank}"
+        assert small.mib["heldout"][key] == pytest.approx(large.mib["heldout"][key], abs=5e-5)
+    from jaxtyping import TypeCheckError
+
+    with pytest.raises((ValueError, TypeCheckError), match="judges counterfactual|Type-check"):
+        ChunkRunner(tiny, flip.clean, chunk=2, kv_inputs="ungrouped")

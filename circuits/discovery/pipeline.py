@@ -34,6 +34,7 @@ import torch
 from jaxtyping import Int
 from torch import Tensor
 
+from circuits.discovery.chunk_runner import ChunkRunner
 from circuits.discovery.config import DiscoveryConfig, RankBy
 from circuits.discovery.evaluation import (
     MIB_FRACTIONS,
@@ -199,7 +200,7 @@ def discover(
         hit = grown["hit"]
         n_top, mask = grown["sizes"][hit], grown["masks"][hit]
 
-        held = _runner(model, heldout_tokens, metric_at, held_at, cfg, judging_only=True)
+        held = _held_runner(model, heldout_tokens, metric_at, held_at, cfg)
         heldout, f_held, empty_held = _judge(held, mask, grown["masks"], cfg, held_kinds)
         done("held-out")
         stability = _stability(fit.space, scores, n_top, cfg, direction)
@@ -249,6 +250,17 @@ def _runner(
                         judging_only=judging_only)  # fmt: skip
     runner.metric_at = metric_at  # scoring in chunks rebuilds per-text metrics for each chunk
     return runner
+
+
+def _held_runner(model, tokens, metric_at: Callable, positions, cfg: DiscoveryConfig):
+    """The held-out texts' judging runner: counterfactual pairs with their own metric, more
+    than `batch_size` of them, get a `ChunkRunner` (each chunk's runner built when judged, so
+    memory is bounded by the chunk: what `batch_size` bounds in judging)."""
+    own = isinstance(tokens, Pairs) and positions is None and metric_at(positions) is None
+    if own and cfg.ablation == "resample" and len(tokens) > cfg.batch_size:
+        return ChunkRunner(model, tokens, chunk=cfg.batch_size, kv_inputs=cfg.kv_inputs,
+                           seed=cfg.seed)  # fmt: skip
+    return _runner(model, tokens, metric_at, positions, cfg, judging_only=True)
 
 
 def _mib(runner: EdgeRunner, key: dict, empty: Tensor, cfg) -> dict:
