@@ -107,6 +107,13 @@ def test_a_circuit_written_out_reads_back_with_plain_json(tiny, pairs, tmp_path)
     assert len(back) == len(direct)
     again = judge_saved(tiny, eap_ig_circuit(d, tiny), pairs[5:], n_random=2, n_boot=10)
     assert again["faithfulness"] == pytest.approx(circuit.heldout.faithfulness, abs=1e-5)
+    # more pairs than a batch: judged a chunk at a time (ChunkRunner), the same values
+    assert len(pairs[5:]) > 2
+    chunked = judge_saved(tiny, eap_ig_circuit(d, tiny), pairs[5:], n_random=2, n_boot=10,
+                          batch_size=2)  # fmt: skip
+    assert chunked["faithfulness"] == pytest.approx(again["faithfulness"], abs=5e-5)
+    assert chunked["complement_faithfulness"] == pytest.approx(
+        again["complement_faithfulness"], abs=5e-5)  # fmt: skip
 
 
 def _hand_circuit(ungrouped: bool = False) -> nx.DiGraph:

@@ -34,8 +34,9 @@ class CleanMetric:
 class ChunkRunner(EdgeRunner):
     """Judges circuits on `pairs` (resampled from each pair's partner, every position) as a
     judging-only `EdgeRunner` does, building a runner for `chunk` pairs at a time (see the
-    module docstring): it has `space`, `tokens`, `positions`, `clean.metric`, `run` and
-    `subset`, and no clean run of its own. `kv_inputs`, `seed`: as `EdgeRunner`'s."""
+    module docstring): it has `space`, `tokens`, `corrupt`, `positions`, `metric`,
+    `clean.metric`, `run` and `subset`, and no clean run of its own. `kv_inputs`, `seed`: as
+    `EdgeRunner`'s."""
 
     def __init__(self, model, pairs: Pairs, *, chunk: int, kv_inputs: str, seed: int = 0):
         # EdgeRunner.__init__ is not called: it would make the clean run this class avoids.
@@ -46,7 +47,7 @@ class ChunkRunner(EdgeRunner):
             raise ValueError(f"chunk must be a positive int, got {chunk!r}")
         self.model, self.pairs, self.chunk = model, pairs, chunk
         self.kv_inputs, self.seed = kv_inputs, seed
-        self.tokens = pairs.clean
+        self.tokens, self.corrupt = pairs.clean, pairs.corrupt
         metrics = []
         for a in range(0, len(pairs), chunk):
             runner = self.subset(range(a, min(a + chunk, len(pairs))))
@@ -71,4 +72,13 @@ class ChunkRunner(EdgeRunner):
         return self.whole.run(keep, **kwargs)
 
 
-__all__ = ["ChunkRunner"]
+def judging_runner(model, pairs: Pairs, *, batch_size: int, kv_inputs: str, seed: int = 0):
+    """The runner that judges circuits on `pairs` in batches of `batch_size`: a `ChunkRunner`
+    for more pairs than that, else a judging-only `EdgeRunner` of them all."""
+    if len(pairs) > batch_size:
+        return ChunkRunner(model, pairs, chunk=batch_size, kv_inputs=kv_inputs, seed=seed)
+    return EdgeRunner(model, pairs, None, positions=None, ablation="resample", seed=seed,
+                      kv_inputs=kv_inputs, judging_only=True)  # fmt: skip
+
+
+__all__ = ["ChunkRunner", "judging_runner"]

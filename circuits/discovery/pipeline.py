@@ -34,7 +34,7 @@ import torch
 from jaxtyping import Int
 from torch import Tensor
 
-from circuits.discovery.chunk_runner import ChunkRunner
+from circuits.discovery.chunk_runner import judging_runner
 from circuits.discovery.config import DiscoveryConfig, RankBy
 from circuits.discovery.evaluation import (
     MIB_FRACTIONS,
@@ -253,13 +253,13 @@ def _runner(
 
 
 def _held_runner(model, tokens, metric_at: Callable, positions, cfg: DiscoveryConfig):
-    """The held-out texts' judging runner: counterfactual pairs with their own metric, more
-    than `batch_size` of them, get a `ChunkRunner` (each chunk's runner built when judged, so
-    memory is bounded by the chunk: what `batch_size` bounds in judging)."""
+    """The held-out texts' judging runner: counterfactual pairs with their own metric get
+    `judging_runner`'s (more than `batch_size` of them a `ChunkRunner`: each chunk's runner
+    built when judged, so memory is bounded by the chunk, what `batch_size` bounds in judging)."""
     own = isinstance(tokens, Pairs) and positions is None and metric_at(positions) is None
-    if own and cfg.ablation == "resample" and len(tokens) > cfg.batch_size:
-        return ChunkRunner(model, tokens, chunk=cfg.batch_size, kv_inputs=cfg.kv_inputs,
-                           seed=cfg.seed)  # fmt: skip
+    if own and cfg.ablation == "resample":
+        return judging_runner(model, tokens, batch_size=cfg.batch_size, kv_inputs=cfg.kv_inputs,
+                              seed=cfg.seed)  # fmt: skip
     return _runner(model, tokens, metric_at, positions, cfg, judging_only=True)
 
 

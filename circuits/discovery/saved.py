@@ -12,6 +12,7 @@ import torch
 
 from circuits.core.identity import model_hash, model_key, same_model
 from circuits.core.tokens import token_rows
+from circuits.discovery.chunk_runner import judging_runner
 from circuits.discovery.evaluation import N_BOOT, N_RANDOM
 from circuits.discovery.forward import EdgeRunner
 from circuits.discovery.judge import judge
@@ -94,7 +95,7 @@ def judge_saved(
         _check_text_graph(graph)
     with Steps(len(JUDGE_STEPS) - pairs, "faithfulness", progress) as steps:
         if pairs:
-            runner, mask = steps.run("clean run", _judge_pairs, model, graph, texts)
+            runner, mask = steps.run("clean run", _judge_pairs, model, graph, texts, batch_size)
         else:
             runner, mask = _text_runner(steps, model, graph, texts, seed)
         return steps.run("circuits", _summary, runner, mask, n_random, n_boot, seed, batch_size)
@@ -136,7 +137,7 @@ def _text_runner(steps: Steps, model, graph: nx.DiGraph, texts, seed: int):
     return runner, _edge_mask(graph, runner)
 
 
-def _judge_pairs(model, graph: nx.DiGraph, pairs) -> tuple[EdgeRunner, torch.Tensor]:
+def _judge_pairs(model, graph: nx.DiGraph, pairs, batch_size: int) -> tuple:
     if graph.graph.get("metric_spec") != PAIRS_SPEC:
         raise ValueError(
             "this circuit was not found on text pairs (its metric is "
@@ -149,9 +150,7 @@ def _judge_pairs(model, graph: nx.DiGraph, pairs) -> tuple[EdgeRunner, torch.Ten
         )
     check_model(graph, model)
     kv_inputs = json.loads(graph.graph.get("config") or "{}").get("kv_inputs", "grouped")
-    runner = EdgeRunner(
-        model, pairs, None, positions=None, ablation="resample", kv_inputs=kv_inputs
-    )
+    runner = judging_runner(model, pairs, batch_size=batch_size, kv_inputs=kv_inputs)
     return runner, _edge_mask(graph, runner)
 
 
