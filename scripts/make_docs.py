@@ -214,11 +214,18 @@ def kv_retrieval(run: str, field: str = "accuracy") -> str:
     return "\n".join(lines)
 
 
+def _area_ci(summary: dict, area: str, digits: int) -> str:
+    """` [lo-hi]`: a held-out MIB area's interval, or nothing for a run that saved none."""
+    ci = summary.get(f"{area}_heldout_ci")
+    return "" if ci is None else f" [{ci[0]:.{digits}f}-{ci[1]:.{digits}f}]"
+
+
 def mib_cells(*runs: str) -> str:
     """One row an IOI run of `scripts/mib_ioi.py`: model, partner, method, pairs, MIB's CPR /
-    CMD on held-out pairs (fit in brackets) beside MIB's published numbers for that method
-    (GPT-2 / Qwen2.5-0.5B), and the circuit this library's size rule picks with its held-out f,
-    abs(1 - f) and random circuits of its size."""
+    CMD on held-out pairs (their 95 % bootstrap interval over pairs where the run saved one;
+    fit in brackets) beside MIB's published numbers for that method (GPT-2 / Qwen2.5-0.5B),
+    and the circuit this library's size rule picks with its held-out f, abs(1 - f) and random
+    circuits of its size."""
     from circuits.discovery.protocol import MIB_PUBLISHED
 
     rows = [
@@ -236,8 +243,9 @@ def mib_cells(*runs: str) -> str:
         fit = f"{s['n_fit_texts']:,}" + (f" (curve {judged})" if judged < s["n_fit_texts"] else "")
         rows.append(
             f"| {s['model']} | {s['partner']} | {s['method']} | {fit} / "
-            f"{s['n_heldout_texts']} | {s['cpr_heldout']:.2f} ({s['cpr_fit']:.2f}) | "
-            f"{s['cmd_heldout']:.3f} ({s['cmd_fit']:.3f}) | {published} | {s['n_edges']:,} "
+            f"{s['n_heldout_texts']} | {s['cpr_heldout']:.2f}{_area_ci(s, 'cpr', 2)} "
+            f"({s['cpr_fit']:.2f}) | {s['cmd_heldout']:.3f}{_area_ci(s, 'cmd', 3)} "
+            f"({s['cmd_fit']:.3f}) | {published} | {s['n_edges']:,} "
             f"({s['n_edges_total']:,}) | {f:.2f} ({_ci(s, 'heldout_faithfulness_ci')}) | "
             f"{abs(1 - f):.2f} | {s['random_faithfulness_mean']:z.3f} |"
         )

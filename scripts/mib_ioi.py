@@ -137,8 +137,10 @@ def main() -> None:
     print(f"{args.model} {s['partner']} {s['method']}: {s['n_edges']} of {s['n_edges_total']} "
           f"edges, fit f {s['fit_faithfulness']:.3f}, held-out f {s['heldout_faithfulness']:.3f} "
           f"{[round(x, 3) for x in s['heldout_faithfulness_ci']]}, random "
-          f"{s['random_faithfulness_mean']:.3f}; CPR {s['cpr_heldout']:.3f} / CMD "
-          f"{s['cmd_heldout']:.4f} held-out ({s['cpr_fit']:.3f} / {s['cmd_fit']:.4f} fit); "
+          f"{s['random_faithfulness_mean']:.3f}; CPR {s['cpr_heldout']:.3f} "
+          f"{[round(x, 3) for x in s['cpr_heldout_ci']]} / CMD {s['cmd_heldout']:.4f} "
+          f"{[round(x, 4) for x in s['cmd_heldout_ci']]} held-out ({s['cpr_fit']:.3f} / "
+          f"{s['cmd_fit']:.4f} fit); "
           f"{s['seconds']:.0f} s, peak RSS {s['peak_rss_mb']:.0f} MB -> {args.out}")  # fmt: skip
 
 

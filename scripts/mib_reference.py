@@ -101,7 +101,7 @@ def our_curve(runner, values) -> dict:
     empty = evaluate(runner, torch.zeros(1, runner.space.n_edges, dtype=torch.bool))[0]
     out = {}
     for key, rank, area in (("cpr", values, 0), ("cmd", values.abs(), 1)):
-        counts, f = mib_curve(runner, rank, empty)
+        counts, f, _ = mib_curve(runner, rank, empty)
         out[key] = {"area": mib_areas(MIB_FRACTIONS, f)[area], "faithfulness": f,
                     "edge_counts": counts}  # fmt: skip
     return out

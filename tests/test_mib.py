@@ -5,6 +5,7 @@ EAP-IG-activations, the preset, and CPR / CMD of a known curve."""
 
 from __future__ import annotations
 
+import numpy as np
 import pytest
 import torch
 
@@ -205,6 +206,29 @@ def test_cpr_and_cmd_of_a_known_curve():
     assert cpr == pytest.approx((1 - 0.001**2) / 2) and cmd == pytest.approx(0.999 - cpr)
     # a circuit twice as strong as the model everywhere: CPR 2 x 0.999, CMD 0.999
     assert mib_areas(MIB_FRACTIONS, [2.0] * 10) == (pytest.approx(1.998), pytest.approx(0.999))
+    # curves as columns: each column's areas as its own
+    curves = np.stack([np.asarray(MIB_FRACTIONS), np.full(10, 2.0)], 1)
+    both = mib_areas(MIB_FRACTIONS, curves)
+    assert both[0] == pytest.approx([cpr, 1.998]) and both[1] == pytest.approx([cmd, 0.999])
+
+
+def test_an_area_interval_resamples_texts_alike_at_every_size():
+    from circuits.discovery.evaluation import mib_area_interval
+
+    rng = np.random.default_rng(0)
+    model, empty = rng.normal(3, 1, 50), rng.normal(0, 1, 50)
+    # every text's circuit metric at size k is k of the way from empty to model: f = k exactly
+    # on every resample, so both intervals shrink to the point areas
+    exact = np.outer(MIB_FRACTIONS, model - empty) + empty
+    cpr, cmd = mib_areas(MIB_FRACTIONS, MIB_FRACTIONS)
+    for area, point in ((0, cpr), (1, cmd)):
+        lo, hi = mib_area_interval(MIB_FRACTIONS, exact, model, empty, area=area, n_boot=200)
+        assert lo == pytest.approx(point) and hi == pytest.approx(point)
+    # noise on the circuit runs widens the interval around the point area
+    noisy = exact + rng.normal(0, 1, exact.shape)
+    lo, hi = mib_area_interval(MIB_FRACTIONS, noisy, model, empty, area=0, n_boot=400)
+    f = [(v.mean() - empty.mean()) / (model.mean() - empty.mean()) for v in noisy]
+    assert lo < mib_areas(MIB_FRACTIONS, f)[0] < hi and hi - lo > 0.02
 
 
 def test_the_mib_protocol_runs_and_saves_every_size(tiny, flip, tmp_path):
@@ -240,6 +264,9 @@ def test_the_mib_protocol_runs_and_saves_every_size(tiny, flip, tmp_path):
             mib_areas(MIB_FRACTIONS, saved["faithfulness_signed"])[0]
         )
         assert saved["cmd"] == pytest.approx(mib_areas(MIB_FRACTIONS, saved["faithfulness_abs"])[1])
+        for area in ("cpr", "cmd"):  # each area with its interval over the texts
+            lo, hi = c.summary()[f"{area}_{split}_ci"]
+            assert saved[f"{area}_ci"] == [lo, hi] and lo <= hi
     # MIB's file: every edge of MIB's graph, scores in MIB's sign, the circuit in the graph
     d = json.loads(write_mib(c, shape_of(tiny), tmp_path / "importances.json").read_text())
     assert len(d["edges"]) == n and d["cfg"]["score_convention"] == "mib"

@@ -65,6 +65,29 @@ def faithfulness(values: ArrayLike, model_values: ArrayLike, empty_values: Array
     return (float(np.mean(values)) - empty) / (full - empty)
 
 
+def resampled_faithfulness(
+    values: ArrayLike, model_values: ArrayLike, empty_values: ArrayLike, *, n_boot: int, seed: int
+) -> np.ndarray:
+    """Faithfulness on `n_boot` resamples of the prompts with replacement (the same resample for
+    circuit, model and empty runs): [n_boot] for `values` [prompt], [circuit, n_boot] for
+    `values` [circuit, prompt] (every circuit on the same resamples)."""
+    values, model_values, empty_values = map(np.asarray, (values, model_values, empty_values))
+    rng = np.random.default_rng(seed)
+    n = values.shape[-1]
+    idx = rng.integers(0, n, size=(n_boot, n))
+    full, empty = model_values[idx].mean(1), empty_values[idx].mean(1)
+    with np.errstate(divide="ignore", invalid="ignore"):
+        return (values[..., idx].mean(-1) - empty) / (full - empty)
+
+
+def _percentiles(x: np.ndarray, level: float) -> tuple[float, float]:
+    x = x[np.isfinite(x)]
+    if not len(x):
+        return float("nan"), float("nan")
+    lo, hi = np.quantile(x, [(1 - level) / 2, 1 - (1 - level) / 2])
+    return float(lo), float(hi)
+
+
 def bootstrap_interval(
     values: ArrayLike,
     model_values: ArrayLike,
@@ -76,18 +99,8 @@ def bootstrap_interval(
 ) -> tuple[float, float]:
     """Percentile interval of faithfulness over prompts resampled with replacement (the same
     resample for circuit, model and empty runs)."""
-    values, model_values, empty_values = map(np.asarray, (values, model_values, empty_values))
-    rng = np.random.default_rng(seed)
-    n = len(values)
-    idx = rng.integers(0, n, size=(n_boot, n))
-    full, empty = model_values[idx].mean(1), empty_values[idx].mean(1)
-    with np.errstate(divide="ignore", invalid="ignore"):
-        f = (values[idx].mean(1) - empty) / (full - empty)
-    f = f[np.isfinite(f)]
-    if not len(f):
-        return float("nan"), float("nan")
-    lo, hi = np.quantile(f, [(1 - level) / 2, 1 - (1 - level) / 2])
-    return float(lo), float(hi)
+    f = resampled_faithfulness(values, model_values, empty_values, n_boot=n_boot, seed=seed)
+    return _percentiles(f, level)
 
 
 def random_masks(n_edges: int, size: int, n: int = N_RANDOM, seed: int = 0) -> Tensor:
@@ -231,19 +244,32 @@ MIB_FRACTIONS = (0.001, 0.002, 0.005, 0.01, 0.02, 0.05, 0.1, 0.2, 0.5, 1.0)
 all edges: the top int(fraction x n_edges) edges by score, dead ends pruned."""
 
 
-def mib_areas(fractions, faithfulness_values) -> tuple[float, float]:
+def mib_areas(fractions, faithfulness_values) -> tuple:
     """(area under f, area under |1 - f|) over the fraction of edges, trapezoid rule between the
     given sizes, with no normalisation (MIB's convention: the areas span [0.001, 1], so a
     constant f = 1 gives 0.999 and 0). CPR is the first over circuits of signed scores (higher
-    is better), CMD the second over circuits of absolute scores (0 is best)."""
+    is better), CMD the second over circuits of absolute scores (0 is best). Floats for f
+    [size]; arrays [resample] for f [size, resample] (each column a curve)."""
     x = np.asarray(fractions, dtype=float)
     f = np.asarray(faithfulness_values, dtype=float)
-    if x.shape != f.shape or len(x) < 2 or (np.diff(x) <= 0).any():
+    if x.shape != f.shape[:1] or len(x) < 2 or (np.diff(x) <= 0).any():
         raise ValueError("need at least two ascending fractions, one faithfulness each")
-    width = np.diff(x)
-    under = float((width * (f[1:] + f[:-1]) / 2).sum())
+    width = np.diff(x).reshape(-1, *[1] * (f.ndim - 1))
     gap = np.abs(1 - f)
-    return under, float((width * (gap[1:] + gap[:-1]) / 2).sum())
+    under = (width * (f[1:] + f[:-1]) / 2).sum(0)
+    over = (width * (gap[1:] + gap[:-1]) / 2).sum(0)
+    return (float(under), float(over)) if f.ndim == 1 else (under, over)
+
+
+def mib_area_interval(
+    fractions, values: ArrayLike, model_values: ArrayLike, empty_values: ArrayLike, *,
+    area: int, n_boot: int = N_BOOT, level: float = CI, seed: int = 0,
+) -> tuple[float, float]:  # fmt: skip
+    """Percentile interval of one of MIB's areas (`area` 0: under f, CPR's; 1: under |1 - f|,
+    CMD's) over prompts resampled with replacement: `values` [size, prompt] are the metric of
+    the circuit at each size, every size on the same resamples as the model and empty runs."""
+    f = resampled_faithfulness(values, model_values, empty_values, n_boot=n_boot, seed=seed)
+    return _percentiles(mib_areas(fractions, f)[area], level)
 
 
 def mib_curve(
@@ -253,9 +279,10 @@ def mib_curve(
     *,
     fractions=MIB_FRACTIONS,
     batch_size: int = 64,
-) -> tuple[list[int], list[float]]:
-    """(edges kept after pruning, faithfulness) of the top-`fraction` circuits by `key` on
-    `runner`'s texts; `empty` is the metric per text with every edge ablated."""
+) -> tuple[list[int], list[float], np.ndarray]:
+    """(edges kept after pruning, faithfulness, the metric per size and text [size, text]) of
+    the top-`fraction` circuits by `key` on `runner`'s texts; `empty` is the metric per text
+    with every edge ablated."""
     space = runner.space
     order = top_order(space, key)
     masks = torch.stack(
@@ -263,7 +290,8 @@ def mib_curve(
     )
     values = evaluate(runner, masks, batch_size=batch_size).numpy()
     model_v, empty_v = runner.clean.metric.numpy(), empty.numpy()
-    return [int(m.sum()) for m in masks], [faithfulness(v, model_v, empty_v) for v in values]
+    faith = [faithfulness(v, model_v, empty_v) for v in values]
+    return [int(m.sum()) for m in masks], faith, values
 
 
 __all__ = [
@@ -277,10 +305,12 @@ __all__ = [
     "faithfulness",
     "greedy_order",
     "grow_order",
+    "mib_area_interval",
     "mib_areas",
     "mib_curve",
     "prune",
     "random_masks",
+    "resampled_faithfulness",
     "top_mask",
     "top_order",
 ]

@@ -39,6 +39,7 @@ from circuits.discovery.config import DiscoveryConfig, RankBy
 from circuits.discovery.evaluation import (
     MIB_FRACTIONS,
     evaluate,
+    mib_area_interval,
     mib_areas,
     mib_curve,
     prune,
@@ -150,6 +151,7 @@ class EdgeCircuit:
             "target_band": list(self.config.target_band),
             **{f"band_{k}": v for k, v in (self.band or {"n_edges": None}).items()},
             **{f"{k}_{s}": self.mib[s][k] for s in self.mib for k in ("cpr", "cmd")},
+            **{f"{k}_{s}_ci": self.mib[s][f"{k}_ci"] for s in self.mib for k in ("cpr", "cmd")},
             "mib": self.mib,  # per size: fractions, pruned edge counts, faithfulness
         }
 
@@ -265,12 +267,17 @@ def _held_runner(model, tokens, metric_at: Callable, positions, cfg: DiscoveryCo
 
 def _mib(runner: EdgeRunner, key: dict, empty: Tensor, cfg) -> dict:
     """MIB's scores on `runner`'s texts: faithfulness of the top circuits by signed score (CPR,
-    area under f) and by |score| (CMD, area under |1 - f|) at `MIB_FRACTIONS` of the edges."""
+    area under f) and by |score| (CMD, area under |1 - f|) at `MIB_FRACTIONS` of the edges,
+    each area with a bootstrap interval over the texts (`cpr_ci`, `cmd_ci`; MIB reports none)."""
     out: dict = {"fractions": list(MIB_FRACTIONS)}
-    for rank, area in ((RankBy.SIGNED, "cpr"), (RankBy.ABS, "cmd")):
-        n, f = mib_curve(runner, key[rank], empty, batch_size=cfg.batch_size)
+    model_v, empty_v = runner.clean.metric.numpy(), empty.numpy()
+    for rank, area, which in ((RankBy.SIGNED, "cpr", 0), (RankBy.ABS, "cmd", 1)):
+        n, f, values = mib_curve(runner, key[rank], empty, batch_size=cfg.batch_size)
         out[f"n_edges_{rank}"], out[f"faithfulness_{rank}"] = n, f
-        out[area] = mib_areas(MIB_FRACTIONS, f)[0 if area == "cpr" else 1]
+        out[area] = mib_areas(MIB_FRACTIONS, f)[which]
+        out[f"{area}_ci"] = list(mib_area_interval(
+            MIB_FRACTIONS, values, model_v, empty_v, area=which, n_boot=cfg.n_boot, seed=cfg.seed
+        ))  # fmt: skip
     return out
 
 
