@@ -27,26 +27,6 @@ FRACTIONS_SHOWN = (0.001, 0.005, 0.01, 0.05, 0.2)
 """Sizes of MIB's curve shown in the Markdown table (summary.json has all ten)."""
 
 
-def edge_scores(space, shape: dict, path: Path):
-    """The run's mean score per edge, in the order of `space` (MIB's sign: positive supports).
-    Each edge's MIB name comes from this library's own writer (`eap_ig_dict`, given each edge's
-    index as its score), so the mapping is the one the file was written with."""
-    import torch
-
-    from circuits.graph.eap_ig import eap_ig_dict
-
-    names = space.edge_names()
-    index = eap_ig_dict({n: (float(i), False) for i, n in enumerate(names)}, shape, 1)["edges"]
-    saved = json.loads(path.read_text(encoding="utf-8"))["edges"]
-    if set(saved) != set(index):
-        raise ValueError(f"{path}: its edges are not those of this model's ungrouped graph "
-                         f"({len(saved)} against {len(index)}); give the run's own --model")  # fmt: skip
-    scores = torch.zeros(space.n_edges)
-    for name, info in saved.items():
-        scores[int(index[name]["score"])] = float(info["score"])
-    return scores
-
-
 def additivity(space, scores, curves: pd.DataFrame, run: str) -> list[dict]:
     """One row per ranking and size of MIB's curve (see the module docstring)."""
     from circuits.discovery.evaluation import MIB_FRACTIONS, prune, top_mask, top_order
@@ -97,7 +77,7 @@ def main() -> None:
 
     from circuits._io import atomic_folder, atomic_write, write_json
     from circuits.discovery.dag import build_space
-    from circuits.graph.eap_ig import shape_of
+    from circuits.discovery.protocol import read_mib_scores
     from circuits.models import load_model
     from circuits.patching.metrics import Metric
     from circuits.provenance import provenance, stamped
@@ -117,7 +97,7 @@ def main() -> None:
             "run_commit": summary["provenance"]["code"]["commit"],
             "run_command": summary["provenance"]["command"],
         }
-        scores = edge_scores(space, shape_of(model), importances)
+        scores = read_mib_scores(importances, space)
         rows += additivity(space, scores, pd.read_csv(run / "mib_curves.csv"), run.name)
     # No texts ran here (the model gives the graph): the runs' own records name theirs.
     record = provenance(settings={"graph": f"{args.model}, ungrouped", "runs": inputs})

@@ -329,7 +329,7 @@ def _script(name: str):
 def test_additivity_rebuilds_a_runs_curve_circuits_from_its_importance_file(tiny, flip, tmp_path):
     from circuits.discovery import discover
     from circuits.discovery.evaluation import prune, top_mask, top_order
-    from circuits.discovery.protocol import protocol, write_mib
+    from circuits.discovery.protocol import protocol, read_mib_scores, write_mib
     from circuits.graph.eap_ig import shape_of
 
     additivity, ioi = _script("mib_additivity"), _script("mib_ioi")
@@ -338,8 +338,11 @@ def test_additivity_rebuilds_a_runs_curve_circuits_from_its_importance_file(tiny
     write_mib(c, shape_of(tiny), tmp_path / "importances.mib.json")
     space = c.runner.space
     # every edge's score read back from MIB's names into this library's edge order
-    scores = additivity.edge_scores(space, shape_of(tiny), tmp_path / "importances.mib.json")
+    scores = read_mib_scores(tmp_path / "importances.mib.json", space)
     assert torch.allclose(scores, c.scores.mean(0), atol=1e-6)
+    grouped = build_space(tiny, c.runner.metric, None, "grouped")
+    with pytest.raises(ValueError, match="ungrouped graph"):
+        read_mib_scores(tmp_path / "importances.mib.json", grouped)
     curves = ioi.curves_frame(c.mib)
     rows = additivity.additivity(space, scores, curves, "run")
     assert len(rows) == 2 * len(MIB_FRACTIONS)

@@ -113,6 +113,22 @@ def mib_importances(circuit, shape: dict) -> dict:
     return eap_ig_dict(edges, shape, sp.n_heads // sp.n_kv)
 
 
+def read_mib_scores(path: str | Path, space):
+    """Every edge's score in an importance file (`write_mib`'s: MIB's graph, MIB's sign) as a
+    tensor in the order of `space`, the ungrouped `EdgeSpace` of the model it was written for
+    (the file's edges must be exactly that graph's)."""
+    import torch
+
+    from circuits.graph.eap_ig import mib_edge_names
+
+    saved = json.loads(Path(path).read_text(encoding="utf-8"))["edges"]
+    names = [mib_edge_names(name)[0] for name in space.edge_names()]
+    if set(saved) != set(names):
+        raise ValueError(f"{path}: its {len(saved):,} edges are not the {len(names):,} of this "
+                         "model's ungrouped graph; give the model the file was written for")  # fmt: skip
+    return torch.tensor([float(saved[name]["score"]) for name in names])
+
+
 def write_mib(circuit, shape: dict, path: str | Path) -> Path:
     """`mib_importances` written to `path` as JSON (atomically): the file MIB's
     `Graph.from_json` and `run_evaluation.py --circuit-files` read."""
@@ -129,5 +145,6 @@ __all__ = [
     "Protocol",
     "mib_importances",
     "protocol",
+    "read_mib_scores",
     "write_mib",
 ]

@@ -117,6 +117,14 @@ def _receiver_names(node: str, group: int) -> list[str]:
     return [f"{mib_node(c.layer, h)}<{c.part}>" for h in heads]
 
 
+def mib_edge_names(edge: str, group: int = 1) -> list[str]:
+    """The EAP-IG / MIB names of this library's edge `sender->receiver input` (e.g.
+    `L0.H3->L2.MLP` -> [`a0.h3->m2`]); a k / v input shared by `group` query heads names one
+    edge per head."""
+    u, v = edge.split("->", 1)
+    return [f"{_sender_name(u)}->{child}" for child in _receiver_names(v, group)]
+
+
 def _kv_group(g: nx.DiGraph, shape: dict) -> int:
     """Query heads per k/v input of the circuit's graph: 1 when it was found on the ungrouped
     graph (its settings say kv_inputs "ungrouped"), else n_heads / n_kv_heads."""
@@ -137,11 +145,9 @@ def eap_ig_dict(edges: dict[str, tuple[float, bool]], shape: dict, group: int = 
     n_layers, n_heads = int(shape["n_layers"]), int(shape["n_heads"])
     out = {name: {"score": 0.0, "in_graph": False} for name in all_edges(n_layers, n_heads)}
     for edge, (score, kept) in edges.items():
-        u, v = edge.split("->", 1)
-        for child in _receiver_names(v, group):
-            name = f"{_sender_name(u)}->{child}"
+        for name in mib_edge_names(edge, group):
             if name not in out:
-                raise ValueError(f"edge {u}->{v} ({name}) is outside a {n_layers}-layer, "
+                raise ValueError(f"edge {edge} ({name}) is outside a {n_layers}-layer, "
                                  f"{n_heads}-head model; give the shape of the model it was "
                                  "found on")  # fmt: skip
             out[name] = {"score": float(score), "in_graph": bool(kept)}
@@ -297,6 +303,7 @@ __all__ = [
     "SCORE_CONVENTION",
     "all_edges",
     "eap_ig_dict",
+    "mib_edge_names",
     "old_sign",
     "export_eap_ig",
     "read_json_if_eap_ig",
