@@ -214,9 +214,13 @@ def kv_retrieval(run: str, field: str = "accuracy") -> str:
     return "\n".join(lines)
 
 
-def _area_ci(summary: dict, area: str, digits: int) -> str:
-    """` [lo-hi]`: a held-out MIB area's interval, or nothing for a run that saved none."""
+def _area_ci(run: str, summary: dict, area: str, digits: int) -> str:
+    """` [lo-hi]`: a held-out MIB area's interval (the run's own, else from the run's
+    area_intervals.json that scripts/mib_intervals.py wrote), or nothing for a run with none."""
     ci = summary.get(f"{area}_heldout_ci")
+    later = ROOT / run / "area_intervals.json"
+    if ci is None and later.is_file():
+        ci = json.loads(later.read_text(encoding="utf-8"))[f"{area}_heldout_ci"]
     return "" if ci is None else f" [{ci[0]:.{digits}f}-{ci[1]:.{digits}f}]"
 
 
@@ -243,8 +247,8 @@ def mib_cells(*runs: str) -> str:
         fit = f"{s['n_fit_texts']:,}" + (f" (curve {judged})" if judged < s["n_fit_texts"] else "")
         rows.append(
             f"| {s['model']} | {s['partner']} | {s['method']} | {fit} / "
-            f"{s['n_heldout_texts']} | {s['cpr_heldout']:.2f}{_area_ci(s, 'cpr', 2)} "
-            f"({s['cpr_fit']:.2f}) | {s['cmd_heldout']:.3f}{_area_ci(s, 'cmd', 3)} "
+            f"{s['n_heldout_texts']} | {s['cpr_heldout']:.2f}{_area_ci(run, s, 'cpr', 2)} "
+            f"({s['cpr_fit']:.2f}) | {s['cmd_heldout']:.3f}{_area_ci(run, s, 'cmd', 3)} "
             f"({s['cmd_fit']:.3f}) | {published} | {s['n_edges']:,} "
             f"({s['n_edges_total']:,}) | {f:.2f} ({_ci(s, 'heldout_faithfulness_ci')}) | "
             f"{abs(1 - f):.2f} | {s['random_faithfulness_mean']:z.3f} |"

@@ -395,3 +395,41 @@ def test_held_out_pairs_are_judged_a_chunk_at_a_time_with_the_same_values(tiny, 
 
     with pytest.raises((ValueError, TypeCheckError), match="judges counterfactual|Type-check"):
         ChunkRunner(tiny, flip.clean, chunk=2, kv_inputs="ungrouped")
+
+
+def test_saved_runs_get_the_intervals_their_own_run_would_have(tiny, flip, tmp_path, monkeypatch):
+    from circuits.discovery import discover
+    from circuits.discovery.protocol import protocol, write_mib
+    from circuits.graph.eap_ig import shape_of
+
+    script = _script("mib_intervals")
+    cfg = protocol("mib").config(n_boot=50, n_stability=0, n_random=2, max_exact=0, n_curve=4,
+                                 batch_size=2)  # fmt: skip
+    c = discover(tiny, flip[:3], flip[3:], None, positions=None, config=cfg)
+    write_mib(c, shape_of(tiny), tmp_path / "importances.mib.json")
+    summary = {**c.summary(), "provenance": {"settings": cfg.to_dict()}}
+    monkeypatch.setattr(script, "held_out_pairs", lambda model, summary: flip[3:])
+    out = script.intervals(tiny, summary, tmp_path / "importances.mib.json")
+    for area in ("cpr", "cmd"):
+        assert out[f"{area}_heldout"] == pytest.approx(summary[f"{area}_heldout"], abs=1e-4)
+        assert out[f"{area}_heldout_ci"] == pytest.approx(summary[f"{area}_heldout_ci"], abs=1e-4)
+    # a run whose recorded areas are not what its file gives is refused
+    summary["mib"]["heldout"]["cpr"] += 0.1
+    with pytest.raises(SystemExit, match="re-judged"):
+        script.intervals(tiny, summary, tmp_path / "importances.mib.json")
+
+
+def test_a_saved_runs_held_out_pairs_are_made_again_and_checked(smollm2):
+    from circuits.provenance import texts_identity
+    from circuits.tasks.ioi import ioi_pairs
+
+    script = _script("mib_intervals")
+    pairs, _ = ioi_pairs(smollm2, 6, seed=3, partner="s2_io_flip", pad=True, bos=True)
+    texts = texts_identity(pairs.rows(), split=(range(4), range(4, 6)))
+    summary = {"protocol": "mib", "partner": "s2_io_flip",
+               "provenance": {"texts": texts, "command": ["mib_ioi.py", "--pair-seed", "3"]}}  # fmt: skip
+    held = script.held_out_pairs(smollm2, summary)
+    assert torch.equal(held.clean, pairs.clean[4:]) and torch.equal(held.corrupt, pairs.corrupt[4:])
+    summary["provenance"]["command"] = ["mib_ioi.py"]  # seed 0: other pairs
+    with pytest.raises(SystemExit, match="do not hash as the run's"):
+        script.held_out_pairs(smollm2, summary)
