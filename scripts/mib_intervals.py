@@ -92,8 +92,9 @@ def main() -> None:
 
     from circuits._io import atomic_write
     from circuits.models import load_model
-    from circuits.provenance import provenance, stamped
+    from circuits.provenance import code_identity, provenance, stamped
 
+    code_identity()  # the code's state now, before any commit made while this runs
     torch.set_num_threads(args.threads)
     for run in map(Path, args.runs):
         summary = json.loads((run / "summary.json").read_text(encoding="utf-8"))
