@@ -47,13 +47,9 @@ def intervals(model, summary: dict, importances: Path) -> dict:
     import torch
 
     from circuits.discovery.chunk_runner import judging_runner
-    from circuits.discovery.evaluation import (
-        MIB_FRACTIONS,
-        evaluate,
-        mib_area_interval,
-        mib_areas,
-        mib_curve,
-    )
+    from circuits.discovery.config import RankBy
+    from circuits.discovery.evaluation import evaluate
+    from circuits.discovery.pipeline import mib_scores
     from circuits.discovery.protocol import read_mib_scores
 
     settings = summary["provenance"]["settings"]
@@ -62,22 +58,18 @@ def intervals(model, summary: dict, importances: Path) -> dict:
                             kv_inputs=settings["kv_inputs"], seed=settings["seed"])  # fmt: skip
     scores = read_mib_scores(importances, runner.space)
     empty = evaluate(runner, torch.zeros(1, runner.space.n_edges, dtype=torch.bool))[0]
-    model_v, empty_v = runner.clean.metric.numpy(), empty.numpy()
-    direction = 1.0 if model_v.mean() >= empty_v.mean() else -1.0
+    direction = 1.0 if runner.clean.metric.mean() >= empty.mean() else -1.0
+    key = {RankBy.SIGNED: scores * direction, RankBy.ABS: scores.abs()}
+    again = mib_scores(runner, key, empty, batch_size=settings["batch_size"],
+                       n_boot=settings["n_boot"], seed=settings["seed"])  # fmt: skip
     out = {"direction": direction, "n_boot": settings["n_boot"], "seed": settings["seed"]}
-    for rank, key, area, which in (("signed", scores * direction, "cpr", 0),
-                                   ("abs", scores.abs(), "cmd", 1)):  # fmt: skip
-        n, f, values = mib_curve(runner, key, empty, batch_size=settings["batch_size"])
-        value = mib_areas(MIB_FRACTIONS, f)[which]
-        ran = summary["mib"]["heldout"]
+    ran = summary["mib"]["heldout"]
+    for rank, area in (("signed", "cpr"), ("abs", "cmd")):
+        n, value = again[f"n_edges_{rank}"], again[area]
         if n != ran[f"n_edges_{rank}"] or abs(value - ran[area]) > AREA_TOLERANCE:
             raise SystemExit(f"{area}: re-judged {value:.4f} on {n} edges, the run had "
                              f"{ran[area]:.4f} on {ran[f'n_edges_{rank}']}")  # fmt: skip
-        out[f"{area}_heldout"] = value
-        out[f"{area}_heldout_ci"] = list(mib_area_interval(
-            MIB_FRACTIONS, values, model_v, empty_v, area=which, n_boot=settings["n_boot"],
-            seed=settings["seed"],
-        ))  # fmt: skip
+        out[f"{area}_heldout"], out[f"{area}_heldout_ci"] = value, again[f"{area}_ci"]
     return out
 
 

@@ -60,9 +60,7 @@ class ChunkRunner(EdgeRunner):
 
     def subset(self, rows: Sequence[int]) -> EdgeRunner:
         """A judging-only runner over pairs `rows`, built now."""
-        return EdgeRunner(self.model, self.pairs[list(rows)], None, positions=None,
-                          ablation="resample", seed=self.seed, kv_inputs=self.kv_inputs,
-                          judging_only=True)  # fmt: skip
+        return _judging_only(self.model, self.pairs[list(rows)], self.kv_inputs, self.seed)
 
     def run(self, keep: Tensor, **kwargs) -> Tensor:
         """`EdgeRunner.run` over every pair (one runner of them all, built once: for sets no
@@ -77,6 +75,11 @@ def judging_runner(model, pairs: Pairs, *, batch_size: int, kv_inputs: str, seed
     for more pairs than that, else a judging-only `EdgeRunner` of them all."""
     if len(pairs) > batch_size:
         return ChunkRunner(model, pairs, chunk=batch_size, kv_inputs=kv_inputs, seed=seed)
+    return _judging_only(model, pairs, kv_inputs, seed)
+
+
+def _judging_only(model, pairs: Pairs, kv_inputs: str, seed: int) -> EdgeRunner:
+    """A judging-only runner over all of `pairs`, each ablated from its own partner."""
     return EdgeRunner(model, pairs, None, positions=None, ablation="resample", seed=seed,
                       kv_inputs=kv_inputs, judging_only=True)  # fmt: skip
 

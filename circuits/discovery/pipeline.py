@@ -215,9 +215,10 @@ def discover(
         key = {s: scores.key(s, direction) for s in RankBy}
         mib = {}
         if cfg.mib_areas:
+            judged = {"batch_size": cfg.batch_size, "n_boot": cfg.n_boot, "seed": cfg.seed}
             mib = {
-                "fit": _mib(fit, key, empty_fit, cfg),
-                "heldout": _mib(held, key, empty_held, cfg),
+                "fit": mib_scores(fit, key, empty_fit, **judged),
+                "heldout": mib_scores(held, key, empty_held, **judged),
             }
         done("MIB areas")
     f_fit = float(grown["f_fit"][ALL].iloc[hit])
@@ -265,18 +266,20 @@ def _held_runner(model, tokens, metric_at: Callable, positions, cfg: DiscoveryCo
     return _runner(model, tokens, metric_at, positions, cfg, judging_only=True)
 
 
-def _mib(runner: EdgeRunner, key: dict, empty: Tensor, cfg) -> dict:
+def mib_scores(runner: EdgeRunner, key: dict, empty: Tensor, *, batch_size: int, n_boot: int,
+               seed: int) -> dict:  # fmt: skip
     """MIB's scores on `runner`'s texts: faithfulness of the top circuits by signed score (CPR,
-    area under f) and by |score| (CMD, area under |1 - f|) at `MIB_FRACTIONS` of the edges,
-    each area with a bootstrap interval over the texts (`cpr_ci`, `cmd_ci`; MIB reports none)."""
+    area under f) and by |score| (CMD, area under |1 - f|) at `MIB_FRACTIONS` of the edges
+    (`key`: the growth key per `RankBy`), each area with a bootstrap interval over the texts
+    (`cpr_ci`, `cmd_ci`; MIB reports none) from `n_boot` resamples seeded by `seed`."""
     out: dict = {"fractions": list(MIB_FRACTIONS)}
     model_v, empty_v = runner.clean.metric.numpy(), empty.numpy()
     for rank, area, which in ((RankBy.SIGNED, "cpr", 0), (RankBy.ABS, "cmd", 1)):
-        n, f, values = mib_curve(runner, key[rank], empty, batch_size=cfg.batch_size)
+        n, f, values = mib_curve(runner, key[rank], empty, batch_size=batch_size)
         out[f"n_edges_{rank}"], out[f"faithfulness_{rank}"] = n, f
         out[area] = mib_areas(MIB_FRACTIONS, f)[which]
         out[f"{area}_ci"] = list(mib_area_interval(
-            MIB_FRACTIONS, values, model_v, empty_v, area=which, n_boot=cfg.n_boot, seed=cfg.seed
+            MIB_FRACTIONS, values, model_v, empty_v, area=which, n_boot=n_boot, seed=seed
         ))  # fmt: skip
     return out
 
@@ -327,4 +330,4 @@ def _direct(model, tokens, metric_at, fit: EdgeRunner, mask, scores, cfg) -> dic
     return dict(zip(edges, effects.tolist(), strict=True))
 
 
-__all__ = ["METHODS", "DiscoveryConfig", "EdgeCircuit", "HeldOut", "discover"]
+__all__ = ["METHODS", "DiscoveryConfig", "EdgeCircuit", "HeldOut", "discover", "mib_scores"]
