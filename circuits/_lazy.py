@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import importlib
 import sys
+import warnings
 from collections.abc import Callable, Mapping
 from typing import Any
 
@@ -38,4 +39,23 @@ def lazy_dir(namespace: Mapping[str, Any], exports: Mapping[str, str]) -> Callab
     return __dir__
 
 
-__all__ = ["lazy_dir", "lazy_exports"]
+def moved_names(module: str, moved: Mapping[str, str]) -> Callable[[str], Any]:
+    """A module-level `__getattr__` for `module` that still gives the names that moved out of
+    it: `moved[name]` is the module `name` lives in now. Each use warns (DeprecationWarning)
+    with the import to write instead."""
+
+    def __getattr__(name: str) -> Any:
+        if name not in moved:
+            raise AttributeError(f"module {module!r} has no attribute {name!r}")
+        warnings.warn(
+            f"{module}.{name} has moved: write `from {moved[name]} import {name}` (the old "
+            "place still works for now)",
+            DeprecationWarning,
+            stacklevel=2,
+        )
+        return getattr(importlib.import_module(moved[name]), name)
+
+    return __getattr__
+
+
+__all__ = ["lazy_dir", "lazy_exports", "moved_names"]

@@ -29,7 +29,8 @@ FRACTIONS_SHOWN = (0.001, 0.005, 0.01, 0.05, 0.2)
 
 def additivity(space, scores, curves: pd.DataFrame, run: str) -> list[dict]:
     """One row per ranking and size of MIB's curve (see the module docstring)."""
-    from circuits.discovery.evaluation import MIB_FRACTIONS, prune, top_mask, top_order
+    from circuits.discovery.areas import MIB_FRACTIONS
+    from circuits.discovery.evaluation import prune, top_mask, top_order
 
     total = float(scores.sum())
     rows = []

@@ -46,10 +46,10 @@ def intervals(model, summary: dict, importances: Path) -> dict:
     """CPR and CMD on the run's held-out pairs with their intervals (see the module docstring)."""
     import torch
 
+    from circuits.discovery.areas import mib_scores
     from circuits.discovery.chunk_runner import judging_runner
     from circuits.discovery.config import RankBy
     from circuits.discovery.evaluation import evaluate
-    from circuits.discovery.pipeline import mib_scores
     from circuits.discovery.protocol import read_mib_scores
 
     settings = summary["provenance"]["settings"]

@@ -31,7 +31,7 @@ from pathlib import Path
 
 import pandas as pd
 
-from circuits.discovery.evaluation import MIB_FRACTIONS
+from circuits.discovery.areas import MIB_FRACTIONS
 from circuits.discovery.methods import METHODS
 from circuits.discovery.protocol import PROTOCOLS, protocol
 from circuits.tasks.ioi import PARTNERS
@@ -130,8 +130,9 @@ def main() -> None:
     p.add_argument("--threads", type=int, default=1)
     p.add_argument("--option", nargs="*", default=[], help="DiscoveryConfig KEY=VALUE")
     p.add_argument("--out", required=True)
-    p.add_argument("--checkpoint", help="folder: scored chunks (--option fit_judged=N) and a "
-                   "mask sweep are saved there and skipped on a rerun")  # fmt: skip
+    p.add_argument("--checkpoint", help="folder: the fit pairs' scores (each chunk's with "
+                   "--option fit_judged=N), a mask sweep and each phase that ended are saved "
+                   "there and read back on a rerun (phases only by the same code)")  # fmt: skip
     args = p.parse_args()
     s = run(args)
     print(f"{args.model} {s['partner']} {s['method']}: {s['n_edges']} of {s['n_edges_total']} "

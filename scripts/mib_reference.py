@@ -96,7 +96,8 @@ def our_curve(runner, values) -> dict:
     """This library's MIB curves (signed: CPR, |score|: CMD) of `values` on the runner's pairs."""
     import torch
 
-    from circuits.discovery.evaluation import MIB_FRACTIONS, evaluate, mib_areas, mib_curve
+    from circuits.discovery.areas import MIB_FRACTIONS, mib_areas, mib_curve
+    from circuits.discovery.evaluation import evaluate
 
     empty = evaluate(runner, torch.zeros(1, runner.space.n_edges, dtype=torch.bool))[0]
     out = {}

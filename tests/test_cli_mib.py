@@ -217,7 +217,7 @@ def test_export_mib_writes_the_importance_file_or_the_binary_circuit(run, tmp_pa
 
 
 def test_export_mib_sizes_writes_ten_circuits_as_mibs_evaluator_makes_them(run, tmp_path, capsys):
-    from circuits.discovery.evaluation import MIB_FRACTIONS
+    from circuits.discovery.areas import MIB_FRACTIONS
 
     data = json.loads((run / "importances.mib.json").read_text())
     summary = json.loads((run / "summary.json").read_text())

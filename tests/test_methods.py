@@ -13,8 +13,8 @@ from test_discovery import HELD_OUT
 from test_discovery import TEXTS as FIT
 
 from circuits.discovery import DiscoveryConfig, EdgeRunner, discover, eap, eap_ig, token_rows
+from circuits.discovery.areas import MIB_FRACTIONS, mib_areas
 from circuits.discovery.config import ABLATIONS, Ablation
-from circuits.discovery.evaluation import MIB_FRACTIONS, mib_areas
 from circuits.discovery.methods import METHODS, REGISTRY, method_module, scorer
 from circuits.discovery.methods.mask import _key, sweep
 from circuits.models.planted import planted_p0_model

@@ -9,9 +9,9 @@ import numpy as np
 import pytest
 import torch
 
+from circuits.discovery.areas import MIB_FRACTIONS, mib_areas
 from circuits.discovery.attribution import eap, eap_ig_activations, eap_ig_inputs, ig_points
 from circuits.discovery.dag import build_space, mib_edge_count
-from circuits.discovery.evaluation import MIB_FRACTIONS, mib_areas
 from circuits.discovery.forward import EdgeRunner, full_keep
 from circuits.discovery.pairs import tokenize
 from circuits.tasks.ioi import NAMES, ioi_prompts
@@ -212,8 +212,19 @@ def test_cpr_and_cmd_of_a_known_curve():
     assert both[0] == pytest.approx([cpr, 1.998]) and both[1] == pytest.approx([cmd, 0.999])
 
 
+def test_mib_names_moved_out_of_evaluation_still_import_with_a_warning():
+    import circuits.discovery.evaluation as evaluation
+    from circuits.discovery import areas
+
+    for name in ("MIB_FRACTIONS", "mib_areas", "mib_area_interval", "mib_curve"):
+        with pytest.warns(DeprecationWarning, match=f"from circuits.discovery.areas import {name}"):
+            assert getattr(evaluation, name) is getattr(areas, name)
+    with pytest.raises(AttributeError, match="no attribute 'mib_nothing'"):
+        evaluation.mib_nothing  # noqa: B018
+
+
 def test_an_area_interval_resamples_texts_alike_at_every_size():
-    from circuits.discovery.evaluation import mib_area_interval
+    from circuits.discovery.areas import mib_area_interval
 
     rng = np.random.default_rng(0)
     model, empty = rng.normal(3, 1, 50), rng.normal(0, 1, 50)
@@ -313,6 +324,44 @@ def test_fit_judged_scores_every_fit_pair_a_chunk_at_a_time(tiny, flip, tmp_path
                  config=cfg.with_options(method="mask", mask_steps=1, mask_lambdas=(1.0,)),
                  checkpoint=tmp_path / "new" / "mask")  # fmt: skip
     assert (tmp_path / "new" / "mask" / "mask_sweep.pt").is_file()
+
+
+def test_a_rerun_reads_back_the_scores_and_each_phase_that_ended(tiny, flip, tmp_path, monkeypatch):
+    from circuits.discovery import discover, pipeline
+    from circuits.discovery.protocol import protocol
+
+    cfg = protocol("mib").config(method="eap", n_boot=10, n_stability=2, n_random=2, max_exact=2,
+                                 n_curve=4, n_exact_texts=3)  # fmt: skip
+    c = discover(tiny, flip[:4], flip[4:8], None, positions=None, config=cfg, checkpoint=tmp_path)
+    phases = ["curve", "exact_effects", "held_out", "MIB_areas_fit", "MIB_areas_heldout",
+              "stability"]  # fmt: skip
+    assert sorted(p.name for p in tmp_path.glob("phase_*.pt")) == sorted(
+        f"phase_{name}.pt" for name in phases
+    )
+    calls = []
+    for name in ("grow", "_judge", "_stability", "_direct", "mib_scores"):
+        real = getattr(pipeline, name)
+        monkeypatch.setattr(pipeline, name, lambda *a, _n=name, _f=real, **k: (
+            calls.append(_n), _f(*a, **k))[1])  # fmt: skip
+    again = discover(tiny, flip[:4], flip[4:8], None, positions=None, config=cfg,
+                     checkpoint=tmp_path)  # fmt: skip
+    assert calls == []  # every phase read back, with the same results
+    assert torch.equal(again.mask, c.mask) and again.mib == c.mib and again.direct == c.direct
+    assert again.heldout.faithfulness == c.heldout.faithfulness
+    assert torch.equal(again.stability, c.stability)
+    # the scores were saved too: marked (doubled) they are read back, and every phase after
+    # them is computed again on the new scores
+    first = torch.load(tmp_path / "scores_from_0.pt", weights_only=True)
+    torch.save({**first, "values": 2 * first["values"]}, tmp_path / "scores_from_0.pt")
+    marked = discover(tiny, flip[:4], flip[4:8], None, positions=None, config=cfg,
+                      checkpoint=tmp_path)  # fmt: skip
+    assert torch.equal(marked.scores, 2 * c.scores)
+    assert sorted(set(calls)) == ["_direct", "_judge", "_stability", "grow", "mib_scores"]
+    # other held-out texts (FLIP has 7 pairs): the key names both text sets, so the phases
+    # are computed again
+    calls.clear()
+    discover(tiny, flip[:4], flip[5:7], None, positions=None, config=cfg, checkpoint=tmp_path)
+    assert "grow" in calls and "_judge" in calls
 
 
 def _script(name: str):

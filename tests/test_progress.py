@@ -13,7 +13,7 @@ from test_mib import FLIP  # pairs of one length
 
 from circuits import cli
 from circuits.cli import loading
-from circuits.discovery.evaluation import MIB_FRACTIONS
+from circuits.discovery.areas import MIB_FRACTIONS
 from circuits.models.planted import P0_TEXTS, planted_p0_model
 
 BAR = ("\r", "%|", "it/s", "s/it")

@@ -5,7 +5,8 @@
 EAP-IG over the edge coefficients or over the input); `path_patching` measures exact direct
 effects; `evaluation` evaluates circuits
 (faithfulness, bootstrap interval, random circuits, complement, dead-end pruning, greedy
-growth); `pipeline.discover` grows the circuit by score until it is faithful and judges it on
+growth); `areas` gives MIB's scores (faithfulness at ten shares of the edges, CPR, CMD);
+`pipeline.discover` grows the circuit by score until it is faithful and judges it on
 held-out texts (`config` holds its settings); `graph`
 turns it into a circuit graph; `saved` judges a saved circuit graph on new texts. Texts are read,
 split and cut into token rows in `circuits.core` (`texts`, `tokens`; the names below stay). Names resolve lazily: importing `circuits.discovery.config` (as the CLI
@@ -29,6 +30,8 @@ _EXPORTS = {
     "eap_ig_inputs": "attribution",
     "bootstrap_interval": "evaluation",
     "evaluate": "evaluation",
+    "MIB_FRACTIONS": "areas",
+    "mib_scores": "areas",
     "faithfulness": "evaluation",
     "prune": "evaluation",
     "EdgeRunner": "forward",

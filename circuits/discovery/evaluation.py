@@ -18,6 +18,7 @@ from jaxtyping import Bool, Float
 from numpy.typing import ArrayLike
 from torch import Tensor
 
+from circuits._lazy import moved_names
 from circuits.discovery.config import Grow
 from circuits.discovery.dag import EdgeSpace
 from circuits.discovery.distributed import per_text
@@ -80,7 +81,8 @@ def resampled_faithfulness(
         return (values[..., idx].mean(-1) - empty) / (full - empty)
 
 
-def _percentiles(x: np.ndarray, level: float) -> tuple[float, float]:
+def percentile_interval(x: np.ndarray, level: float = CI) -> tuple[float, float]:
+    """The central `level` interval of the finite values of `x` (nan, nan if none)."""
     x = x[np.isfinite(x)]
     if not len(x):
         return float("nan"), float("nan")
@@ -100,7 +102,7 @@ def bootstrap_interval(
     """Percentile interval of faithfulness over prompts resampled with replacement (the same
     resample for circuit, model and empty runs)."""
     f = resampled_faithfulness(values, model_values, empty_values, n_boot=n_boot, seed=seed)
-    return _percentiles(f, level)
+    return percentile_interval(f, level)
 
 
 def random_masks(n_edges: int, size: int, n: int = N_RANDOM, seed: int = 0) -> Tensor:
@@ -239,65 +241,16 @@ def top_mask(order: Tensor, n: int, n_edges: int) -> Bool[Tensor, " edge"]:
     return mask
 
 
-MIB_FRACTIONS = (0.001, 0.002, 0.005, 0.01, 0.02, 0.05, 0.1, 0.2, 0.5, 1.0)
-"""Circuit sizes of the MIB circuit-localisation track (Mueller et al. 2025), as fractions of
-all edges: the top int(fraction x n_edges) edges by score, dead ends pruned."""
-
-
-def mib_areas(fractions, faithfulness_values) -> tuple:
-    """(area under f, area under |1 - f|) over the fraction of edges, trapezoid rule between the
-    given sizes, with no normalisation (MIB's convention: the areas span [0.001, 1], so a
-    constant f = 1 gives 0.999 and 0). CPR is the first over circuits of signed scores (higher
-    is better), CMD the second over circuits of absolute scores (0 is best). Floats for f
-    [size]; arrays [resample] for f [size, resample] (each column a curve)."""
-    x = np.asarray(fractions, dtype=float)
-    f = np.asarray(faithfulness_values, dtype=float)
-    if x.shape != f.shape[:1] or len(x) < 2 or (np.diff(x) <= 0).any():
-        raise ValueError("need at least two ascending fractions, one faithfulness each")
-    width = np.diff(x).reshape(-1, *[1] * (f.ndim - 1))
-    gap = np.abs(1 - f)
-    under = (width * (f[1:] + f[:-1]) / 2).sum(0)
-    over = (width * (gap[1:] + gap[:-1]) / 2).sum(0)
-    return (float(under), float(over)) if f.ndim == 1 else (under, over)
-
-
-def mib_area_interval(
-    fractions, values: ArrayLike, model_values: ArrayLike, empty_values: ArrayLike, *,
-    area: int, n_boot: int = N_BOOT, level: float = CI, seed: int = 0,
-) -> tuple[float, float]:  # fmt: skip
-    """Percentile interval of one of MIB's areas (`area` 0: under f, CPR's; 1: under |1 - f|,
-    CMD's) over prompts resampled with replacement: `values` [size, prompt] are the metric of
-    the circuit at each size, every size on the same resamples as the model and empty runs."""
-    f = resampled_faithfulness(values, model_values, empty_values, n_boot=n_boot, seed=seed)
-    return _percentiles(mib_areas(fractions, f)[area], level)
-
-
-def mib_curve(
-    runner: EdgeRunner,
-    key: Tensor,
-    empty: Tensor,
-    *,
-    fractions=MIB_FRACTIONS,
-    batch_size: int = 64,
-) -> tuple[list[int], list[float], np.ndarray]:
-    """(edges kept after pruning, faithfulness, the metric per size and text [size, text]) of
-    the top-`fraction` circuits by `key` on `runner`'s texts; `empty` is the metric per text
-    with every edge ablated."""
-    space = runner.space
-    order = top_order(space, key)
-    masks = torch.stack(
-        [prune(space, top_mask(order, int(f * space.n_edges), space.n_edges)) for f in fractions]
-    )
-    values = evaluate(runner, masks, batch_size=batch_size).numpy()
-    model_v, empty_v = runner.clean.metric.numpy(), empty.numpy()
-    faith = [faithfulness(v, model_v, empty_v) for v in values]
-    return [int(m.sum()) for m in masks], faith, values
-
+__getattr__ = moved_names(
+    __name__,
+    dict.fromkeys(
+        ("MIB_FRACTIONS", "mib_areas", "mib_area_interval", "mib_curve"), "circuits.discovery.areas"
+    ),
+)
 
 __all__ = [
     "CI",
     "GROWTH",
-    "MIB_FRACTIONS",
     "N_BOOT",
     "N_RANDOM",
     "bootstrap_interval",
@@ -305,9 +258,7 @@ __all__ = [
     "faithfulness",
     "greedy_order",
     "grow_order",
-    "mib_area_interval",
-    "mib_areas",
-    "mib_curve",
+    "percentile_interval",
     "prune",
     "random_masks",
     "resampled_faithfulness",

@@ -1,12 +1,23 @@
-"""Progress through the phases of finding an edge circuit (`discover`), one tick a phase, so a
-long edge step shows where it is instead of sitting still."""
+"""The phases of finding an edge circuit (`discover`): progress through them, one tick a phase,
+so a long edge step shows where it is instead of sitting still, and each phase's results kept
+in a checkpoint folder, so a stopped run loses at most the phase it was in."""
 
 from __future__ import annotations
 
+import hashlib
+import sys
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
+from pathlib import Path
+from typing import Any, TypeVar
 
 from tqdm.auto import tqdm
+
+from circuits._io import atomic_write
+from circuits.core.texts import texts_sha256
+from circuits.provenance import code_identity
+
+T = TypeVar("T")
 
 PHASES = ("scoring", "curve", "held-out", "stability", "exact effects", "MIB areas")
 """In the order `discover` runs them: score every edge, grow the faithfulness curve on the fit
@@ -34,4 +45,50 @@ def phase_bar(progress: bool) -> Iterator[Callable[[str], None]]:
         bar.close()
 
 
-__all__ = ["PHASES", "phase_bar"]
+class PhaseStore:
+    """Each phase after scoring saved when it ends, in the checkpoint folder `folder`
+    (`phase_<name>.pt`), and read back by a rerun whose inputs are the same (`key`: the code,
+    the scores, texts, positions, metric and settings; the scores themselves are kept by
+    `fit_scores`). A phase saved from other inputs is computed again and replaced. Without a
+    folder each phase is only computed. The files are pickles (curves, judgements): read only
+    folders this library wrote."""
+
+    def __init__(self, folder: str | Path | None, key: dict[str, Any]):
+        self.folder = None if folder is None else Path(folder)
+        self.key = key
+
+    def __call__(self, phase: str, compute: Callable[[], T]) -> T:
+        """`compute()`'s value for `phase`, from the folder when saved there with this key."""
+        if self.folder is None:
+            return compute()
+        import torch
+
+        path = self.folder / f"phase_{phase.replace(' ', '_').replace('-', '_')}.pt"
+        if path.exists():
+            saved = torch.load(path, weights_only=False)
+            if saved["key"] == self.key:
+                return saved["value"]
+            print(f"{path}: saved from other inputs, computed again", file=sys.stderr)
+        value = compute()
+        self.folder.mkdir(parents=True, exist_ok=True)
+        with atomic_write(path, "wb") as fh:
+            torch.save({"key": self.key, "value": value}, fh)
+        return value
+
+
+def phase_key(fit, scores, texts: tuple, where: tuple, cfg, kinds) -> dict:
+    """What the phases after scoring depend on (`PhaseStore`'s key): the code (a checkout with
+    uncommitted changes counts as its commit), the scores, the fit and held-out texts, their
+    positions (`where`) and kinds, the metric and the settings."""
+    rows = [t.rows() if hasattr(t, "rows") else t.tolist() for t in texts]  # Pairs or tokens
+    values = scores.values.detach().contiguous().cpu().numpy()
+    return {
+        "code": code_identity(),
+        "scores": hashlib.sha256(values.tobytes()).hexdigest(),
+        "texts": texts_sha256([rows, where, kinds and [list(k) for k in kinds]]),
+        "metric": fit.metric.name,
+        "settings": cfg.to_dict(),
+    }
+
+
+__all__ = ["PHASES", "PhaseStore", "phase_bar", "phase_key"]

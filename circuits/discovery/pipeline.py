@@ -34,17 +34,10 @@ import torch
 from jaxtyping import Int
 from torch import Tensor
 
+from circuits.discovery.areas import mib_scores
 from circuits.discovery.chunk_runner import judging_runner
 from circuits.discovery.config import DiscoveryConfig, RankBy
-from circuits.discovery.evaluation import (
-    MIB_FRACTIONS,
-    evaluate,
-    mib_area_interval,
-    mib_areas,
-    mib_curve,
-    prune,
-    top_mask,
-)
+from circuits.discovery.evaluation import evaluate, prune, top_mask
 from circuits.discovery.fit_scores import fit_scores, judged_count
 from circuits.discovery.forward import EdgeRunner
 from circuits.discovery.growth import band_circuit, curve_frame, grow, order_edges
@@ -53,7 +46,7 @@ from circuits.discovery.methods import METHODS, REGISTRY
 from circuits.discovery.methods.base import EdgeScores
 from circuits.discovery.pairs import Pairs
 from circuits.discovery.path_patching import edge_effects
-from circuits.discovery.phases import phase_bar
+from circuits.discovery.phases import PhaseStore, phase_bar, phase_key
 from circuits.discovery.size_rule import (
     ALL,
     curve_by_kind,
@@ -177,9 +170,11 @@ def discover(
     attention paid to each text's own sink: `lambda pos: p0_attention(layers, [p[0] for p in
     pos])`); it is called for the fit, held-out and exact-effect texts in turn. Counterfactual
     `Pairs` (with positions None, ablation 'resample' and metric None) are fitted and judged
-    with their own logit differences and partners. `checkpoint`
-    (a folder) lets a method that trains (mask) resume where it stopped, and scoring in chunks
-    (`config.fit_judged`) skip the chunks already scored. `kinds`: the fit and
+    with their own logit differences and partners. `checkpoint` (a folder) keeps what a
+    stopped run has done: a method that trains (mask) resumes where it stopped, the scores of
+    pairs (each chunk's with `config.fit_judged`) are read back, and so is each phase after
+    scoring that ended, when the code, scores, texts and settings are the same
+    (`phases.PhaseStore`). `kinds`: the fit and
     the held-out texts' kinds (one each), for the size rule and the curve by kind (None: one
     kind)."""
     cfg = config or DiscoveryConfig()
@@ -193,33 +188,37 @@ def discover(
     with phase_bar(progress) as done:
         scores = fit_scores(model, fit_tokens, fit, cfg, log, checkpoint)
         done("scoring")
+        texts, where = (fit_tokens, heldout_tokens), (positions, held_at)
+        phase = PhaseStore(checkpoint, phase_key(fit, scores, texts, where, cfg, kinds))
         empty_fit = evaluate(fit, torch.zeros(1, fit.space.n_edges, dtype=torch.bool))[0]
         direction = 1.0 if fit.clean.metric.mean() >= empty_fit.mean() else -1.0
         fit_kinds, held_kinds = kinds or (None, None)
         fit_kinds = None if fit_kinds is None else list(fit_kinds)[:n_judged]
-        grown = grow(fit, scores, cfg, direction, empty_fit, fit_kinds)
+        grown = phase("curve", lambda: grow(fit, scores, cfg, direction, empty_fit, fit_kinds))
         done("curve")
         hit = grown["hit"]
         n_top, mask = grown["sizes"][hit], grown["masks"][hit]
 
         held = _held_runner(model, heldout_tokens, metric_at, held_at, cfg)
-        heldout, f_held, empty_held = _judge(held, mask, grown["masks"], cfg, held_kinds)
+        judged = phase("held-out", lambda: _judge(held, mask, grown["masks"], cfg, held_kinds))
+        heldout, f_held, empty_held = judged
         done("held-out")
-        stability = _stability(fit.space, scores, n_top, cfg, direction)
+        stability = phase("stability", lambda: _stability(fit.space, scores, n_top, cfg, direction))
         done("stability")
-        direct = _direct(model, fit_tokens[:n_judged], metric_at, fit, mask, scores.values, cfg)
+        direct = phase("exact effects", lambda: _direct(
+            model, fit_tokens[:n_judged], metric_at, fit, mask, scores.values, cfg
+        ))  # fmt: skip
         done("exact effects")
         curve = curve_frame(grown, f_held[ALL].tolist())
         counts = {"fit": kind_counts(fit_kinds, fit.tokens.shape[0]),
                   "heldout": kind_counts(held_kinds, held.tokens.shape[0])}  # fmt: skip
         key = {s: scores.key(s, direction) for s in RankBy}
-        mib = {}
-        if cfg.mib_areas:
-            judged = {"batch_size": cfg.batch_size, "n_boot": cfg.n_boot, "seed": cfg.seed}
-            mib = {
-                "fit": mib_scores(fit, key, empty_fit, **judged),
-                "heldout": mib_scores(held, key, empty_held, **judged),
-            }
+        run = {"batch_size": cfg.batch_size, "n_boot": cfg.n_boot, "seed": cfg.seed}
+        mib = {
+            split: phase(f"MIB areas {split}", lambda r=r, e=e: mib_scores(r, key, e, **run))
+            for split, r, e in (("fit", fit, empty_fit), ("heldout", held, empty_held))
+            if cfg.mib_areas
+        }
         done("MIB areas")
     f_fit = float(grown["f_fit"][ALL].iloc[hit])
     return EdgeCircuit(
@@ -264,24 +263,6 @@ def _held_runner(model, tokens, metric_at: Callable, positions, cfg: DiscoveryCo
         return judging_runner(model, tokens, batch_size=cfg.batch_size, kv_inputs=cfg.kv_inputs,
                               seed=cfg.seed)  # fmt: skip
     return _runner(model, tokens, metric_at, positions, cfg, judging_only=True)
-
-
-def mib_scores(runner: EdgeRunner, key: dict, empty: Tensor, *, batch_size: int, n_boot: int,
-               seed: int) -> dict:  # fmt: skip
-    """MIB's scores on `runner`'s texts: faithfulness of the top circuits by signed score (CPR,
-    area under f) and by |score| (CMD, area under |1 - f|) at `MIB_FRACTIONS` of the edges
-    (`key`: the growth key per `RankBy`), each area with a bootstrap interval over the texts
-    (`cpr_ci`, `cmd_ci`; MIB reports none) from `n_boot` resamples seeded by `seed`."""
-    out: dict = {"fractions": list(MIB_FRACTIONS)}
-    model_v, empty_v = runner.clean.metric.numpy(), empty.numpy()
-    for rank, area, which in ((RankBy.SIGNED, "cpr", 0), (RankBy.ABS, "cmd", 1)):
-        n, f, values = mib_curve(runner, key[rank], empty, batch_size=batch_size)
-        out[f"n_edges_{rank}"], out[f"faithfulness_{rank}"] = n, f
-        out[area] = mib_areas(MIB_FRACTIONS, f)[which]
-        out[f"{area}_ci"] = list(mib_area_interval(
-            MIB_FRACTIONS, values, model_v, empty_v, area=which, n_boot=n_boot, seed=seed
-        ))  # fmt: skip
-    return out
 
 
 def _judge(runner: EdgeRunner, mask, curve_masks, cfg, kinds) -> tuple:
@@ -330,4 +311,4 @@ def _direct(model, tokens, metric_at, fit: EdgeRunner, mask, scores, cfg) -> dic
     return dict(zip(edges, effects.tolist(), strict=True))
 
 
-__all__ = ["METHODS", "DiscoveryConfig", "EdgeCircuit", "HeldOut", "discover", "mib_scores"]
+__all__ = ["METHODS", "DiscoveryConfig", "EdgeCircuit", "HeldOut", "discover"]

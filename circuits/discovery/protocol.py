@@ -12,7 +12,7 @@ benchmark takes.
 - MIB's graph: q, k and v inputs per query head (`kv_inputs="ungrouped"`; Qwen2.5-0.5B 179,749
   edges, SmolLM2-135M 123,211, GPT-2 small 32,491);
 - EAP-IG-inputs with 5 steps on the left points alpha = k / 5, k = 0..4 (`ig_grid="left"`);
-- circuits at MIB's ten sizes (`evaluation.MIB_FRACTIONS`, the top int(k x edges) edges, then
+- circuits at MIB's ten sizes (`areas.MIB_FRACTIONS`, the top int(k x edges) edges, then
   pruned), CPR = area under f with edges ranked by signed score, CMD = area under |1 - f| ranked
   by |score|, judged on held-out pairs (`discover` saves f and the pruned edge count at every
   size on fit and held-out pairs: `EdgeCircuit.mib`, the summary's "mib");

@@ -1,7 +1,7 @@
 """What MIB's circuit-track submission takes (Mueller et al. 2025; `hannamw/MIB-circuit-track`,
 "Submitting to the MIB Leaderboard"): per task and model either one importance file (every
 edge of MIB's graph scored, MIB's sign: positive supports) or binary circuits at its sizes
-(one with at most k of the edges for each k in `evaluation.MIB_FRACTIONS`).
+(one with at most k of the edges for each k in `areas.MIB_FRACTIONS`).
 
 Both are EAP-IG graph JSON (`circuits.graph.eap_ig`). The importance file of a discover run is
 its `importances.mib.json` (`protocol.write_mib`); a circuit graph or a circuit's EAP-IG file
@@ -110,7 +110,7 @@ def _at_size(data: dict, order: list[str], k: float) -> dict:
 def mib_sizes(data: dict, absolute: bool = False) -> dict[float, dict]:
     """Share of edges k -> the circuit of the top int(k x edges) edges by score (signed, or by
     |score| with `absolute`), pruned, for each of MIB's ten sizes."""
-    from circuits.discovery.evaluation import MIB_FRACTIONS
+    from circuits.discovery.areas import MIB_FRACTIONS
 
     order = _ranked(data, absolute)
     return {k: _at_size(data, order, k) for k in MIB_FRACTIONS}
@@ -123,7 +123,7 @@ def write_sizes(
     replaced as a whole), one `circuit_<k>.json` each; with `progress`, a bar on stderr names
     the size being written ("k=0.001" ...)."""
     from circuits._io import atomic_folder, write_json
-    from circuits.discovery.evaluation import MIB_FRACTIONS
+    from circuits.discovery.areas import MIB_FRACTIONS
     from circuits.steps import Steps
 
     order = _ranked(data, absolute)
