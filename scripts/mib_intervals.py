@@ -5,6 +5,11 @@ each ranking judged again on those pairs (their edge counts and areas must match
 and CPR / CMD written with their 95 % intervals over the pairs (the run's own n_boot and seed)
 to RUN/area_intervals.json, whose provenance names this command and the run re-judged.
 
+With `--on OTHER` each run's rankings are judged instead on the held-out pairs of OTHER (a run
+of the same model and graph), with the run's judging settings, and written to
+RUN/areas_on_<OTHER's name>.json: two runs judged on the same pairs, e.g. 100 against 1,000
+attribution pairs with the held-out set held fixed (OTHER's own areas are its summary's).
+
     .venv/bin/python scripts/mib_intervals.py docs/mib/runs/smollm2-135m-s2_io_flip-eap_ig-100 \\
         --importances /tmp/mibruns          # ROOT/<run name>/importances.mib.json
 
@@ -42,8 +47,9 @@ def held_out_pairs(model, summary: dict):
     return pairs[n_fit:]
 
 
-def intervals(model, summary: dict, importances: Path) -> dict:
-    """CPR and CMD on the run's held-out pairs with their intervals (see the module docstring)."""
+def judged(model, settings: dict, held, importances: Path) -> dict:
+    """MIB's scores (`areas.mib_scores`) of the importance file's two rankings on the pairs
+    `held`, judged with a run's `settings` (batch size, bootstrap resamples and seed)."""
     import torch
 
     from circuits.discovery.areas import mib_scores
@@ -52,17 +58,22 @@ def intervals(model, summary: dict, importances: Path) -> dict:
     from circuits.discovery.evaluation import evaluate
     from circuits.discovery.protocol import read_mib_scores
 
-    settings = summary["provenance"]["settings"]
-    held = held_out_pairs(model, summary)
     runner = judging_runner(model, held, batch_size=settings["batch_size"],
                             kv_inputs=settings["kv_inputs"], seed=settings["seed"])  # fmt: skip
     scores = read_mib_scores(importances, runner.space)
     empty = evaluate(runner, torch.zeros(1, runner.space.n_edges, dtype=torch.bool))[0]
     direction = 1.0 if runner.clean.metric.mean() >= empty.mean() else -1.0
     key = {RankBy.SIGNED: scores * direction, RankBy.ABS: scores.abs()}
-    again = mib_scores(runner, key, empty, batch_size=settings["batch_size"],
-                       n_boot=settings["n_boot"], seed=settings["seed"])  # fmt: skip
-    out = {"direction": direction, "n_boot": settings["n_boot"], "seed": settings["seed"]}
+    out = mib_scores(runner, key, empty, batch_size=settings["batch_size"],
+                     n_boot=settings["n_boot"], seed=settings["seed"])  # fmt: skip
+    return {"direction": direction, "n_boot": settings["n_boot"], "seed": settings["seed"], **out}
+
+
+def intervals(model, summary: dict, importances: Path) -> dict:
+    """CPR and CMD on the run's held-out pairs with their intervals (see the module docstring)."""
+    settings = summary["provenance"]["settings"]
+    again = judged(model, settings, held_out_pairs(model, summary), importances)
+    out = {k: again[k] for k in ("direction", "n_boot", "seed")}
     ran = summary["mib"]["heldout"]
     for rank, area in (("signed", "cpr"), ("abs", "cmd")):
         n, value = again[f"n_edges_{rank}"], again[area]
@@ -73,10 +84,28 @@ def intervals(model, summary: dict, importances: Path) -> dict:
     return out
 
 
+def on_other_pairs(model, summary: dict, other: dict, importances: Path) -> dict:
+    """The run's areas on `other`'s held-out pairs (see the module docstring): refused unless
+    both runs are of one model and graph."""
+    for key in ("model", "n_edges_total", "protocol"):
+        if summary.get(key) != other.get(key):
+            raise SystemExit(
+                f"the runs differ in {key} ({summary.get(key)} against {other.get(key)}): "
+                "judge on the pairs of a run of the same model and graph"
+            )
+    settings = summary["provenance"]["settings"]
+    out = judged(model, settings, held_out_pairs(model, other), importances)
+    texts = other["provenance"]["texts"]
+    pairs = {"sha256": texts["sha256"], "heldout_indices": texts["heldout_indices"]}
+    areas = {f"{a}_heldout{ci}": out[f"{a}{ci}"] for a in ("cpr", "cmd") for ci in ("", "_ci")}
+    return {"pairs_of": other["provenance"]["command"], "pairs": pairs, **areas, "mib": out}
+
+
 def main() -> None:
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     p.add_argument("runs", nargs="+", help="folders scripts/mib_ioi.py wrote")
     p.add_argument("--importances", help="ROOT holding <run name>/importances.mib.json")
+    p.add_argument("--on", help="a run folder: judge on its held-out pairs instead")
     p.add_argument("--threads", type=int, default=1)
     args = p.parse_args()
 
@@ -88,20 +117,33 @@ def main() -> None:
 
     code_identity()  # the code's state now, before any commit made while this runs
     torch.set_num_threads(args.threads)
+    other = None if args.on is None else _summary(Path(args.on))
     for run in map(Path, args.runs):
-        summary = json.loads((run / "summary.json").read_text(encoding="utf-8"))
+        summary = _summary(run)
         root = Path(args.importances) / run.name if args.importances else run
         importances = root / "importances.mib.json"
         if not importances.is_file():
             raise SystemExit(f"{importances}: no importance file; give --importances ROOT")
         model = load_model(summary["model"])
-        out = intervals(model, summary, importances)
-        record = provenance(settings={"run": str(run), "importances": str(importances)})
+        if other is None:
+            out, name = intervals(model, summary, importances), "area_intervals.json"
+        else:
+            out = on_other_pairs(model, summary, other, importances)
+            name = f"areas_on_{Path(args.on).name}.json"
+        record = provenance(settings={"run": str(run), "importances": str(importances),
+                                      "on": args.on})  # fmt: skip
         record["rejudged"] = {"folder": str(run), "original": summary["provenance"]}
-        with atomic_write(run / "area_intervals.json") as fh:
+        with atomic_write(run / name, "w") as fh:
             fh.write(json.dumps(stamped(out, record), indent=1) + "\n")
-        print(f"{run.name}: CPR {out['cpr_heldout']:.3f} {out['cpr_heldout_ci']}, CMD "
-              f"{out['cmd_heldout']:.4f} {out['cmd_heldout_ci']}")  # fmt: skip
+        print(f"{run.name} -> {name}: CPR {out['cpr_heldout']:.3f} {out['cpr_heldout_ci']}, "
+              f"CMD {out['cmd_heldout']:.4f} {out['cmd_heldout_ci']}")  # fmt: skip
+
+
+def _summary(run: Path) -> dict:
+    path = run / "summary.json"
+    if not path.is_file():
+        raise SystemExit(f"{path}: not a scripts/mib_ioi.py run folder (no summary.json)")
+    return json.loads(path.read_text(encoding="utf-8"))
 
 
 if __name__ == "__main__":

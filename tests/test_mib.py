@@ -468,6 +468,35 @@ def test_saved_runs_get_the_intervals_their_own_run_would_have(tiny, flip, tmp_p
         script.intervals(tiny, summary, tmp_path / "importances.mib.json")
 
 
+def test_a_run_judged_on_another_runs_pairs_equals_that_runs_own_areas(tiny, flip, tmp_path,
+                                                                        monkeypatch):  # fmt: skip
+    from circuits.discovery import discover
+    from circuits.discovery.protocol import protocol, write_mib
+    from circuits.graph.eap_ig import shape_of
+
+    script = _script("mib_intervals")
+    cfg = protocol("mib").config(n_boot=50, n_stability=0, n_random=2, max_exact=0, n_curve=4,
+                                 batch_size=2)  # fmt: skip
+    # two runs with one fit set (so one ranking) judged on other held-out pairs
+    first = discover(tiny, flip[:3], flip[3:5], None, positions=None, config=cfg)
+    second = discover(tiny, flip[:3], flip[4:7], None, positions=None, config=cfg)
+    write_mib(first, shape_of(tiny), tmp_path / "importances.mib.json")
+    run, other = ({**c.summary(), "model": "tiny", "protocol": "mib",
+                   "provenance": {"settings": cfg.to_dict(), "command": [name],
+                                  "texts": {"sha256": name, "heldout_indices": [0]}}}
+                  for c, name in ((first, "first"), (second, "second")))  # fmt: skip
+    monkeypatch.setattr(script, "held_out_pairs", lambda model, summary: flip[4:7])
+    out = script.on_other_pairs(tiny, run, other, tmp_path / "importances.mib.json")
+    # the first run's ranking on the second run's pairs gives the second run's areas
+    for area in ("cpr", "cmd"):
+        assert out[f"{area}_heldout"] == pytest.approx(other[f"{area}_heldout"], abs=1e-4)
+        assert out[f"{area}_heldout_ci"] == pytest.approx(other[f"{area}_heldout_ci"], abs=1e-4)
+    assert out["pairs"]["sha256"] == "second" and out["pairs_of"] == ["second"]
+    assert out["cpr_heldout"] != pytest.approx(run["cpr_heldout"], abs=1e-4)  # other pairs
+    with pytest.raises(SystemExit, match="differ in n_edges_total"):
+        script.on_other_pairs(tiny, run, {**other, "n_edges_total": 1}, tmp_path / "x.json")
+
+
 def test_a_saved_runs_held_out_pairs_are_made_again_and_checked(smollm2):
     from circuits.provenance import texts_identity
     from circuits.tasks.ioi import ioi_pairs
