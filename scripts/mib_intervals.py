@@ -50,18 +50,16 @@ def held_out_pairs(model, summary: dict):
 def judged(model, settings: dict, held, importances: Path) -> dict:
     """MIB's scores (`areas.mib_scores`) of the importance file's two rankings on the pairs
     `held`, judged with a run's `settings` (batch size, bootstrap resamples and seed)."""
-    import torch
-
     from circuits.discovery.areas import mib_scores
     from circuits.discovery.chunk_runner import judging_runner
     from circuits.discovery.config import RankBy
-    from circuits.discovery.evaluation import evaluate
+    from circuits.discovery.evaluation import empty_metric
     from circuits.discovery.protocol import read_mib_scores
 
     runner = judging_runner(model, held, batch_size=settings["batch_size"],
                             kv_inputs=settings["kv_inputs"], seed=settings["seed"])  # fmt: skip
     scores = read_mib_scores(importances, runner.space)
-    empty = evaluate(runner, torch.zeros(1, runner.space.n_edges, dtype=torch.bool))[0]
+    empty = empty_metric(runner)
     direction = 1.0 if runner.clean.metric.mean() >= empty.mean() else -1.0
     key = {RankBy.SIGNED: scores * direction, RankBy.ABS: scores.abs()}
     out = mib_scores(runner, key, empty, batch_size=settings["batch_size"],

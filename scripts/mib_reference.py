@@ -94,12 +94,10 @@ def our_scores(args) -> dict:
 
 def our_curve(runner, values) -> dict:
     """This library's MIB curves (signed: CPR, |score|: CMD) of `values` on the runner's pairs."""
-    import torch
-
     from circuits.discovery.areas import MIB_FRACTIONS, mib_areas, mib_curve
-    from circuits.discovery.evaluation import evaluate
+    from circuits.discovery.evaluation import empty_metric
 
-    empty = evaluate(runner, torch.zeros(1, runner.space.n_edges, dtype=torch.bool))[0]
+    empty = empty_metric(runner)
     out = {}
     for key, rank, area in (("cpr", values, 0), ("cmd", values.abs(), 1)):
         counts, f, _ = mib_curve(runner, rank, empty)

@@ -57,6 +57,12 @@ def _evaluate(runner: EdgeRunner, masks: Tensor, batch_size: int) -> Tensor:
     return torch.cat(out)
 
 
+def empty_metric(runner: EdgeRunner, *, batch_size: int = 64) -> Float[Tensor, " batch"]:
+    """The metric per text with every edge ablated (the empty circuit, faithfulness's 0)."""
+    empty = torch.zeros(1, runner.space.n_edges, dtype=torch.bool)
+    return evaluate(runner, empty, batch_size=batch_size)[0]
+
+
 def faithfulness(values: ArrayLike, model_values: ArrayLike, empty_values: ArrayLike) -> float:
     """(mean circuit - mean empty) / (mean model - mean empty) over prompts (nan if the model
     and the empty circuit agree)."""
@@ -254,6 +260,7 @@ __all__ = [
     "N_BOOT",
     "N_RANDOM",
     "bootstrap_interval",
+    "empty_metric",
     "evaluate",
     "faithfulness",
     "greedy_order",

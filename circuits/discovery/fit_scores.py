@@ -44,16 +44,15 @@ def fit_scores(model, fit_tokens, fit: EdgeRunner, cfg, log, checkpoint) -> Edge
     if checkpoint is not None:
         Path(checkpoint).mkdir(parents=True, exist_ok=True)
     n = fit.tokens.shape[0]
-    if n == len(fit_tokens) and (checkpoint is None or not isinstance(fit_tokens, Pairs)):
-        return scorer(cfg.method)(fit, cfg, progress=log, checkpoint=checkpoint)
-    whole, rows = n == len(fit_tokens), []
+    if n == len(fit_tokens):
+        if checkpoint is None or not isinstance(fit_tokens, Pairs):
+            return scorer(cfg.method)(fit, cfg, progress=log, checkpoint=checkpoint)
+        return _chunk_scores(model, fit_tokens, cfg, checkpoint, 0, fit, log, whole=True)
+    rows = []
     for a in range(0, len(fit_tokens), n):
         chunk = fit_tokens[a : a + n]
         held = (fit, log) if a == 0 else (None, None)  # the fit runner holds the first chunk
-        scores = _chunk_scores(model, chunk, cfg, checkpoint, a, *held, whole=whole)
-        if whole:
-            return scores
-        rows.append(scores.values)
+        rows.append(_chunk_scores(model, chunk, cfg, checkpoint, a, *held, whole=False).values)
         if log:
             log(f"scored fit pairs {a}-{a + len(chunk) - 1} of {len(fit_tokens)}")
     return EdgeScores(torch.cat(rows), per_text=True, signed=True)
@@ -79,7 +78,7 @@ def _chunk_scores(model, chunk: Pairs, cfg, checkpoint, start: int, runner, log,
     own = checkpoint if start == 0 else None  # a method's own checkpoint (the mask's sweep)
     scores = scorer(cfg.method)(runner, cfg, progress=log, checkpoint=own)
     if not scores.per_text and whole:
-        return scores
+        return scores  # the mask's sweep: its own checkpoint keeps it
     if not scores.per_text:
         raise ValueError(
             f"method {cfg.method} scores the fit texts as a whole, so they cannot be scored in "

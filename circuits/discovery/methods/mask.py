@@ -38,7 +38,7 @@ from torch import Tensor
 
 from circuits._io import atomic_write
 from circuits.discovery.attribution import eap_ig
-from circuits.discovery.evaluation import evaluate
+from circuits.discovery.evaluation import empty_metric
 from circuits.discovery.forward import EdgeRunner, chunks
 from circuits.discovery.methods.base import EdgeScores
 
@@ -72,8 +72,7 @@ def _initial(runner: EdgeRunner, config) -> Tensor:
 
 
 def _span(runner: EdgeRunner, config) -> float:
-    empty = evaluate(runner, torch.zeros(1, runner.space.n_edges, dtype=torch.bool),
-                     batch_size=config.batch_size)[0]  # fmt: skip
+    empty = empty_metric(runner, batch_size=config.batch_size)
     span = float((runner.clean.metric - empty).mean())
     if not math.isfinite(span) or abs(span) < 1e-8:
         raise ValueError(
