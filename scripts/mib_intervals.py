@@ -9,6 +9,11 @@ With `--on OTHER` each run's rankings are judged instead on the held-out pairs o
 of the same model and graph), with the run's judging settings, and written to
 RUN/areas_on_<OTHER's name>.json: two runs judged on the same pairs, e.g. 100 against 1,000
 attribution pairs with the held-out set held fixed (OTHER's own areas are its summary's).
+With `--on OTHER --paired` OTHER's ranking is judged again beside the run's on OTHER's pairs
+(its areas must come out as its summary's), and the difference of each area, the run's minus
+OTHER's, is written with its paired interval (both rankings on the same resamples of the pairs)
+to RUN/paired_<OTHER's name>.json: whether two rankings differ, not only whether their own
+intervals overlap.
 
     .venv/bin/python scripts/mib_intervals.py docs/mib/runs/smollm2-135m-s2_io_flip-eap_ig-100 \\
         --importances /tmp/mibruns          # ROOT/<run name>/importances.mib.json
@@ -47,56 +52,122 @@ def held_out_pairs(model, summary: dict):
     return pairs[n_fit:]
 
 
-def judged(model, settings: dict, held, importances: Path) -> dict:
-    """MIB's scores (`areas.mib_scores`) of the importance file's two rankings on the pairs
-    `held`, judged with a run's `settings` (batch size, bootstrap resamples and seed)."""
-    from circuits.discovery.areas import mib_scores
+def judging(model, settings: dict, held) -> tuple:
+    """(the runner judging circuits on the pairs `held` with a run's `settings`, the metric per
+    pair with every edge ablated)."""
     from circuits.discovery.chunk_runner import judging_runner
-    from circuits.discovery.config import RankBy
     from circuits.discovery.evaluation import empty_metric
-    from circuits.discovery.protocol import read_mib_scores
 
     runner = judging_runner(model, held, batch_size=settings["batch_size"],
                             kv_inputs=settings["kv_inputs"], seed=settings["seed"])  # fmt: skip
+    return runner, empty_metric(runner)
+
+
+def ranking_keys(runner, empty, importances: Path, summary: dict) -> tuple[float, dict]:
+    """(the sign that made higher scores help the metric, the growth key per `RankBy`) of the
+    importance file's scores, as the run ranked its edges: the run's recorded sign (taken on
+    its fit pairs), or for runs saved before it was recorded the sign on the judged pairs."""
+    from circuits.discovery.config import RankBy
+    from circuits.discovery.protocol import read_mib_scores
+
     scores = read_mib_scores(importances, runner.space)
-    empty = empty_metric(runner)
-    direction = 1.0 if runner.clean.metric.mean() >= empty.mean() else -1.0
-    key = {RankBy.SIGNED: scores * direction, RankBy.ABS: scores.abs()}
+    direction = summary["mib"]["heldout"].get("direction")
+    if direction is None:
+        direction = 1.0 if runner.clean.metric.mean() >= empty.mean() else -1.0
+    return direction, {RankBy.SIGNED: scores * direction, RankBy.ABS: scores.abs()}
+
+
+def judged(model, summary: dict, held, importances: Path) -> dict:
+    """MIB's scores (`areas.mib_scores`) of the importance file's two rankings on the pairs
+    `held`, judged with the run's settings (batch size, bootstrap resamples and seed)."""
+    from circuits.discovery.areas import mib_scores
+
+    settings = summary["provenance"]["settings"]
+    runner, empty = judging(model, settings, held)
+    direction, key = ranking_keys(runner, empty, importances, summary)
     out = mib_scores(runner, key, empty, batch_size=settings["batch_size"],
                      n_boot=settings["n_boot"], seed=settings["seed"])  # fmt: skip
     return {"direction": direction, "n_boot": settings["n_boot"], "seed": settings["seed"], **out}
 
 
+def rejudged(area: str, rank: str, value: float, n: int, ran: dict) -> None:
+    """Refuse a re-judged `area` on `n` edges that is not the run's own (`ran`: its held-out
+    MIB record) within `AREA_TOLERANCE`."""
+    if n != ran[f"n_edges_{rank}"] or abs(value - ran[area]) > AREA_TOLERANCE:
+        raise SystemExit(f"{area}: re-judged {value:.4f} on {n} edges, the run had "
+                         f"{ran[area]:.4f} on {ran[f'n_edges_{rank}']}")  # fmt: skip
+
+
 def intervals(model, summary: dict, importances: Path) -> dict:
     """CPR and CMD on the run's held-out pairs with their intervals (see the module docstring)."""
-    settings = summary["provenance"]["settings"]
-    again = judged(model, settings, held_out_pairs(model, summary), importances)
+    again = judged(model, summary, held_out_pairs(model, summary), importances)
     out = {k: again[k] for k in ("direction", "n_boot", "seed")}
-    ran = summary["mib"]["heldout"]
     for rank, area in (("signed", "cpr"), ("abs", "cmd")):
-        n, value = again[f"n_edges_{rank}"], again[area]
-        if n != ran[f"n_edges_{rank}"] or abs(value - ran[area]) > AREA_TOLERANCE:
-            raise SystemExit(f"{area}: re-judged {value:.4f} on {n} edges, the run had "
-                             f"{ran[area]:.4f} on {ran[f'n_edges_{rank}']}")  # fmt: skip
-        out[f"{area}_heldout"], out[f"{area}_heldout_ci"] = value, again[f"{area}_ci"]
+        rejudged(area, rank, again[area], again[f"n_edges_{rank}"], summary["mib"]["heldout"])
+        out[f"{area}_heldout"], out[f"{area}_heldout_ci"] = again[area], again[f"{area}_ci"]
     return out
 
 
-def on_other_pairs(model, summary: dict, other: dict, importances: Path) -> dict:
-    """The run's areas on `other`'s held-out pairs (see the module docstring): refused unless
-    both runs are of one model and graph."""
+def same_graph(summary: dict, other: dict) -> dict:
+    """`other`'s held-out pairs as a record (hash, indices); refused unless both runs are of one
+    model and graph."""
     for key in ("model", "n_edges_total", "protocol"):
         if summary.get(key) != other.get(key):
             raise SystemExit(
                 f"the runs differ in {key} ({summary.get(key)} against {other.get(key)}): "
                 "judge on the pairs of a run of the same model and graph"
             )
-    settings = summary["provenance"]["settings"]
-    out = judged(model, settings, held_out_pairs(model, other), importances)
     texts = other["provenance"]["texts"]
     pairs = {"sha256": texts["sha256"], "heldout_indices": texts["heldout_indices"]}
+    return {"pairs_of": other["provenance"]["command"], "pairs": pairs}
+
+
+def on_other_pairs(model, summary: dict, other: dict, importances: Path) -> dict:
+    """The run's areas on `other`'s held-out pairs (see the module docstring)."""
+    pairs = same_graph(summary, other)
+    out = judged(model, summary, held_out_pairs(model, other), importances)
     areas = {f"{a}_heldout{ci}": out[f"{a}{ci}"] for a in ("cpr", "cmd") for ci in ("", "_ci")}
-    return {"pairs_of": other["provenance"]["command"], "pairs": pairs, **areas, "mib": out}
+    return {**pairs, **areas, "mib": out}
+
+
+def paired(model, summary: dict, other: dict, importances: tuple[Path, Path]) -> dict:
+    """The run's and `other`'s rankings (`importances`: their files) judged on `other`'s held-out
+    pairs with `other`'s settings: each area with its interval, and the run's minus `other`'s
+    with its paired interval (both on the same resamples of the pairs). Refused unless `other`'s
+    areas come out as its summary's."""
+    import numpy as np
+
+    from circuits.discovery.areas import (
+        MIB_FRACTIONS,
+        mib_area_difference,
+        mib_area_interval,
+        mib_areas,
+        mib_curve,
+    )
+
+    out = same_graph(summary, other)
+    settings = other["provenance"]["settings"]
+    runner, empty = judging(model, settings, held_out_pairs(model, other))
+    keys = [
+        ranking_keys(runner, empty, path, s)[1]
+        for path, s in zip(importances, (summary, other), strict=True)
+    ]
+    model_v, empty_v = runner.clean.metric.numpy(), empty.numpy()
+    boot = {"n_boot": settings["n_boot"], "seed": settings["seed"]}
+    for rank, area, which in (("signed", "cpr", 0), ("abs", "cmd", 1)):
+        batch = settings["batch_size"]
+        curves = [mib_curve(runner, k[rank], empty, batch_size=batch) for k in keys]
+        for who, (n, f, values) in zip(("run", "other"), curves, strict=True):
+            out[f"n_edges_{rank}_{who}"] = n
+            out[f"{area}_{who}"] = mib_areas(MIB_FRACTIONS, f)[which]
+            out[f"{area}_{who}_ci"] = list(mib_area_interval(
+                MIB_FRACTIONS, values, model_v, empty_v, area=which, **boot))  # fmt: skip
+        ran = other["mib"]["heldout"]
+        rejudged(area, rank, out[f"{area}_other"], out[f"n_edges_{rank}_other"], ran)
+        both = np.stack([values for _, _, values in curves])
+        diff, ci = mib_area_difference(MIB_FRACTIONS, both, model_v, empty_v, area=which, **boot)
+        out[f"{area}_difference"], out[f"{area}_difference_ci"] = diff, list(ci)
+    return {**out, **boot}
 
 
 def main() -> None:
@@ -104,8 +175,13 @@ def main() -> None:
     p.add_argument("runs", nargs="+", help="folders scripts/mib_ioi.py wrote")
     p.add_argument("--importances", help="ROOT holding <run name>/importances.mib.json")
     p.add_argument("--on", help="a run folder: judge on its held-out pairs instead")
+    p.add_argument("--paired", action="store_true",
+                   help="with --on: judge OTHER's ranking too, and the difference of the areas "
+                   "with its paired interval")  # fmt: skip
     p.add_argument("--threads", type=int, default=1)
     args = p.parse_args()
+    if args.paired and args.on is None:
+        p.error("--paired compares a run with the run given by --on: give --on OTHER")
 
     import torch
 
@@ -117,24 +193,30 @@ def main() -> None:
     torch.set_num_threads(args.threads)
     other = None if args.on is None else _summary(Path(args.on))
     for run in map(Path, args.runs):
-        summary = _summary(run)
-        root = Path(args.importances) / run.name if args.importances else run
-        importances = root / "importances.mib.json"
-        if not importances.is_file():
-            raise SystemExit(f"{importances}: no importance file; give --importances ROOT")
+        summary, importances = _summary(run), _importances(run, args.importances)
         model = load_model(summary["model"])
         if other is None:
             out, name = intervals(model, summary, importances), "area_intervals.json"
+        elif args.paired:
+            files = (importances, _importances(Path(args.on), args.importances))
+            out, name = paired(model, summary, other, files), f"paired_{Path(args.on).name}.json"
         else:
             out = on_other_pairs(model, summary, other, importances)
             name = f"areas_on_{Path(args.on).name}.json"
         record = provenance(settings={"run": str(run), "importances": str(importances),
-                                      "on": args.on})  # fmt: skip
+                                      "on": args.on, "paired": args.paired})  # fmt: skip
         record["rejudged"] = {"folder": str(run), "original": summary["provenance"]}
         with atomic_write(run / name, "w") as fh:
             fh.write(json.dumps(stamped(out, record), indent=1) + "\n")
-        print(f"{run.name} -> {name}: CPR {out['cpr_heldout']:.3f} {out['cpr_heldout_ci']}, "
-              f"CMD {out['cmd_heldout']:.4f} {out['cmd_heldout_ci']}")  # fmt: skip
+        print(f"{run.name} -> {name}: " + ", ".join(
+            f"{k} {out[k]:.4f} {out[k + '_ci']}" for k in out if f"{k}_ci" in out))  # fmt: skip
+
+
+def _importances(run: Path, root: str | None) -> Path:
+    path = (Path(root) / run.name if root else run) / "importances.mib.json"
+    if not path.is_file():
+        raise SystemExit(f"{path}: no importance file; give --importances ROOT")
+    return path
 
 
 def _summary(run: Path) -> dict:

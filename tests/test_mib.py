@@ -242,6 +242,30 @@ def test_an_area_interval_resamples_texts_alike_at_every_size():
     assert lo < mib_areas(MIB_FRACTIONS, f)[0] < hi and hi - lo > 0.02
 
 
+def test_an_area_difference_is_judged_on_the_same_resamples_for_both_rankings():
+    from circuits.discovery.areas import mib_area_difference, mib_area_interval
+
+    rng = np.random.default_rng(1)
+    model, empty = np.full(60, 3.0), np.zeros(60)  # f's denominator 3 on every resample
+    # prompt noise both rankings share (large), and a second ranking 0.3 above on every prompt
+    first = np.outer(MIB_FRACTIONS, model) + rng.normal(0, 2, 60)
+    second = first + 0.3
+    lo, hi = mib_area_interval(MIB_FRACTIONS, first, model, empty, area=0, n_boot=300)
+    assert hi - lo > 0.2  # each area alone: wide
+    diff, (dlo, dhi) = mib_area_difference(MIB_FRACTIONS, np.stack([first, second]), model,
+                                           empty, area=0, n_boot=300)  # fmt: skip
+    # f differs by 0.1 at every size on every resample: the paired interval is the point
+    assert diff == pytest.approx(-0.1 * 0.999) and (dlo, dhi) == pytest.approx((diff, diff))
+    back, _ = mib_area_difference(MIB_FRACTIONS, np.stack([second, first]), model, empty, area=0)
+    assert back == pytest.approx(-diff)
+    # a ranking against itself: no difference on any resample
+    cmd, (clo, chi) = mib_area_difference(MIB_FRACTIONS, np.stack([first, first]), model,
+                                          empty, area=1, n_boot=50)  # fmt: skip
+    assert cmd == 0 and clo == chi == 0
+    with pytest.raises(ValueError, match=r"\[2, size, prompt\]"):
+        mib_area_difference(MIB_FRACTIONS, first, model, empty, area=0)
+
+
 def test_the_mib_protocol_runs_and_saves_every_size(tiny, flip, tmp_path):
     import json
 
@@ -495,6 +519,42 @@ def test_a_run_judged_on_another_runs_pairs_equals_that_runs_own_areas(tiny, fli
     assert out["cpr_heldout"] != pytest.approx(run["cpr_heldout"], abs=1e-4)  # other pairs
     with pytest.raises(SystemExit, match="differ in n_edges_total"):
         script.on_other_pairs(tiny, run, {**other, "n_edges_total": 1}, tmp_path / "x.json")
+
+
+def test_two_runs_judged_paired_on_one_runs_pairs(tiny, flip, tmp_path, monkeypatch):
+    from circuits.discovery import discover
+    from circuits.discovery.protocol import protocol, write_mib
+    from circuits.graph.eap_ig import shape_of
+
+    script = _script("mib_intervals")
+    cfg = protocol("mib").config(n_boot=50, n_stability=0, n_random=2, max_exact=0, n_curve=4,
+                                 batch_size=2)  # fmt: skip
+    # two rankings (other fit pairs), the second run judged on flip[5:8]
+    first = discover(tiny, flip[:3], flip[3:5], None, positions=None, config=cfg)
+    second = discover(tiny, flip[2:5], flip[5:8], None, positions=None, config=cfg)
+    files = (tmp_path / "first.mib.json", tmp_path / "second.mib.json")
+    for c, path in zip((first, second), files, strict=True):
+        write_mib(c, shape_of(tiny), path)
+    run, other = ({**c.summary(), "model": "tiny", "protocol": "mib",
+                   "provenance": {"settings": cfg.to_dict(), "command": [name],
+                                  "texts": {"sha256": name, "heldout_indices": [0]}}}
+                  for c, name in ((first, "first"), (second, "second")))  # fmt: skip
+    monkeypatch.setattr(script, "held_out_pairs", lambda model, summary: flip[5:8])
+    out = script.paired(tiny, run, other, files)
+    alone = script.on_other_pairs(tiny, run, other, files[0])
+    for area in ("cpr", "cmd"):  # each ranking as judged alone on those pairs
+        assert out[f"{area}_other"] == pytest.approx(other[f"{area}_heldout"], abs=1e-4)
+        assert out[f"{area}_run"] == pytest.approx(alone[f"{area}_heldout"], abs=1e-4)
+        assert out[f"{area}_run_ci"] == pytest.approx(alone[f"{area}_heldout_ci"], abs=1e-4)
+        diff, (lo, hi) = out[f"{area}_difference"], out[f"{area}_difference_ci"]
+        assert diff == pytest.approx(out[f"{area}_run"] - out[f"{area}_other"])
+        assert lo - 1e-6 <= diff <= hi + 1e-6  # (3 pairs: an end may be the point)
+    assert out["cpr_difference"] != pytest.approx(0, abs=1e-4)  # two rankings do differ
+    same = script.paired(tiny, other, other, (files[1], files[1]))
+    assert same["cmd_difference"] == 0 and same["cmd_difference_ci"] == [0, 0]
+    other["mib"]["heldout"]["cmd"] += 0.1  # the other run's own areas must come out again
+    with pytest.raises(SystemExit, match="cmd: re-judged"):
+        script.paired(tiny, run, other, files)
 
 
 def test_a_saved_runs_held_out_pairs_are_made_again_and_checked(smollm2):

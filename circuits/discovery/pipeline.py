@@ -215,7 +215,8 @@ def discover(
         key = {s: scores.key(s, direction) for s in RankBy}
         run = {"batch_size": cfg.batch_size, "n_boot": cfg.n_boot, "seed": cfg.seed}
         mib = {
-            split: phase(f"MIB areas {split}", lambda r=r, e=e: mib_scores(r, key, e, **run))
+            split: {"direction": direction}
+            | phase(f"MIB areas {split}", lambda r=r, e=e: mib_scores(r, key, e, **run))
             for split, r, e in (("fit", fit, empty_fit), ("heldout", held, empty_held))
             if cfg.mib_areas
         }
