@@ -174,9 +174,8 @@ def discover(
     stopped run has done: a method that trains (mask) resumes where it stopped, the scores of
     pairs (each chunk's with `config.fit_judged`) are read back, and so is each phase after
     scoring that ended, when the code, scores, texts and settings are the same
-    (`phases.PhaseStore`). `kinds`: the fit and
-    the held-out texts' kinds (one each), for the size rule and the curve by kind (None: one
-    kind)."""
+    (`phases.PhaseStore`). `kinds`: the fit and the held-out texts' kinds (one each), for the
+    size rule and the curve by kind (None: one kind)."""
     cfg = config or DiscoveryConfig()
     # Pairs carry their own metric (metric None): each runner takes its texts' answers.
     metric_at = metric if callable(metric) and not isinstance(metric, Metric) else lambda p: metric
@@ -212,14 +211,8 @@ def discover(
         curve = curve_frame(grown, f_held[ALL].tolist())
         counts = {"fit": kind_counts(fit_kinds, fit.tokens.shape[0]),
                   "heldout": kind_counts(held_kinds, held.tokens.shape[0])}  # fmt: skip
-        key = {s: scores.key(s, direction) for s in RankBy}
-        run = {"batch_size": cfg.batch_size, "n_boot": cfg.n_boot, "seed": cfg.seed}
-        mib = {
-            split: {"direction": direction}
-            | phase(f"MIB areas {split}", lambda r=r, e=e: mib_scores(r, key, e, **run))
-            for split, r, e in (("fit", fit, empty_fit), ("heldout", held, empty_held))
-            if cfg.mib_areas
-        }
+        splits = (("fit", fit, empty_fit), ("heldout", held, empty_held))
+        mib = _mib_areas(phase, cfg, scores, direction, splits)
         done("MIB areas")
     f_fit = float(grown["f_fit"][ALL].iloc[hit])
     return EdgeCircuit(
@@ -228,6 +221,21 @@ def discover(
         fired_text(cfg.size_rule, grown["met"]),
         curve_by_kind(curve, grown["f_fit"], f_held, counts),
     )  # fmt: skip
+
+
+def _mib_areas(phase: PhaseStore, cfg, scores: EdgeScores, direction: float, splits) -> dict:
+    """MIB's areas (`areas.mib_scores`) on each split's texts (`splits`: name, runner, metric
+    with every edge ablated), each recording the sign its ranking took (`direction`, taken on
+    the fit texts); {} unless `cfg.mib_areas`."""
+    if not cfg.mib_areas:
+        return {}
+    key = {s: scores.key(s, direction) for s in RankBy}
+    run = {"batch_size": cfg.batch_size, "n_boot": cfg.n_boot, "seed": cfg.seed}
+    return {
+        split: {"direction": direction}
+        | phase(f"MIB areas {split}", lambda r=r, e=e: mib_scores(r, key, e, **run))
+        for split, r, e in splits
+    }
 
 
 def _check_texts(fit_tokens, heldout_tokens, positions, heldout_positions):
