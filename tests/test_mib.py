@@ -137,6 +137,46 @@ def runner(tiny, flip):
     return EdgeRunner(tiny, flip, None, positions=None, ablation="resample", kv_inputs="ungrouped")
 
 
+def test_a_stopped_ig_scoring_resumes_at_its_first_batch_not_saved(tiny, flip, tmp_path,
+                                                                       monkeypatch):  # fmt: skip
+    import circuits.discovery.attribution as attribution
+    from circuits.discovery.config import DiscoveryConfig
+    from circuits.discovery.methods import scorer
+
+    score = scorer("eap_ig_activations")
+    runner = EdgeRunner(tiny, flip[:3], None, positions=None, ablation="resample")
+    cfg = DiscoveryConfig(method="eap_ig_activations", ig_steps=1, grad_batch=1)
+    per_batch = 1 + 2 * 4  # gradient passes a batch: (1 + 2 n_layers) x steps
+    whole = score(runner, cfg).values
+    real, calls = attribution._gradient_at, []
+
+    def counted(part, *args, **kwargs):  # stops in the third batch (Ctrl-C, a session's end)
+        calls.append(part.tokens[0].sum().item())
+        if len(calls) > 2 * per_batch and stop:
+            raise KeyboardInterrupt
+        return real(part, *args, **kwargs)
+
+    monkeypatch.setattr(attribution, "_gradient_at", counted)
+    stop = True
+    with pytest.raises(KeyboardInterrupt):
+        score(runner, cfg, checkpoint=tmp_path)
+    assert len(list(tmp_path.glob("phase_scores_of_chunk_*.pt"))) == 2
+    calls.clear()
+    stop = False
+    again = score(runner, cfg, checkpoint=tmp_path).values
+    third = runner.tokens[2].sum().item()
+    assert calls == [third] * per_batch  # only the third batch scored again
+    assert torch.allclose(again, whole, atol=1e-6)
+    # other settings (steps) or other texts: every batch scored again
+    calls.clear()
+    other = score(runner, cfg.with_options(ig_steps=2), checkpoint=tmp_path).values
+    assert len(calls) == 3 * 2 * per_batch and not torch.allclose(other, whole)
+    calls.clear()
+    score(EdgeRunner(tiny, flip[1:3], None, positions=None, ablation="resample"), cfg,
+          checkpoint=tmp_path)  # fmt: skip
+    assert len(calls) == 2 * per_batch
+
+
 def test_left_points_are_mibs_grid(runner):
     assert ig_points(4, "left") == [0.0, 0.25, 0.5, 0.75]
     assert ig_points(2, "midpoint") == [0.25, 0.75] and ig_points(2, "right") == [0.5, 1.0]

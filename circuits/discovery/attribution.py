@@ -40,14 +40,27 @@ from circuits.core.sites import hook_name
 from circuits.discovery.config import INPUT_RUNS
 from circuits.discovery.distributed import per_text
 from circuits.discovery.forward import EdgeRunner, chunks, full_keep
+from circuits.discovery.phases import PhaseStore
 
 
 def chunked(
-    runner: EdgeRunner, fn: Callable[[EdgeRunner], Tensor], batch: int | None
+    runner: EdgeRunner,
+    fn: Callable[[EdgeRunner], Tensor],
+    batch: int | None,
+    store: PhaseStore | None = None,
 ) -> Float[Tensor, "batch edge"]:
     """`fn` (per-text scores of one runner) over chunks of `batch` texts, in text order (under
-    torchrun, each process scores its shard of the texts: `distributed.per_text`)."""
-    return per_text(runner, lambda shard: torch.cat([fn(part) for part in chunks(shard, batch)]))
+    torchrun, each process scores its shard of the texts: `distributed.per_text`). With `store`
+    (`methods.base.batch_store`) each chunk's scores are saved as they are made and read back
+    by a rerun of the same texts and settings: a stopped scoring resumes at its first chunk
+    not saved."""
+
+    def run(i: int, part: EdgeRunner) -> Tensor:
+        return fn(part) if store is None else store(f"scores of chunk {i}", lambda: fn(part))
+
+    return per_text(
+        runner, lambda shard: torch.cat([run(i, p) for i, p in enumerate(chunks(shard, batch))])
+    )
 
 
 GRADIENT_AT = ("clean", "corrupted")
@@ -177,9 +190,11 @@ def _integrated(
     alphas: list[float],
     batch: int | None,
     clean_senders: bool,
+    store: PhaseStore | None,
 ) -> Float[Tensor, "batch edge"]:
     """Gradients at keep-coefficients `path(alpha)` (with forward hooks `hooks`) averaged over
-    every (path, hooks) of `paths` and every alpha of `alphas`."""
+    every (path, hooks) of `paths` and every alpha of `alphas`, `batch` texts at a time (each
+    batch kept in `store`: `chunked`)."""
 
     def one(part: EdgeRunner) -> Tensor:
         total = None
@@ -189,23 +204,34 @@ def _integrated(
                 total = grad if total is None else total + grad
         return total / (len(paths) * len(alphas))
 
-    return chunked(runner, one, batch)
+    return chunked(runner, one, batch, store)
 
 
 def eap_ig(
-    runner: EdgeRunner, steps: int = 5, *, batch: int | None = None, grid: str = "midpoint"
+    runner: EdgeRunner,
+    steps: int = 5,
+    *,
+    batch: int | None = None,
+    grid: str = "midpoint",
+    store: PhaseStore | None = None,
 ) -> Float[Tensor, "batch edge"]:
     """EAP-IG over the edge coefficients, per prompt and edge: gradients averaged over the
-    `steps` points of `grid` (`IG_POINTS`), every edge at alpha (0: fully ablated, 1: clean)."""
+    `steps` points of `grid` (`IG_POINTS`), every edge at alpha (0: fully ablated, 1: clean);
+    `store` keeps each batch's scores (`chunked`)."""
 
     def path(alpha: float) -> Tensor:  # every edge at alpha
         return full_keep(runner.space, 1, alpha)[0]
 
-    return _integrated(runner, [(path, ())], ig_points(steps, grid), batch, False)
+    return _integrated(runner, [(path, ())], ig_points(steps, grid), batch, False, store)
 
 
 def eap_ig_inputs(
-    runner: EdgeRunner, steps: int = 5, *, batch: int | None = None, grid: str = "midpoint"
+    runner: EdgeRunner,
+    steps: int = 5,
+    *,
+    batch: int | None = None,
+    grid: str = "midpoint",
+    store: PhaseStore | None = None,
 ) -> Float[Tensor, "batch edge"]:
     """EAP-IG over the model's input (Hanna et al.'s EAP-IG-inputs), per prompt and edge.
 
@@ -220,13 +246,14 @@ def eap_ig_inputs(
     the ablated input) as steps grow, where the metric is smooth along the path. From a zero
     input (zero ablation) it need not be within reach: the first norm sees a vector near 0 at
     small alpha, and on the tiny test model the P0 metric moves as much within alpha < 1e-4 as
-    over the rest of the path, which no practical number of midpoints resolves."""
+    over the rest of the path, which no practical number of midpoints resolves. `store` keeps
+    each batch's scores (`chunked`)."""
     from_input = runner.space.edges[:, 1] == 0
 
     def path(alpha: float) -> Tensor:  # the input's edges at alpha, every other edge kept
         return torch.where(from_input, alpha, 1.0)
 
-    return _integrated(runner, [(path, ())], ig_points(steps, grid), batch, True)
+    return _integrated(runner, [(path, ())], ig_points(steps, grid), batch, True, store)
 
 
 def _detach(act, hook):
@@ -252,7 +279,12 @@ def activation_groups(runner: EdgeRunner, input_run: str = "full") -> list[tuple
 
 
 def eap_ig_activations(
-    runner: EdgeRunner, steps: int = 5, *, batch: int | None = None, input_run: str = "full"
+    runner: EdgeRunner,
+    steps: int = 5,
+    *,
+    batch: int | None = None,
+    input_run: str = "full",
+    store: PhaseStore | None = None,
 ) -> Float[Tensor, "batch edge"]:
     """EAP-IG over the activations (MIB's `EAP-IG-activations`, Mueller et al. 2025, as
     `get_scores_ig_activations` in Hanna et al.'s EAP-IG code), per prompt and edge.
@@ -267,7 +299,7 @@ def eap_ig_activations(
     move one layer at a time, where `eap_ig` moves every edge's keep coefficient at once and
     `eap_ig_inputs` the input alone. Costs (1 + 2 n_layers) x steps gradient passes.
     `input_run="mib_code"` reproduces a detail of EAP-IG's code on the edges input -> block 0's
-    q / k / v (`config.IgInputRun`)."""
+    q / k / v (`config.IgInputRun`). `store` keeps each batch's scores (`chunked`)."""
     sp = runner.space
     paths = []
     for senders, hooks in activation_groups(runner, input_run):
@@ -277,7 +309,7 @@ def eap_ig_activations(
             return torch.where(moved, alpha, 1.0)
 
         paths.append((path, hooks))
-    return _integrated(runner, paths, ig_points(steps, "right"), batch, True)
+    return _integrated(runner, paths, ig_points(steps, "right"), batch, True, store)
 
 
 __all__ = [

@@ -3,9 +3,14 @@
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from pathlib import Path
 
 from jaxtyping import Bool, Float
 from torch import Tensor
+
+from circuits.core.texts import texts_sha256
+from circuits.discovery.distributed import world
+from circuits.discovery.phases import PhaseStore
 
 
 @dataclass
@@ -37,4 +42,17 @@ class EdgeScores:
         return mean.abs() if rank_by == "abs" else mean * direction
 
 
-__all__ = ["EdgeScores"]
+def batch_store(runner, config, checkpoint: str | Path | None, method: str) -> PhaseStore | None:
+    """Where a per-text method keeps each batch's scores as it makes them (`attribution.chunked`)
+    in the checkpoint folder `checkpoint` (None: nowhere), keyed by the method, its settings,
+    the runner's texts (with their partners), positions and metric, and the process's place
+    under torchrun: a rerun with any of them changed scores again."""
+    if checkpoint is None:
+        return None
+    rows = runner.pairs.rows() if runner.pairs is not None else runner.tokens.tolist()
+    texts = texts_sha256([rows, runner.positions, getattr(runner.metric, "name", None)])
+    key = {"method": method, "settings": config.to_dict(), "texts": texts, "world": world()}
+    return PhaseStore(checkpoint, key)
+
+
+__all__ = ["EdgeScores", "batch_store"]
