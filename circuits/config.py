@@ -131,7 +131,7 @@ class Config:
     def with_options(self, **overrides: Any):
         """A copy with some fields changed (checked again): by field name (a nested config as a
         config or a dict of its fields) or by flat name (`edge_n_fit=8`, as `flat_fields` names
-        them); unknown names are an error."""
+        them; a list for a tuple, as `to_dict` and JSON have them); unknown names are an error."""
         flat = {name: path for name, path, _ in flat_fields(type(self))}
         tree: dict = {}
         unknown = []
@@ -143,7 +143,7 @@ class Config:
             node = tree
             for part in path[:-1]:
                 node = node.setdefault(part, {})
-            node[path[-1]] = value
+            node[path[-1]] = tuple(value) if isinstance(value, list) else value  # JSON's tuples
         if unknown:
             raise ValueError(
                 f"unknown {type(self).__name__} options {sorted(unknown)}; known: "
@@ -164,7 +164,7 @@ class Config:
                 value = json.loads(text)
             except json.JSONDecodeError:
                 value = text
-            overrides[key] = tuple(value) if isinstance(value, list) else value
+            overrides[key] = value
         return self.with_options(**overrides)
 
     def to_dict(self) -> dict:

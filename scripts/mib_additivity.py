@@ -9,9 +9,18 @@ f on the fit and held-out pairs) and OUT/table.md. If scores added up (each edge
 effect independent of which other edges are ablated), the prediction would equal f; where
 they do not, the ranking orders edges by effects they do not have in the circuit.
 
+With `--exact N` it also asks why not, on the run's first `--exact-pairs` fit pairs (made
+again from its record and checked against its hash): the run's method scores those pairs again
+(each edge's estimated effect of ablating it alone, first order), each of the top N edges by
+|score| is ablated alone from the model (its exact effect), and the top k of them together
+(k in `JOINT_SIZES`). Estimated against exact singles is the attribution's own error; the sum
+of exact singles against the joint effect is the edges' interaction, which no per-edge score
+can carry. Written to OUT/summary.json ("exact") and OUT/exact.md.
+
     .venv/bin/python scripts/mib_additivity.py --model smollm2-135m \\
         --runs /tmp/mibruns/smollm2-135m-s2_io_flip-eap_ig_inputs-100 \\
-               /tmp/mibruns/smollm2-135m-abc-eap_ig_inputs-100 --out docs/mib/additivity
+               /tmp/mibruns/smollm2-135m-abc-eap_ig_inputs-100 --out docs/mib/additivity \\
+        --exact 100 --exact-pairs 20
 """
 
 from __future__ import annotations
@@ -25,6 +34,9 @@ import pandas as pd
 
 FRACTIONS_SHOWN = (0.001, 0.005, 0.01, 0.05, 0.2)
 """Sizes of MIB's curve shown in the Markdown table (summary.json has all ten)."""
+
+JOINT_SIZES = (1, 3, 10, 30, 100)
+"""How many of the top edges `--exact` ablates together (those up to N)."""
 
 
 def additivity(space, scores, curves: pd.DataFrame, run: str) -> list[dict]:
@@ -55,6 +67,59 @@ def additivity(space, scores, curves: pd.DataFrame, run: str) -> list[dict]:
     return rows
 
 
+def exact_effects(model, summary: dict, scores, n_edges: int, n_pairs: int) -> dict:
+    """The run's top `n_edges` edges by |score| on its first `n_pairs` fit pairs: estimated and
+    exact effects of ablating each alone, and of the top k together (see the module docstring).
+    Effects are the metric's change (patched - clean), also as a share of the whole model's
+    (clean - every edge ablated)."""
+    import numpy as np
+    import torch
+
+    from circuits.discovery.config import DiscoveryConfig
+    from circuits.discovery.evaluation import empty_metric, evaluate
+    from circuits.discovery.forward import EdgeRunner
+    from circuits.discovery.methods import scorer
+    from circuits.discovery.path_patching import edge_effects
+    from circuits.tasks.ioi import saved_run_pairs
+
+    cfg = DiscoveryConfig().with_options(**summary["provenance"]["settings"])
+    fit = saved_run_pairs(model, summary)[0][:n_pairs]
+    runner = EdgeRunner(model, fit, None, positions=None, ablation=cfg.ablation, seed=cfg.seed,
+                        kv_inputs=cfg.kv_inputs)  # fmt: skip
+    edges = scores.abs().argsort(descending=True)[:n_edges]
+    # the scores' sign is MIB's (positive supports): ablating an edge changes the metric by -score
+    estimated = -scorer(cfg.method)(runner, cfg).values.mean(0)[edges].numpy()
+    exact = edge_effects(runner, edges.tolist(), batch_size=cfg.batch_size).mean(1).numpy()
+    sizes = [k for k in JOINT_SIZES if k <= n_edges]
+    masks = torch.ones(len(sizes), runner.space.n_edges, dtype=torch.bool)
+    for i, k in enumerate(sizes):
+        masks[i, edges[:k]] = False
+    clean = float(runner.clean.metric.mean())
+    joint = evaluate(runner, masks, batch_size=cfg.batch_size).mean(1).numpy() - clean
+    whole = clean - float(empty_metric(runner).mean())
+    rows = [{"k": k, "estimated_sum": float(estimated[:k].sum()), "exact_sum": float(exact[:k].sum()),
+             "joint": float(joint[i]), "share_of_whole": float(joint[i] / whole)}
+            for i, k in enumerate(sizes)]  # fmt: skip
+    slope = float(np.polyfit(exact, estimated, 1)[0])
+    return {"n_pairs": len(fit), "n_edges": n_edges, "whole_effect": whole,
+            "pearson": float(np.corrcoef(estimated, exact)[0, 1]), "slope": slope,
+            "median_abs_error": float(np.median(np.abs(estimated - exact))), "rows": rows}  # fmt: skip
+
+
+def exact_table(exact: dict, labels: dict[str, str]) -> str:
+    lines = ["| run | pairs | top edges | r (estimated, exact) | slope | k | sum of estimates | "
+             "sum of exact singles | joint (exact) | joint / whole |",
+             "|---|---|---|---|---|---|---|---|---|---|"]  # fmt: skip
+    for run, e in exact.items():
+        for r in e["rows"]:
+            lines.append(
+                f"| {labels[run]} | {e['n_pairs']} | {e['n_edges']} | {e['pearson']:.2f} | "
+                f"{e['slope']:.2f} | {r['k']} | {r['estimated_sum']:.2f} | {r['exact_sum']:.2f} "
+                f"| {r['joint']:.2f} | {r['share_of_whole']:.2f} |"
+            )
+    return "\n".join(lines) + "\n"
+
+
 def table(rows: list[dict], labels: dict[str, str]) -> str:
     lines = ["| run | ranking | share of edges | edges | additive prediction (supporting, "
              "opposing) | f fit | f held-out |", "|---|---|---|---|---|---|---|"]  # fmt: skip
@@ -74,7 +139,26 @@ def main() -> None:
     p.add_argument("--model", default="smollm2-135m")
     p.add_argument("--runs", nargs="+", required=True, help="folders mib_ioi.py wrote")
     p.add_argument("--out", required=True)
+    p.add_argument(
+        "--exact",
+        type=int,
+        default=0,
+        metavar="N",
+        help="also ablate the top N edges alone and together (see above)",
+    )
+    p.add_argument(
+        "--exact-pairs",
+        type=int,
+        default=20,
+        metavar="M",
+        help="on the run's first M fit pairs (default 20)",
+    )
+    p.add_argument("--threads", type=int, default=1)
     args = p.parse_args()
+    if args.exact < 0 or args.exact_pairs < 1:
+        p.error("--exact takes a count of edges >= 0 and --exact-pairs a count of pairs >= 1")
+
+    import torch
 
     from circuits._io import atomic_folder, atomic_write, write_json
     from circuits.discovery.dag import build_space
@@ -83,10 +167,11 @@ def main() -> None:
     from circuits.patching.metrics import Metric
     from circuits.provenance import provenance, stamped
 
+    torch.set_num_threads(args.threads)
     model = load_model(args.model)
     logits = Metric("pairs", (), lambda acts, logits: logits, logits=True)
     space = build_space(model, logits, None, "ungrouped")
-    rows, inputs, labels = [], {}, {}
+    rows, inputs, labels, exact = [], {}, {}, {}
     for run in map(Path, args.runs):
         importances = run / "importances.mib.json"
         if not importances.is_file():
@@ -100,13 +185,21 @@ def main() -> None:
         }
         scores = read_mib_scores(importances, space)
         rows += additivity(space, scores, pd.read_csv(run / "mib_curves.csv"), run.name)
+        if args.exact:
+            exact[run.name] = exact_effects(model, summary, scores, args.exact, args.exact_pairs)
     # No texts ran here (the model gives the graph): the runs' own records name theirs.
-    record = provenance(settings={"graph": f"{args.model}, ungrouped", "runs": inputs})
+    settings = {"graph": f"{args.model}, ungrouped", "runs": inputs, "exact": args.exact,
+                "exact_pairs": args.exact_pairs}  # fmt: skip
+    record = provenance(settings=settings)
     with atomic_folder(Path(args.out), record=record) as tmp:
-        write_json(tmp / "summary.json", stamped({"rows": rows, "runs": inputs}, record))
+        out = {"rows": rows, "runs": inputs} | ({"exact": exact} if exact else {})
+        write_json(tmp / "summary.json", stamped(out, record))
         with atomic_write(tmp / "table.md") as fh:
             fh.write(table(rows, labels))
-    print(table(rows, labels))
+        if exact:
+            with atomic_write(tmp / "exact.md") as fh:
+                fh.write(exact_table(exact, labels))
+    print(table(rows, labels) + (exact_table(exact, labels) if exact else ""))
 
 
 if __name__ == "__main__":

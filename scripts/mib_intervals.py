@@ -33,23 +33,14 @@ AREA_TOLERANCE = 2e-3
 
 
 def held_out_pairs(model, summary: dict):
-    """The run's held-out pairs, made again as `scripts/mib_ioi.py` made them; refused unless
-    all its pairs hash as the run recorded."""
-    from circuits.discovery.protocol import protocol
-    from circuits.provenance import texts_identity
-    from circuits.tasks.ioi import ioi_pairs
+    """The run's held-out pairs, made again as `scripts/mib_ioi.py` made them
+    (`ioi.saved_run_pairs`: refused unless they hash as the run recorded)."""
+    from circuits.tasks.ioi import saved_run_pairs
 
-    record, command = summary["provenance"], summary["provenance"]["command"]
-    seed = int(command[command.index("--pair-seed") + 1]) if "--pair-seed" in command else 0
-    texts = record["texts"]
-    n_fit, n = len(texts["fit_indices"]), texts["n"]
-    proto = protocol(summary["protocol"])
-    pairs, _ = ioi_pairs(model, n, seed=seed, partner=summary["partner"], pad=proto.pad,
-                         bos=proto.bos)  # fmt: skip
-    again = texts_identity(pairs.rows(), split=(range(n_fit), range(n_fit, n)))
-    if again["sha256"] != texts["sha256"]:
-        raise SystemExit(f"the pairs made again do not hash as the run's ({texts['sha256']})")
-    return pairs[n_fit:]
+    try:
+        return saved_run_pairs(model, summary)[1]
+    except ValueError as e:
+        raise SystemExit(str(e)) from None
 
 
 def judging(model, settings: dict, held) -> tuple:

@@ -184,6 +184,13 @@ def test_option_strings_are_read_as_json_and_checked():
     )
     with pytest.raises(ValueError, match="is not KEY=VALUE"):
         p0.with_option_strings(["edge_n_fit"])
+    # settings as a run saved them (to_dict: tuples as JSON lists) give the same config back
+    from circuits.discovery.config import DiscoveryConfig
+
+    saved = DiscoveryConfig(target_band=(0.8, 1.2), mask_lambdas=(1.0, 2.0)).to_dict()
+    assert isinstance(saved["target_band"], list)
+    assert DiscoveryConfig().with_options(**saved) == DiscoveryConfig(**{
+        **saved, "target_band": (0.8, 1.2), "mask_lambdas": (1.0, 2.0)})  # fmt: skip
     with pytest.raises(ValueError, match="n_fit must be >= 2"):
         p0.with_option_strings(["edge_n_fit=1"])
 

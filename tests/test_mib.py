@@ -477,6 +477,38 @@ def test_additivity_rebuilds_a_runs_curve_circuits_from_its_importance_file(tiny
         additivity.additivity(space, scores, curves, "run")
 
 
+def test_exact_effects_split_a_rankings_error_from_its_edges_interaction(tiny, flip,
+                                                                         monkeypatch):  # fmt: skip
+    import circuits.tasks.ioi as ioi
+    from circuits.discovery.config import DiscoveryConfig
+    from circuits.discovery.evaluation import evaluate
+    from circuits.discovery.methods import scorer
+
+    additivity = _script("mib_additivity")
+    cfg = DiscoveryConfig(method="eap_ig_inputs", ig_steps=2, kv_inputs="ungrouped", batch_size=8,
+                          ablation="resample")  # fmt: skip
+    monkeypatch.setattr(ioi, "saved_run_pairs", lambda model, summary: (flip[:5], flip[5:]))
+    runner = EdgeRunner(tiny, flip[:4], None, positions=None, ablation="resample",
+                        kv_inputs="ungrouped")  # fmt: skip
+    own = scorer("eap_ig_inputs")(runner, cfg).values.mean(0)
+    scores = own + 0.01 * torch.randn(own.shape, generator=torch.Generator().manual_seed(0))
+    summary = {"provenance": {"settings": cfg.to_dict()}}
+    out = additivity.exact_effects(tiny, summary, scores, n_edges=12, n_pairs=4)
+    assert out["n_pairs"] == 4 and [r["k"] for r in out["rows"]] == [1, 3, 10]
+    top = scores.abs().argsort(descending=True)[:12]
+    one, three = out["rows"][0], out["rows"][1]
+    # the estimate is the method's own on these pairs, minus the score (MIB's sign)
+    assert one["estimated_sum"] == pytest.approx(-float(own[top[0]]), abs=1e-5)
+    # one edge ablated alone and "together" is the same run
+    assert one["joint"] == pytest.approx(one["exact_sum"], abs=1e-5)
+    # three together, by hand
+    mask = torch.ones(1, runner.space.n_edges, dtype=torch.bool)
+    mask[0, top[:3]] = False
+    by_hand = float(evaluate(runner, mask).mean() - runner.clean.metric.mean())
+    assert three["joint"] == pytest.approx(by_hand, abs=1e-5)
+    assert -1 <= out["pearson"] <= 1 and out["whole_effect"] != 0
+
+
 def test_held_out_pairs_are_judged_a_chunk_at_a_time_with_the_same_values(tiny, flip):
     from circuits.discovery import discover
     from circuits.discovery.chunk_runner import ChunkRunner

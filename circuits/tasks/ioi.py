@@ -179,6 +179,29 @@ def name_positions(pairs: Pairs) -> dict[str, list[int]]:
     return out
 
 
+def saved_run_pairs(model, summary: dict) -> tuple[Pairs, Pairs]:
+    """(fit pairs, held-out pairs) of a saved `scripts/mib_ioi.py` run (its summary.json as a
+    dict), made again from its record (pair seed, partner, protocol, split) and refused unless
+    every pair hashes as the run recorded, so what is computed on them is on the run's texts."""
+    from circuits.discovery.protocol import protocol
+    from circuits.provenance import texts_identity
+
+    record, command = summary["provenance"], summary["provenance"]["command"]
+    seed = int(command[command.index("--pair-seed") + 1]) if "--pair-seed" in command else 0
+    texts = record["texts"]
+    n_fit, n = len(texts["fit_indices"]), texts["n"]
+    proto = protocol(summary["protocol"])
+    pairs, _ = ioi_pairs(model, n, seed=seed, partner=summary["partner"], pad=proto.pad,
+                         bos=proto.bos)  # fmt: skip
+    again = texts_identity(pairs.rows(), split=(range(n_fit), range(n_fit, n)))
+    if again["sha256"] != texts["sha256"]:
+        raise ValueError(
+            f"the pairs made again do not hash as the run's ({texts['sha256']}): it was made "
+            "by other pair code or with a seed its command does not show"
+        )
+    return pairs[:n_fit], pairs[n_fit:]
+
+
 __all__ = [
     "NAMES",
     "OBJECTS",
@@ -190,4 +213,5 @@ __all__ = [
     "ioi_pairs",
     "ioi_prompts",
     "name_positions",
+    "saved_run_pairs",
 ]
