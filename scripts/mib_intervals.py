@@ -28,6 +28,9 @@ import argparse
 import json
 from pathlib import Path
 
+AREAS = ("cpr", "cmd")
+"""MIB's two areas; `--paired --areas cmd` judges one (each costs ten circuits a ranking)."""
+
 AREA_TOLERANCE = 2e-3
 """How far a re-judged area may lie from the run's own (float noise of other batch shapes)."""
 
@@ -121,11 +124,11 @@ def on_other_pairs(model, summary: dict, other: dict, importances: Path) -> dict
     return {**pairs, **areas, "mib": out}
 
 
-def paired(model, summary: dict, other: dict, importances: tuple[Path, Path]) -> dict:
+def paired(model, summary: dict, other: dict, importances: tuple[Path, Path], areas=AREAS) -> dict:
     """The run's and `other`'s rankings (`importances`: their files) judged on `other`'s held-out
-    pairs with `other`'s settings: each area with its interval, and the run's minus `other`'s
-    with its paired interval (both on the same resamples of the pairs). Refused unless `other`'s
-    areas come out as its summary's."""
+    pairs with `other`'s settings: each of `areas` with its interval, and the run's minus
+    `other`'s with its paired interval (both on the same resamples of the pairs). Refused
+    unless `other`'s areas come out as its summary's."""
     import numpy as np
 
     from circuits.discovery.areas import (
@@ -145,7 +148,9 @@ def paired(model, summary: dict, other: dict, importances: tuple[Path, Path]) ->
     ]
     model_v, empty_v = runner.clean.metric.numpy(), empty.numpy()
     boot = {"n_boot": settings["n_boot"], "seed": settings["seed"]}
-    for rank, area, which in (("signed", "cpr", 0), ("abs", "cmd", 1)):
+    for rank, area, which in (
+        r for r in (("signed", "cpr", 0), ("abs", "cmd", 1)) if r[1] in areas
+    ):
         batch = settings["batch_size"]
         curves = [mib_curve(runner, k[rank], empty, batch_size=batch) for k in keys]
         for who, (n, f, values) in zip(("run", "other"), curves, strict=True):
@@ -169,10 +174,14 @@ def main() -> None:
     p.add_argument("--paired", action="store_true",
                    help="with --on: judge OTHER's ranking too, and the difference of the areas "
                    "with its paired interval")  # fmt: skip
+    p.add_argument("--areas", nargs="+", choices=AREAS, default=list(AREAS),
+                   help="with --paired: the areas to compare (default both)")  # fmt: skip
     p.add_argument("--threads", type=int, default=1)
     args = p.parse_args()
     if args.paired and args.on is None:
         p.error("--paired compares a run with the run given by --on: give --on OTHER")
+    if tuple(args.areas) != AREAS and not args.paired:
+        p.error("--areas chooses what --paired compares: give --on OTHER --paired")
 
     import torch
 
@@ -190,12 +199,14 @@ def main() -> None:
             out, name = intervals(model, summary, importances), "area_intervals.json"
         elif args.paired:
             files = (importances, _importances(Path(args.on), args.importances))
-            out, name = paired(model, summary, other, files), f"paired_{Path(args.on).name}.json"
+            out = paired(model, summary, other, files, tuple(args.areas))
+            name = f"paired_{Path(args.on).name}.json"
         else:
             out = on_other_pairs(model, summary, other, importances)
             name = f"areas_on_{Path(args.on).name}.json"
         record = provenance(settings={"run": str(run), "importances": str(importances),
-                                      "on": args.on, "paired": args.paired})  # fmt: skip
+                                      "on": args.on, "paired": args.paired,
+                                      "areas": args.areas})  # fmt: skip
         record["rejudged"] = {"folder": str(run), "original": summary["provenance"]}
         with atomic_write(run / name, "w") as fh:
             fh.write(json.dumps(stamped(out, record), indent=1) + "\n")

@@ -622,6 +622,8 @@ def test_two_runs_judged_paired_on_one_runs_pairs(tiny, flip, tmp_path, monkeypa
         assert diff == pytest.approx(out[f"{area}_run"] - out[f"{area}_other"])
         assert lo - 1e-6 <= diff <= hi + 1e-6  # (3 pairs: an end may be the point)
     assert out["cpr_difference"] != pytest.approx(0, abs=1e-4)  # two rankings do differ
+    only = script.paired(tiny, run, other, files, ("cmd",))  # one area: the other not judged
+    assert "cpr_run" not in only and only["cmd_difference"] == pytest.approx(out["cmd_difference"])
     same = script.paired(tiny, other, other, (files[1], files[1]))
     assert same["cmd_difference"] == 0 and same["cmd_difference_ci"] == [0, 0]
     other["mib"]["heldout"]["cmd"] += 0.1  # the other run's own areas must come out again
