@@ -62,13 +62,16 @@ def ranking_keys(runner, empty, importances: Path, summary: dict) -> tuple[float
     importance file's scores, as the run ranked its edges: the run's recorded sign (taken on
     its fit pairs), or for runs saved before it was recorded the sign on the judged pairs."""
     from circuits.discovery.config import RankBy
+    from circuits.discovery.evaluation import metric_direction
+    from circuits.discovery.methods.base import EdgeScores
     from circuits.discovery.protocol import read_mib_scores
 
-    scores = read_mib_scores(importances, runner.space)
+    values = read_mib_scores(importances, runner.space)[None]  # one row: the run's mean scores
+    scores = EdgeScores(values, per_text=False, signed=True)
     direction = summary["mib"]["heldout"].get("direction")
     if direction is None:
-        direction = 1.0 if runner.clean.metric.mean() >= empty.mean() else -1.0
-    return direction, {RankBy.SIGNED: scores * direction, RankBy.ABS: scores.abs()}
+        direction = metric_direction(runner, empty)
+    return direction, {s: scores.key(s, direction) for s in RankBy}
 
 
 def judged(model, summary: dict, held, importances: Path) -> dict:

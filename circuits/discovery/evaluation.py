@@ -63,6 +63,12 @@ def empty_metric(runner: EdgeRunner, *, batch_size: int = 64) -> Float[Tensor, "
     return evaluate(runner, empty, batch_size=batch_size)[0]
 
 
+def metric_direction(runner: EdgeRunner, empty: Tensor) -> float:
+    """The sign that makes a higher edge score help the metric: +1 where the model's mean metric
+    on `runner`'s texts is at or above the empty circuit's (`empty`, per text), else -1."""
+    return 1.0 if runner.clean.metric.mean() >= empty.mean() else -1.0
+
+
 def faithfulness(values: ArrayLike, model_values: ArrayLike, empty_values: ArrayLike) -> float:
     """(mean circuit - mean empty) / (mean model - mean empty) over prompts (nan if the model
     and the empty circuit agree)."""
@@ -265,6 +271,7 @@ __all__ = [
     "faithfulness",
     "greedy_order",
     "grow_order",
+    "metric_direction",
     "percentile_interval",
     "prune",
     "random_masks",

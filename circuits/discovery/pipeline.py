@@ -37,7 +37,7 @@ from torch import Tensor
 from circuits.discovery.areas import mib_scores
 from circuits.discovery.chunk_runner import judging_runner
 from circuits.discovery.config import DiscoveryConfig, RankBy
-from circuits.discovery.evaluation import empty_metric, prune, top_mask
+from circuits.discovery.evaluation import empty_metric, metric_direction, prune, top_mask
 from circuits.discovery.fit_scores import fit_scores, judged_count
 from circuits.discovery.forward import EdgeRunner
 from circuits.discovery.growth import band_circuit, curve_frame, grow, order_edges
@@ -190,7 +190,7 @@ def discover(
         texts, where = (fit_tokens, heldout_tokens), (positions, held_at)
         phase = PhaseStore(checkpoint, phase_key(fit, scores, texts, where, cfg, kinds))
         empty_fit = empty_metric(fit)
-        direction = 1.0 if fit.clean.metric.mean() >= empty_fit.mean() else -1.0
+        direction = metric_direction(fit, empty_fit)
         fit_kinds, held_kinds = kinds or (None, None)
         fit_kinds = None if fit_kinds is None else list(fit_kinds)[:n_judged]
         grown = phase("curve", lambda: grow(fit, scores, cfg, direction, empty_fit, fit_kinds))
