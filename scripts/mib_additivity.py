@@ -187,10 +187,11 @@ def main() -> None:
         rows += additivity(space, scores, pd.read_csv(run / "mib_curves.csv"), run.name)
         if args.exact:
             exact[run.name] = exact_effects(model, summary, scores, args.exact, args.exact_pairs)
-    # No texts ran here (the model gives the graph): the runs' own records name theirs.
+    # The curves' texts are the runs' own (their records name them); --exact runs the model on
+    # each run's first fit pairs, checked against that run's hash.
     settings = {"graph": f"{args.model}, ungrouped", "runs": inputs, "exact": args.exact,
                 "exact_pairs": args.exact_pairs}  # fmt: skip
-    record = provenance(settings=settings)
+    record = provenance(model, settings=settings)
     with atomic_folder(Path(args.out), record=record) as tmp:
         out = {"rows": rows, "runs": inputs} | ({"exact": exact} if exact else {})
         write_json(tmp / "summary.json", stamped(out, record))

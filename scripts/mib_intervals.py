@@ -207,9 +207,9 @@ def main() -> None:
         else:
             out = on_other_pairs(model, summary, other, importances)
             name = f"areas_on_{Path(args.on).name}.json"
-        record = provenance(settings={"run": str(run), "importances": str(importances),
-                                      "on": args.on, "paired": args.paired,
-                                      "areas": args.areas})  # fmt: skip
+        settings = {"run": str(run), "importances": str(importances), "on": args.on,
+                    "paired": args.paired, "areas": args.areas}  # fmt: skip
+        record = provenance(model, settings=settings)
         record["rejudged"] = {"folder": str(run), "original": summary["provenance"]}
         with atomic_write(run / name, "w") as fh:
             fh.write(json.dumps(stamped(out, record), indent=1) + "\n")
