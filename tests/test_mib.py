@@ -645,3 +645,56 @@ def test_a_saved_runs_held_out_pairs_are_made_again_and_checked(smollm2):
     summary["provenance"]["command"] = ["mib_ioi.py"]  # seed 0: other pairs
     with pytest.raises(SystemExit, match="do not hash as the run's"):
         script.held_out_pairs(smollm2, summary)
+
+
+def test_a_saved_runs_pairs_with_another_partner_change_only_the_corrupted_prompts(smollm2,
+                                                                                    monkeypatch):  # fmt: skip
+    import circuits.tasks.ioi as ioi
+    from circuits.provenance import texts_identity
+
+    pairs, _ = ioi.ioi_pairs(smollm2, 6, seed=3, partner="s2_io_flip", pad=True, bos=True)
+    texts = texts_identity(pairs.rows(), split=(range(4), range(4, 6)))
+    summary = {"protocol": "mib", "partner": "s2_io_flip",
+               "provenance": {"texts": texts, "command": ["mib_ioi.py", "--pair-seed", "3"]}}  # fmt: skip
+    fit, held = ioi.saved_run_pairs(smollm2, summary, "abc")
+    assert torch.equal(held.clean, pairs.clean[4:]) and torch.equal(held.answer, pairs.answer[4:])
+    assert torch.equal(fit.wrong, pairs.wrong[:4]) and len(fit) == 4
+    # flip changes one position (S2) of each clean prompt, ABC every name and what follows
+    changed = lambda p: (p.clean != p.corrupt).sum(1)  # noqa: E731
+    assert changed(pairs[4:]).tolist() == [1, 1] and bool((changed(held) >= 3).all())
+    real = ioi.ioi_pairs
+
+    def other_clean(model, n, **kw):  # a partner whose pairs reorder the clean prompts
+        made, prompts = real(model, n, **kw)
+        return (made if kw["partner"] == "s2_io_flip" else made[list(range(n))[::-1]]), prompts
+
+    monkeypatch.setattr(ioi, "ioi_pairs", other_clean)
+    with pytest.raises(ValueError, match="changes the run's clean prompts"):
+        ioi.saved_run_pairs(smollm2, summary, "abc")
+
+
+def test_a_circuit_judged_under_another_partner_is_first_judged_as_its_run_did(tiny, flip,
+                                                                               monkeypatch):  # fmt: skip
+    from circuits.discovery import circuit_graph, discover
+    from circuits.discovery.pairs import Pairs
+    from circuits.discovery.protocol import protocol
+
+    script = _script("mib_cross_partner")
+    cfg = protocol("mib").config(n_boot=50, n_stability=0, n_random=2, max_exact=0, n_curve=4)
+    c = discover(tiny, flip[:3], flip[3:], None, positions=None, config=cfg)
+    graph = circuit_graph(c, tiny, data="flip", metric_spec={"metric": "pairs"})
+    # an "other partner": each clean prompt's corrupt text is another pair's (every name moved)
+    other = Pairs(flip.clean, flip.corrupt[[1, 2, 0, 4, 5, 3]], flip.answer, flip.wrong)
+    import circuits.tasks.ioi as ioi
+
+    monkeypatch.setattr(ioi, "saved_run_pairs",
+                        lambda model, s, partner=None: (flip[:3], flip[3:] if partner is None
+                                                        else other[3:]))  # fmt: skip
+    summary = {**c.summary(), "partner": "s2_io_flip", "provenance": {"settings": cfg.to_dict()}}
+    out, rows = script.cross_partner(tiny, summary, graph, "abc")
+    own, moved = out["s2_io_flip"], out["abc"]
+    assert own["faithfulness"] == pytest.approx(summary["heldout_faithfulness"], abs=1e-4)
+    assert own["n_edges"] == moved["n_edges"] == summary["n_edges"] and len(rows) == 3
+    assert moved["faithfulness"] != pytest.approx(own["faithfulness"], abs=1e-3)
+    with pytest.raises(SystemExit, match="not the run's circuit"):
+        script.cross_partner(tiny, {**summary, "heldout_faithfulness": 5.0}, graph, "abc")

@@ -179,10 +179,12 @@ def name_positions(pairs: Pairs) -> dict[str, list[int]]:
     return out
 
 
-def saved_run_pairs(model, summary: dict) -> tuple[Pairs, Pairs]:
+def saved_run_pairs(model, summary: dict, partner: str | None = None) -> tuple[Pairs, Pairs]:
     """(fit pairs, held-out pairs) of a saved `scripts/mib_ioi.py` run (its summary.json as a
     dict), made again from its record (pair seed, partner, protocol, split) and refused unless
-    every pair hashes as the run recorded, so what is computed on them is on the run's texts."""
+    every pair hashes as the run recorded, so what is computed on them is on the run's texts.
+    With `partner` (`PARTNERS`), the same clean prompts, answers and split with that partner's
+    corrupted prompts instead (refused unless only the corrupted prompts changed)."""
     from circuits.discovery.protocol import protocol
     from circuits.provenance import texts_identity
 
@@ -191,14 +193,27 @@ def saved_run_pairs(model, summary: dict) -> tuple[Pairs, Pairs]:
     texts = record["texts"]
     n_fit, n = len(texts["fit_indices"]), texts["n"]
     proto = protocol(summary["protocol"])
-    pairs, _ = ioi_pairs(model, n, seed=seed, partner=summary["partner"], pad=proto.pad,
-                         bos=proto.bos)  # fmt: skip
+
+    def made(with_partner: str) -> Pairs:
+        return ioi_pairs(model, n, seed=seed, partner=with_partner, pad=proto.pad,
+                         bos=proto.bos)[0]  # fmt: skip
+
+    pairs = made(summary["partner"])
     again = texts_identity(pairs.rows(), split=(range(n_fit), range(n_fit, n)))
     if again["sha256"] != texts["sha256"]:
         raise ValueError(
             f"the pairs made again do not hash as the run's ({texts['sha256']}): it was made "
             "by other pair code or with a seed its command does not show"
         )
+    if partner is not None and partner != summary["partner"]:
+        other = made(partner)
+        if any(getattr(pairs, k).tolist() != getattr(other, k).tolist()
+               for k in ("clean", "answer", "wrong")):  # fmt: skip
+            raise ValueError(
+                f"partner {partner!r} changes the run's clean prompts or answers, not only the "
+                "corrupted prompts: its pairs are not the run's texts"
+            )
+        pairs = other
     return pairs[:n_fit], pairs[n_fit:]
 
 
