@@ -256,8 +256,32 @@ def mib_cells(*runs: str) -> str:
     return "\n".join(rows)
 
 
+def mib_cross_partner(*files: str) -> str:
+    """One row a circuit judged under another partner (RUN/under_<partner>.json that
+    scripts/mib_cross_partner.py wrote): the run's model, method and partner, the circuit's
+    edges, its held-out f with its 95 % interval under its own partner and under the other,
+    and random circuits of its size under the other."""
+    rows = [
+        "| model | method | found on | edges | f, own partner [95 % CI] | judged under | f "
+        "[95 % CI] | random, same size |",
+        "|---|---|---|---|---|---|---|---|",
+    ]
+    for path in files:
+        doc, run = load_doc(path), load_doc(str(Path(path).parent))
+        own, other = run["partner"], doc["provenance"]["settings"]["partner"]
+        a, b = doc[own], doc[other]
+        f = {k: "{:.2f} [{:.2f}, {:.2f}]".format(d["faithfulness"], *d["faithfulness_ci"])
+             for k, d in ((own, a), (other, b))}  # fmt: skip
+        rows.append(
+            f"| {run['model']} | {run['method']} | {own} | {a['n_edges']:,} | {f[own]} | "
+            f"{other} | {f[other]} | {b['random_faithfulness']:z.2f} |"
+        )
+    return "\n".join(rows)
+
+
 TABLES: dict[str, Callable[..., str]] = {
     "mib_cells": mib_cells,
+    "mib_cross_partner": mib_cross_partner,
     "include": include,
     "kv_retrieval": kv_retrieval,
     "kv_table": kv_table,

@@ -107,3 +107,18 @@ def test_a_kv_table_has_a_row_per_setting_and_a_column_per_text(make_docs, fake_
     assert "| streaming_llm, 1 first tokens | 256 | 9.50 | 7.25 | 8.30 |" in out
     with pytest.raises(ValueError, match="no 'budgets' rows"):
         make_docs.kv_table("docs/kv/m", "budgets")
+
+
+def test_a_cross_partner_row_names_both_partners_and_their_faithfulness(make_docs, fake_root):
+    run = fake_root / "docs" / "mib" / "r"
+    run.mkdir(parents=True)
+    (run / "summary.json").write_text(json.dumps(
+        {"model": "m", "method": "eap", "partner": "s2_io_flip"}))  # fmt: skip
+    judged = {"faithfulness": 0.86, "faithfulness_ci": [0.83, 0.89], "n_edges": 1234,
+              "random_faithfulness": -0.0001}  # fmt: skip
+    (run / "under_abc.json").write_text(json.dumps({
+        "provenance": {"settings": {"partner": "abc"}}, "s2_io_flip": judged,
+        "abc": {**judged, "faithfulness": 0.1, "faithfulness_ci": [-0.01, 0.2]}}))  # fmt: skip
+    out = make_docs.mib_cross_partner("docs/mib/r/under_abc.json")
+    row = "| m | eap | s2_io_flip | 1,234 | 0.86 [0.83, 0.89] | abc | 0.10 [-0.01, 0.20] | 0.00 |"
+    assert row in out.splitlines()
