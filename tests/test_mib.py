@@ -58,6 +58,20 @@ def test_the_flip_partner_keeps_the_clean_prompts_and_flips_s2():
         ioi_prompts(2, partner="abba")
 
 
+def test_the_control_partner_changes_the_names_before_s2_and_keeps_s2():
+    flip = ioi_prompts(30, seed=5, partner="s2_io_flip")
+    control = ioi_prompts(30, seed=5, partner="abc_before_s2")
+    assert [p.clean for p in flip] == [p.clean for p in control]
+    for f, p in zip(flip, control, strict=True):
+        head, tail = p.clean.rsplit(f" {p.s} ", 1)
+        c_head, c_tail = p.corrupt.rsplit(f" {p.s} ", 1)  # S2 kept, the rest after it too
+        assert c_tail == tail and f.corrupt.rsplit(f" {p.io} ", 1)[0] == head
+        names = [w.strip(",.") for w in c_head.split() if w.strip(",.") in NAMES]
+        assert len(names) == 2 and not {p.io, p.s} & set(names)  # IO and S1 replaced
+        assert [w for w in head.split() if w.strip(",.") not in NAMES] == [
+            w for w in c_head.split() if w.strip(",.") not in NAMES]  # fmt: skip
+
+
 def test_padded_pairs_score_as_each_pair_alone(tiny):
     rows = [FLIP[0], LONGER, SHORTER]
     padded = tokenize(tiny, rows, "mixed", pad=True)

@@ -14,7 +14,7 @@ from circuits.tasks import TASKS
 if TYPE_CHECKING:
     from circuits.discovery.protocol import Protocol
 
-PARTNERS = ("abc", "s2_io_flip")
+PARTNERS = ("abc", "s2_io_flip", "abc_before_s2")
 """The IOI partners (the keys of `circuits.tasks.ioi.PARTNERS`, which imports torch; a test
 keeps them equal)."""
 PAIRS_HELP = (
@@ -31,9 +31,10 @@ def pair_options(group, p: argparse.ArgumentParser, n_pairs: bool = True) -> Non
     p.add_argument(
         "--partner",
         choices=PARTNERS,
-        help="the corrupted prompt of --task ioi: abc (three other names, Wang et al.) or "
-        "s2_io_flip (the second S replaced by IO, MIB's) (default: the protocol's: abc, "
-        "s2_io_flip with --protocol mib)",
+        help="the corrupted prompt of --task ioi: abc (three other names, Wang et al.), "
+        "s2_io_flip (the second S replaced by IO, MIB's) or abc_before_s2 (a control: the IO "
+        "and S1 names replaced, S2 kept) (default: the protocol's: abc, s2_io_flip with "
+        "--protocol mib)",
     )
     p.add_argument(
         "--pair-seed", type=count_int, default=0, help="seed of the split / task (%(default)s)"

@@ -16,6 +16,10 @@ partner is one of `PARTNERS`:
 - `s2_io_flip` (MIB's default, `s2_io_flip_counterfactual`): the second mention of S replaced
   by IO, every token before it identical, so that the partner repeats the other name and the
   right answer flips to S.
+- `abc_before_s2` (a control, no paper's): ABC's change where `s2_io_flip` changes nothing,
+  the IO and S1 slots filled by two other names and S2 kept, so that no name is repeated and
+  the positions before S2 differ; with the two partners above it tells which positions a
+  circuit found on one of them carries.
 
 The same seed gives the same clean prompts under either partner. Metric: logit(IO) - logit(S) at
 the last (real) position (`Pairs.metric`). Every name, place and object must be one token with
@@ -64,6 +68,8 @@ leading space."""
 PARTNERS = {
     "abc": "three other distinct names in the IO, S1 and S2 slots (Wang et al.'s ABC)",
     "s2_io_flip": "the second S replaced by IO, every token before it identical (MIB's default)",
+    "abc_before_s2": "the IO and S1 slots filled by two other names, S2 kept (a control: what "
+    "ABC changes and s2_io_flip does not)",
 }
 """Corrupted partner name -> what it is."""
 
@@ -130,6 +136,8 @@ def ioi_prompts(
         clean = _fill(templates[t], a, b, s, place, obj)
         if partner == "abc":
             corrupt = _fill(templates[t], c1, c2, c3, place, obj)
+        elif partner == "abc_before_s2":
+            corrupt = _fill(templates[t], c1, c2, s, place, obj)
         else:
             corrupt = _fill(templates[t], a, b, io, place, obj)
         out.append(IOIPrompt(clean, corrupt, io, s, t, order))
