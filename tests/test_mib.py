@@ -689,6 +689,7 @@ def test_a_saved_runs_pairs_with_another_partner_change_only_the_corrupted_promp
 
 def test_a_circuit_judged_under_another_partner_is_first_judged_as_its_run_did(tiny, flip,
                                                                                monkeypatch):  # fmt: skip
+    import circuits.tasks.ioi as ioi
     from circuits.discovery import circuit_graph, discover
     from circuits.discovery.pairs import Pairs
     from circuits.discovery.protocol import protocol
@@ -699,8 +700,6 @@ def test_a_circuit_judged_under_another_partner_is_first_judged_as_its_run_did(t
     graph = circuit_graph(c, tiny, data="flip", metric_spec={"metric": "pairs"})
     # an "other partner": each clean prompt's corrupt text is another pair's (every name moved)
     other = Pairs(flip.clean, flip.corrupt[[1, 2, 0, 4, 5, 3]], flip.answer, flip.wrong)
-    import circuits.tasks.ioi as ioi
-
     monkeypatch.setattr(ioi, "saved_run_pairs",
                         lambda model, s, partner=None: (flip[:3], flip[3:] if partner is None
                                                         else other[3:]))  # fmt: skip
