@@ -223,6 +223,15 @@ def test_save_writes_tables_figure_and_summary(result, tmp_path):
     assert set(back.figures()) == {"tiny-run"}
 
 
+def test_a_large_loss_table_is_saved_gzipped_and_read_back(result, tmp_path, monkeypatch):
+    import circuits._io as io
+
+    monkeypatch.setattr(io, "LEAN_OVER", 64)  # the tiny run's loss table counts as large
+    out = result.save(tmp_path / "out")
+    assert (out / "loss.csv.gz").is_file() and not (out / "loss.csv").exists()
+    assert load_result(out).loss.equals(result.loss)
+
+
 def test_cli_writes_the_series_and_refuses_bad_specs(run, tmp_path, capsys):
     from circuits.cli import main
 

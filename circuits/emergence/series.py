@@ -14,7 +14,7 @@ import pandas as pd
 import torch
 from matplotlib.figure import Figure
 
-from circuits._io import atomic_folder, write_csv, write_json
+from circuits._io import atomic_folder, stored, write_csv, write_json
 from circuits.emergence.config import EmergenceConfig
 from circuits.emergence.figures import emergence_figure
 from circuits.emergence.measure import measure_checkpoint
@@ -101,11 +101,11 @@ class EmergenceResult:
 
     def save(self, out: str | Path) -> Path:
         """Write `table.csv`, `rows.json` (every measurement, per-layer lists included),
-        `loss.csv`, `summary.json`, `summary.txt` and per run `emergence_<run>.png` and
+        `loss.csv` (gzip'd, `loss.csv.gz`, when large), `summary.json`, `summary.txt` and per run `emergence_<run>.png` and
         `trajectory_<run>.md` (the table in markdown) into `out`, replaced as a whole."""
         with atomic_folder(out) as tmp:
             write_csv(tmp / "table.csv", self.table())
-            write_csv(tmp / "loss.csv", self.loss)
+            write_csv(tmp / "loss.csv", self.loss, lean=True)
             checkpoints = [s.to_dict() for s in self.checkpoints]
             write_json(tmp / "rows.json", {"checkpoints": checkpoints, "rows": self.rows})
             doc = {"config": self.config.to_dict(), "texts": self.texts, "seconds": self.seconds}
@@ -126,7 +126,7 @@ def load_result(folder: str | Path) -> EmergenceResult:
     try:
         rows = json.loads((folder / "rows.json").read_text(encoding="utf-8"))
         doc = json.loads((folder / "summary.json").read_text(encoding="utf-8"))
-        loss = pd.read_csv(folder / "loss.csv")
+        loss = pd.read_csv(stored(folder / "loss.csv"))
     except (OSError, ValueError) as err:
         raise ValueError(
             f"{folder} is not a folder written by EmergenceResult.save ({err})"
