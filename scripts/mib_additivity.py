@@ -27,7 +27,6 @@ from __future__ import annotations
 
 import argparse
 import hashlib
-import json
 from pathlib import Path
 
 import pandas as pd
@@ -162,7 +161,7 @@ def main() -> None:
 
     from circuits._io import atomic_folder, atomic_write, write_json
     from circuits.discovery.dag import build_space
-    from circuits.discovery.protocol import read_mib_scores
+    from circuits.discovery.protocol import read_mib_scores, read_run
     from circuits.models import load_model
     from circuits.patching.metrics import Metric
     from circuits.provenance import provenance, stamped
@@ -176,7 +175,7 @@ def main() -> None:
         importances = run / "importances.mib.json"
         if not importances.is_file():
             raise SystemExit(f"{run}: no importances.mib.json; give a folder mib_ioi.py wrote")
-        summary = json.loads((run / "summary.json").read_text(encoding="utf-8"))
+        summary = read_run(run)
         labels[run.name] = f"{summary['partner']} {summary['method']}"
         inputs[run.name] = {
             "importances_sha256": hashlib.sha256(importances.read_bytes()).hexdigest(),

@@ -63,14 +63,20 @@ def main() -> None:
     import torch
 
     from circuits._io import atomic_write, stored
+    from circuits.discovery.protocol import read_run
     from circuits.graph.io import read
     from circuits.models import load_model
     from circuits.provenance import code_identity, provenance, stamped
 
     code_identity()  # the code's state now, before any commit made while this runs
     torch.set_num_threads(args.threads)
-    for run in map(Path, args.runs):
-        summary = _summary(run, args.partner)
+    try:
+        summaries = {run: read_run(run) for run in map(Path, args.runs)}
+    except ValueError as err:
+        raise SystemExit(str(err)) from None
+    for run, summary in summaries.items():
+        if summary.get("partner") == args.partner:
+            raise SystemExit(f"{run} was found on {args.partner} pairs already: give the other")
         circuit = stored(run / "circuit.json")
         if not circuit.is_file():
             raise SystemExit(f"{run}: no circuit.json(.gz): the run's circuit was not kept")
@@ -85,16 +91,6 @@ def main() -> None:
         print(f"{run.name} -> {name}: " + ", ".join(
             f"{k} f {v['faithfulness']:.3f} {[round(x, 3) for x in v['faithfulness_ci']]} "
             f"random {v['random_faithfulness']:.3f}" for k, v in out.items()))  # fmt: skip
-
-
-def _summary(run: Path, partner: str) -> dict:
-    path = run / "summary.json"
-    if not path.is_file():
-        raise SystemExit(f"{path}: not a scripts/mib_ioi.py run folder (no summary.json)")
-    summary = json.loads(path.read_text(encoding="utf-8"))
-    if summary.get("partner") == partner:
-        raise SystemExit(f"{run} was found on {partner} pairs already: give the other partner")
-    return summary
 
 
 if __name__ == "__main__":

@@ -8,14 +8,15 @@ and abs(1 - f) with edges ranked by abs(score) (CMD's), one line a run.
 from __future__ import annotations
 
 import argparse
-import json
 from pathlib import Path
 
 import pandas as pd
 
 
 def label(run: Path) -> str:
-    s = json.loads((run / "summary.json").read_text())
+    from circuits.discovery.protocol import read_run
+
+    s = read_run(run)
     return (f"{s['model']} {s['partner']} {s['method']} ({s['n_fit_texts']} fit): CPR "
             f"{s['cpr_heldout']:.2f}, CMD {s['cmd_heldout']:.3f}")  # fmt: skip
 

@@ -189,14 +189,19 @@ def main() -> None:
     import torch
 
     from circuits._io import atomic_write
+    from circuits.discovery.protocol import read_run
     from circuits.models import load_model
     from circuits.provenance import code_identity, provenance, stamped
 
     code_identity()  # the code's state now, before any commit made while this runs
     torch.set_num_threads(args.threads)
-    other = None if args.on is None else _summary(Path(args.on))
-    for run in map(Path, args.runs):
-        summary, importances = _summary(run), _importances(run, args.importances)
+    try:
+        other = None if args.on is None else read_run(args.on)
+        summaries = {run: read_run(run) for run in map(Path, args.runs)}
+    except ValueError as err:
+        raise SystemExit(str(err)) from None
+    for run, summary in summaries.items():
+        importances = _importances(run, args.importances)
         model = load_model(summary["model"])
         if other is None:
             out, name = intervals(model, summary, importances), "area_intervals.json"
@@ -222,13 +227,6 @@ def _importances(run: Path, root: str | None) -> Path:
     if not path.is_file():
         raise SystemExit(f"{path}: no importance file; give --importances ROOT")
     return path
-
-
-def _summary(run: Path) -> dict:
-    path = run / "summary.json"
-    if not path.is_file():
-        raise SystemExit(f"{path}: not a scripts/mib_ioi.py run folder (no summary.json)")
-    return json.loads(path.read_text(encoding="utf-8"))
 
 
 if __name__ == "__main__":

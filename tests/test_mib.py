@@ -711,3 +711,18 @@ def test_a_circuit_judged_under_another_partner_is_first_judged_as_its_run_did(t
     assert moved["faithfulness"] != pytest.approx(own["faithfulness"], abs=1e-3)
     with pytest.raises(SystemExit, match="not the run's circuit"):
         script.cross_partner(tiny, {**summary, "heldout_faithfulness": 5.0}, graph, "abc")
+
+
+def test_a_run_folder_without_a_run_summary_is_refused_by_name(tmp_path):
+    from circuits.discovery.protocol import read_run
+
+    with pytest.raises(ValueError, match="not a scripts/mib_ioi.py run folder"):
+        read_run(tmp_path)
+    (tmp_path / "summary.json").write_text('{"cpr_heldout": 1.0}')
+    with pytest.raises(ValueError, match="no provenance record"):
+        read_run(tmp_path)
+    (tmp_path / "summary.json").write_text('{"partner": "abc", "provenance": {}}')
+    assert read_run(tmp_path)["partner"] == "abc"
+    (tmp_path / "summary.json").write_text('{"partner": ')
+    with pytest.raises(ValueError, match=str(tmp_path)):
+        read_run(tmp_path)

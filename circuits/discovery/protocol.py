@@ -129,6 +129,20 @@ def read_mib_scores(path: str | Path, space):
     return torch.tensor([float(saved[name]["score"]) for name in names])
 
 
+def read_run(folder: str | Path) -> dict:
+    """The summary.json of a run folder `scripts/mib_ioi.py` wrote (what its record, curves and
+    circuit are read from), a ValueError naming the folder when it holds none or it is not
+    JSON."""
+    path = Path(folder) / "summary.json"
+    try:
+        summary = json.loads(path.read_text(encoding="utf-8"))
+    except (OSError, ValueError) as err:
+        raise ValueError(f"{folder}: not a scripts/mib_ioi.py run folder ({err})") from None
+    if not isinstance(summary, dict) or "provenance" not in summary:
+        raise ValueError(f"{path}: not a scripts/mib_ioi.py summary (no provenance record)")
+    return summary
+
+
 def write_mib(circuit, shape: dict, path: str | Path) -> Path:
     """`mib_importances` written to `path` as JSON (atomically): the file MIB's
     `Graph.from_json` and `run_evaluation.py --circuit-files` read."""
@@ -146,5 +160,6 @@ __all__ = [
     "mib_importances",
     "protocol",
     "read_mib_scores",
+    "read_run",
     "write_mib",
 ]
