@@ -288,10 +288,12 @@ def _documents(folder: Path) -> tuple[dict, list[str]]:
 
 def _named_model(docs: dict, record: dict) -> str | None:
     summary, marker = docs.get(SUMMARY_NAME, {}), docs.get(MARKER_NAME, {})
+    command = [str(arg) for arg in record.get("command") or ()]
+    flag = command[command.index("--model") + 1] if "--model" in command[:-1] else None
     for named in (
         summary.get("model"), (summary.get("summary") or {}).get("model"),
         (summary.get("settings") or {}).get("model"),
-        (marker.get("run") or {}).get("model"), (record.get("settings") or {}).get("model"),
+        (marker.get("run") or {}).get("model"), (record.get("settings") or {}).get("model"), flag,
     ):  # fmt: skip
         if isinstance(named, str) and _loadable(named):
             return named

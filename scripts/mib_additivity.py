@@ -66,8 +66,8 @@ def additivity(space, scores, curves: pd.DataFrame, run: str) -> list[dict]:
     return rows
 
 
-def exact_effects(model, summary: dict, scores, n_edges: int, n_pairs: int) -> dict:
-    """The run's top `n_edges` edges by |score| on its first `n_pairs` fit pairs: estimated and
+def exact_effects(model, summary: dict, scores, n_edges: int, fit) -> dict:
+    """The run's top `n_edges` edges by |score| on `fit` (its first fit pairs): estimated and
     exact effects of ablating each alone, and of the top k together (see the module docstring).
     Effects are the metric's change (patched - clean), also as a share of the whole model's
     (clean - every edge ablated)."""
@@ -79,10 +79,8 @@ def exact_effects(model, summary: dict, scores, n_edges: int, n_pairs: int) -> d
     from circuits.discovery.forward import EdgeRunner
     from circuits.discovery.methods import scorer
     from circuits.discovery.path_patching import edge_effects
-    from circuits.tasks.ioi import saved_run_pairs
 
     cfg = DiscoveryConfig().with_options(**summary["provenance"]["settings"])
-    fit = saved_run_pairs(model, summary)[0][:n_pairs]
     runner = EdgeRunner(model, fit, None, positions=None, ablation=cfg.ablation, seed=cfg.seed,
                         kv_inputs=cfg.kv_inputs)  # fmt: skip
     edges = scores.abs().argsort(descending=True)[:n_edges]
@@ -133,6 +131,27 @@ def table(rows: list[dict], labels: dict[str, str]) -> str:
     return "\n".join(lines) + "\n"
 
 
+def one_run(model, space, run: Path) -> tuple:
+    """A run folder's summary, its inputs' record (importance file hash, the run's commit and
+    command), its additivity rows, and its (fit, held-out) pairs made again (refused unless
+    they hash as its record: the texts its curves were measured on)."""
+    from circuits.discovery.protocol import read_mib_scores, read_run
+    from circuits.tasks.ioi import saved_run_pairs
+
+    importances = run / "importances.mib.json"
+    if not importances.is_file():
+        raise SystemExit(f"{run}: no importances.mib.json; give a folder mib_ioi.py wrote")
+    summary = read_run(run)
+    inputs = {
+        "importances_sha256": hashlib.sha256(importances.read_bytes()).hexdigest(),
+        "run_commit": summary["provenance"]["code"]["commit"],
+        "run_command": summary["provenance"]["command"],
+    }
+    scores = read_mib_scores(importances, space)
+    rows = additivity(space, scores, pd.read_csv(run / "mib_curves.csv"), run.name)
+    return summary, inputs, rows, *saved_run_pairs(model, summary)
+
+
 def main() -> None:
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     p.add_argument("--model", default="smollm2-135m")
@@ -161,7 +180,7 @@ def main() -> None:
 
     from circuits._io import atomic_folder, atomic_write, write_json
     from circuits.discovery.dag import build_space
-    from circuits.discovery.protocol import read_mib_scores, read_run
+    from circuits.discovery.protocol import read_mib_scores
     from circuits.models import load_model
     from circuits.patching.metrics import Metric
     from circuits.provenance import provenance, stamped
@@ -170,27 +189,20 @@ def main() -> None:
     model = load_model(args.model)
     logits = Metric("pairs", (), lambda acts, logits: logits, logits=True)
     space = build_space(model, logits, None, "ungrouped")
-    rows, inputs, labels, exact = [], {}, {}, {}
+    rows, inputs, labels, exact, texts = [], {}, {}, {}, []
     for run in map(Path, args.runs):
-        importances = run / "importances.mib.json"
-        if not importances.is_file():
-            raise SystemExit(f"{run}: no importances.mib.json; give a folder mib_ioi.py wrote")
-        summary = read_run(run)
-        labels[run.name] = f"{summary['partner']} {summary['method']}"
-        inputs[run.name] = {
-            "importances_sha256": hashlib.sha256(importances.read_bytes()).hexdigest(),
-            "run_commit": summary["provenance"]["code"]["commit"],
-            "run_command": summary["provenance"]["command"],
-        }
-        scores = read_mib_scores(importances, space)
-        rows += additivity(space, scores, pd.read_csv(run / "mib_curves.csv"), run.name)
+        summary, inputs[run.name], run_rows, fit, held = one_run(model, space, run)
+        labels[run.name], rows = f"{summary['partner']} {summary['method']}", rows + run_rows
+        texts += [(run.name, row) for row in fit.rows() + held.rows()]
         if args.exact:
-            exact[run.name] = exact_effects(model, summary, scores, args.exact, args.exact_pairs)
-    # The curves' texts are the runs' own (their records name them); --exact runs the model on
-    # each run's first fit pairs, checked against that run's hash.
+            scores = read_mib_scores(run / "importances.mib.json", space)
+            exact[run.name] = exact_effects(model, summary, scores, args.exact,
+                                            fit[: args.exact_pairs])  # fmt: skip
     settings = {"graph": f"{args.model}, ungrouped", "runs": inputs, "exact": args.exact,
                 "exact_pairs": args.exact_pairs}  # fmt: skip
-    record = provenance(model, settings=settings)
+    kinds, rows_of = [k for k, _ in texts], [r for _, r in texts]
+    record = provenance(model, rows_of, kinds, settings=settings,
+                        source="each run's IOI pairs (its record), run name as kind")  # fmt: skip
     with atomic_folder(Path(args.out), record=record) as tmp:
         out = {"rows": rows, "runs": inputs} | ({"exact": exact} if exact else {})
         write_json(tmp / "summary.json", stamped(out, record))

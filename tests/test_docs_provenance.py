@@ -106,6 +106,11 @@ def test_the_gaps_name_what_is_missing(tmp_path):
     gaps = provenance_gaps(run)
     assert "no settings" in gaps
     assert any("names model 'smollm2-135m'" in g for g in gaps)
+    # A model named only by the command's --model counts too (a script's own summary).
+    _write(run / "summary.json", {"provenance": partial | {"settings": {}}, "rows": []})
+    assert provenance_gaps(run) == [
+        "the run names model 'smollm2-135m' but records no model identity"
+    ]
     _write(run / "summary.json", {"schema_version": SCHEMA_VERSION + 1, "summary": {}})
     gaps = provenance_gaps(run)
     assert any("upgrade circuits" in g for g in gaps) and any("no provenance" in g for g in gaps)

@@ -5,6 +5,9 @@ EAP-IG-activations, the preset, and CPR / CMD of a known curve."""
 
 from __future__ import annotations
 
+import hashlib
+import json
+
 import numpy as np
 import pytest
 import torch
@@ -321,7 +324,6 @@ def test_an_area_difference_is_judged_on_the_same_resamples_for_both_rankings():
 
 
 def test_the_mib_protocol_runs_and_saves_every_size(tiny, flip, tmp_path):
-    import json
 
     from circuits.discovery import discover
     from circuits.discovery.protocol import PROTOCOLS, protocol, write_mib
@@ -453,7 +455,9 @@ def _script(name: str):
     return module
 
 
-def test_additivity_rebuilds_a_runs_curve_circuits_from_its_importance_file(tiny, flip, tmp_path):
+def test_additivity_rebuilds_a_runs_curve_circuits_from_its_importance_file(tiny, flip, tmp_path,
+                                                                            monkeypatch):  # fmt: skip
+    import circuits.tasks.ioi as tasks_ioi
     from circuits.discovery import discover
     from circuits.discovery.evaluation import prune, top_mask, top_order
     from circuits.discovery.protocol import protocol, read_mib_scores, write_mib
@@ -485,15 +489,24 @@ def test_additivity_rebuilds_a_runs_curve_circuits_from_its_importance_file(tiny
     by_hand = float(scores[kept].sum() / scores.sum())
     one = next(r for r in rows if r["rank"] == "abs" and r["fraction"] == 0.01)
     assert one["additive"] == pytest.approx(by_hand, abs=1e-6)
+    # a whole run folder: its inputs' record and its pairs, made again, for the texts' record
+    summary = {"partner": "s2_io_flip", "method": "eap_ig_inputs",
+               "provenance": {"code": {"commit": "a" * 40}, "command": ["x"]}}  # fmt: skip
+    (tmp_path / "summary.json").write_text(json.dumps(summary))
+    curves.to_csv(tmp_path / "mib_curves.csv", index=False)
+    monkeypatch.setattr(tasks_ioi, "saved_run_pairs", lambda model, s: (flip[:4], flip[4:]))
+    _, inputs, run_rows, fit, held = additivity.one_run(tiny, space, tmp_path)
+    digest = hashlib.sha256((tmp_path / "importances.mib.json").read_bytes()).hexdigest()
+    assert inputs["importances_sha256"] == digest and inputs["run_commit"] == "a" * 40
+    assert run_rows == additivity.additivity(space, scores, curves, tmp_path.name)
+    assert len(fit) + len(held) == len(flip)
     # a curve that is not the run's is refused
     curves.loc[0, "n_edges"] += 1
     with pytest.raises(ValueError, match="edges rebuilt"):
         additivity.additivity(space, scores, curves, "run")
 
 
-def test_exact_effects_split_a_rankings_error_from_its_edges_interaction(tiny, flip,
-                                                                         monkeypatch):  # fmt: skip
-    import circuits.tasks.ioi as ioi
+def test_exact_effects_split_a_rankings_error_from_its_edges_interaction(tiny, flip):
     from circuits.discovery.config import DiscoveryConfig
     from circuits.discovery.evaluation import evaluate
     from circuits.discovery.methods import scorer
@@ -501,13 +514,12 @@ def test_exact_effects_split_a_rankings_error_from_its_edges_interaction(tiny, f
     additivity = _script("mib_additivity")
     cfg = DiscoveryConfig(method="eap_ig_inputs", ig_steps=2, kv_inputs="ungrouped", batch_size=8,
                           ablation="resample")  # fmt: skip
-    monkeypatch.setattr(ioi, "saved_run_pairs", lambda model, summary: (flip[:5], flip[5:]))
     runner = EdgeRunner(tiny, flip[:4], None, positions=None, ablation="resample",
                         kv_inputs="ungrouped")  # fmt: skip
     own = scorer("eap_ig_inputs")(runner, cfg).values.mean(0)
     scores = own + 0.01 * torch.randn(own.shape, generator=torch.Generator().manual_seed(0))
     summary = {"provenance": {"settings": cfg.to_dict()}}
-    out = additivity.exact_effects(tiny, summary, scores, n_edges=12, n_pairs=4)
+    out = additivity.exact_effects(tiny, summary, scores, n_edges=12, fit=flip[:4])
     assert out["n_pairs"] == 4 and [r["k"] for r in out["rows"]] == [1, 3, 10]
     top = scores.abs().argsort(descending=True)[:12]
     one, three = out["rows"][0], out["rows"][1]
