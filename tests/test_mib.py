@@ -324,7 +324,6 @@ def test_an_area_difference_is_judged_on_the_same_resamples_for_both_rankings():
 
 
 def test_the_mib_protocol_runs_and_saves_every_size(tiny, flip, tmp_path):
-
     from circuits.discovery import discover
     from circuits.discovery.protocol import PROTOCOLS, protocol, write_mib
     from circuits.graph.eap_ig import shape_of
