@@ -26,6 +26,7 @@ from __future__ import annotations
 import argparse
 import difflib
 import json
+import math
 import re
 import sys
 from collections.abc import Callable
@@ -228,15 +229,17 @@ def mib_cells(*runs: str) -> str:
     """One row an IOI run of `scripts/mib_ioi.py`: model, partner, method, pairs, MIB's CPR /
     CMD on held-out pairs (their 95 % bootstrap interval over pairs where the run saved one;
     fit in brackets) beside MIB's published numbers for that method (GPT-2 / Qwen2.5-0.5B),
-    and the circuit this library's size rule picks with its held-out f, abs(1 - f) and random
-    circuits of its size."""
+    and the circuit this library's size rule picks with its held-out f, abs(1 - f), random
+    circuits of its size and its edge stability (the share of bootstrap resamples of the fit
+    pairs that keep an edge, averaged over its edges; "-" where a method gives no per-pair
+    scores to resample: the mask)."""
     from circuits.discovery.protocol import MIB_PUBLISHED
 
     rows = [
         "| model | partner | method | fit / held-out pairs | CPR held-out (fit) | CMD held-out "
         "(fit) | MIB published CPR / CMD: GPT-2; Qwen2.5-0.5B | circuit: edges (of all) | "
-        "held-out f (95 % CI) | abs(1 - f) | random, same size |",
-        "|---|---|---|---|---|---|---|---|---|---|---|",
+        "held-out f (95 % CI) | abs(1 - f) | random, same size | edge stability |",
+        "|---|---|---|---|---|---|---|---|---|---|---|---|",
     ]
     for run in runs:
         s = load_doc(run)
@@ -251,9 +254,14 @@ def mib_cells(*runs: str) -> str:
             f"({s['cpr_fit']:.2f}) | {s['cmd_heldout']:.3f}{_area_ci(run, s, 'cmd', 3)} "
             f"({s['cmd_fit']:.3f}) | {published} | {s['n_edges']:,} "
             f"({s['n_edges_total']:,}) | {f:.2f} ({_ci(s, 'heldout_faithfulness_ci')}) | "
-            f"{abs(1 - f):.2f} | {s['random_faithfulness_mean']:z.3f} |"
+            f"{abs(1 - f):.2f} | {s['random_faithfulness_mean']:z.3f} | {_stability(s)} |"
         )
     return "\n".join(rows)
+
+
+def _stability(summary: dict) -> str:
+    value = summary.get("stability_mean")
+    return "-" if value is None or math.isnan(value) else f"{value:.2f}"
 
 
 def mib_cross_partner(*files: str) -> str:

@@ -122,3 +122,19 @@ def test_a_cross_partner_row_names_both_partners_and_their_faithfulness(make_doc
     out = make_docs.mib_cross_partner("docs/mib/r/under_abc.json")
     row = "| m | eap | s2_io_flip | 1,234 | 0.86 [0.83, 0.89] | abc | 0.10 [-0.01, 0.20] | 0.00 |"
     assert row in out.splitlines()
+
+
+def test_a_mib_cell_row_gives_its_circuits_stability_or_a_dash(make_docs, fake_root):
+    run = fake_root / "docs" / "mib" / "c"
+    run.mkdir(parents=True)
+    cell = {"model": "m", "partner": "s2_io_flip", "method": "eap_ig_inputs", "n_fit_texts": 100,
+            "n_heldout_texts": 200, "cpr_heldout": 2.0, "cpr_fit": 2.1, "cmd_heldout": 0.02,
+            "cmd_fit": 0.01, "n_edges": 331, "n_edges_total": 123211,
+            "heldout_faithfulness": 0.86, "heldout_faithfulness_ci": [0.83, 0.89],
+            "random_faithfulness_mean": -0.0001, "stability_mean": 0.9195}  # fmt: skip
+    (run / "summary.json").write_text(json.dumps(cell))
+    row = make_docs.mib_cells("docs/mib/c").splitlines()[-1]
+    assert row.startswith("| m | s2_io_flip | eap_ig_inputs | 100 / 200 | 2.00 (2.10) |")
+    assert row.endswith("| 331 (123,211) | 0.86 (0.83-0.89) | 0.14 | 0.000 | 0.92 |")
+    (run / "summary.json").write_text(json.dumps({**cell, "stability_mean": float("nan")}))
+    assert make_docs.mib_cells("docs/mib/c").splitlines()[-1].endswith("| 0.000 | - |")
