@@ -19,6 +19,7 @@ the model, the other partner's pairs; the run judged under "rejudged").
 from __future__ import annotations
 
 import argparse
+import hashlib
 import json
 from pathlib import Path
 
@@ -82,7 +83,9 @@ def main() -> None:
             raise SystemExit(f"{run}: no circuit.json(.gz): the run's circuit was not kept")
         model = load_model(summary["model"])
         out, rows = cross_partner(model, summary, read(circuit), args.partner)
-        settings = {"run": str(run), "circuit": str(circuit), "partner": args.partner}
+        digest = hashlib.sha256(circuit.read_bytes()).hexdigest()
+        settings = {"run": str(run), "circuit": str(circuit), "circuit_sha256": digest,
+                    "partner": args.partner}  # fmt: skip
         record = provenance(model, rows, settings=settings)
         record["rejudged"] = {"folder": str(run), "original": summary["provenance"]}
         name = f"under_{args.partner}.json"
