@@ -12,13 +12,30 @@ from pathlib import Path
 
 import pandas as pd
 
+from circuits.discovery.protocol import read_run
+
 
 def label(run: Path) -> str:
-    from circuits.discovery.protocol import read_run
-
     s = read_run(run)
     return (f"{s['model']} {s['partner']} {s['method']} ({s['n_fit_texts']} fit): CPR "
             f"{s['cpr_heldout']:.2f}, CMD {s['cmd_heldout']:.3f}")  # fmt: skip
+
+
+METHOD_COLOURS = {"eap": "C0", "eap_ig": "C1", "eap_ig_inputs": "C2", "eap_ig_activations": "C3",
+                  "mask": "C4"}  # fmt: skip
+"""One colour a method; a line style a model (solid, dashed, dotted in the order given), a
+marker a partner (circle flip, square ABC, triangle any other); more fit pairs than MIB's 100:
+a thicker, paler line."""
+
+
+def style(summary: dict, models: tuple[str, ...] = ("qwen2.5-0.5b", "smollm2-135m")) -> dict:
+    """matplotlib line settings for a run's curves (`METHOD_COLOURS`)."""
+    lines = {m: ("-", "--", ":")[i % 3] for i, m in enumerate(models)}
+    markers = {"s2_io_flip": "o", "abc": "s"}
+    more = summary["n_fit_texts"] > 100
+    return {"color": METHOD_COLOURS.get(summary["method"], "k"),
+            "ls": lines.get(summary["model"], "-."), "marker": markers.get(summary["partner"], "^"),
+            "ms": 3, "lw": 2.5 if more else 1.2, "alpha": 0.5 if more else 1.0}  # fmt: skip
 
 
 def figure(runs: list[Path], out: Path) -> None:
@@ -32,8 +49,9 @@ def figure(runs: list[Path], out: Path) -> None:
         frame = pd.read_csv(run / "mib_curves.csv")
         held = frame[frame.split == "heldout"]
         s, a = held[held["rank"] == "signed"], held[held["rank"] == "abs"]
-        (line,) = signed.plot(s.fraction, s.f, marker="o", ms=3, label=label(run))
-        absolute.plot(a.fraction, (1 - a.f).abs(), marker="o", ms=3, color=line.get_color())
+        look = style(read_run(run))
+        signed.plot(s.fraction, s.f, label=label(run), **look)
+        absolute.plot(a.fraction, (1 - a.f).abs(), **look)
     for ax, title in ((signed, "f, edges by signed score (area: CPR)"),
                       (absolute, "abs(1 - f), edges by abs(score) (area: CMD)")):  # fmt: skip
         ax.set_xscale("log")
@@ -41,7 +59,7 @@ def figure(runs: list[Path], out: Path) -> None:
         ax.set_title(f"held-out pairs: {title}", fontsize=9)
     signed.axhline(1.0, color="grey", lw=0.8)
     fig.legend(*signed.get_legend_handles_labels(), loc="lower center", fontsize=7, ncol=2)
-    fig.tight_layout(rect=(0, 0.06 * ((len(runs) + 1) // 2), 1, 1))
+    fig.tight_layout(rect=(0, 0.045 * ((len(runs) + 1) // 2) + 0.02, 1, 1))
     fig.savefig(out, dpi=100)
     plt.close(fig)
 
