@@ -737,3 +737,14 @@ def test_a_run_folder_without_a_run_summary_is_refused_by_name(tmp_path):
     (tmp_path / "summary.json").write_text('{"partner": ')
     with pytest.raises(ValueError, match=str(tmp_path)):
         read_run(tmp_path)
+
+
+def test_the_curves_figure_tells_methods_models_and_partners_apart():
+    figure = _script("mib_figure")
+    run = {"model": "qwen2.5-0.5b", "partner": "s2_io_flip", "method": "eap", "n_fit_texts": 100}
+    looks = [figure.style(run | change) for change in ({}, {"method": "mask"},
+             {"model": "smollm2-135m"}, {"partner": "abc"}, {"n_fit_texts": 1000})]  # fmt: skip
+    keys = ("color", "ls", "marker", "lw")
+    # each change moves exactly the setting that shows it
+    moved = [{k for k in keys if look[k] != looks[0][k]} for look in looks[1:]]
+    assert moved == [{"color"}, {"ls"}, {"marker"}, {"lw"}]
