@@ -133,8 +133,8 @@ def table(rows: list[dict], labels: dict[str, str]) -> str:
 
 def one_run(model, space, run: Path) -> tuple:
     """A run folder's summary, its inputs' record (importance file hash, the run's commit and
-    command), its additivity rows, and its (fit, held-out) pairs made again (refused unless
-    they hash as its record: the texts its curves were measured on)."""
+    command), its edge scores (in `space`'s order) and its (fit, held-out) pairs made again
+    (refused unless they hash as its record: the texts its curves were measured on)."""
     from circuits.discovery.protocol import read_mib_scores, read_run
     from circuits.tasks.ioi import saved_run_pairs
 
@@ -147,9 +147,7 @@ def one_run(model, space, run: Path) -> tuple:
         "run_commit": summary["provenance"]["code"]["commit"],
         "run_command": summary["provenance"]["command"],
     }
-    scores = read_mib_scores(importances, space)
-    rows = additivity(space, scores, pd.read_csv(run / "mib_curves.csv"), run.name)
-    return summary, inputs, rows, *saved_run_pairs(model, summary)
+    return summary, inputs, read_mib_scores(importances, space), saved_run_pairs(model, summary)
 
 
 def main() -> None:
@@ -180,7 +178,6 @@ def main() -> None:
 
     from circuits._io import atomic_folder, atomic_write, write_json
     from circuits.discovery.dag import build_space
-    from circuits.discovery.protocol import read_mib_scores
     from circuits.models import load_model
     from circuits.patching.metrics import Metric
     from circuits.provenance import provenance, stamped
@@ -191,11 +188,11 @@ def main() -> None:
     space = build_space(model, logits, None, "ungrouped")
     rows, inputs, labels, exact, texts = [], {}, {}, {}, []
     for run in map(Path, args.runs):
-        summary, inputs[run.name], run_rows, fit, held = one_run(model, space, run)
-        labels[run.name], rows = f"{summary['partner']} {summary['method']}", rows + run_rows
+        summary, inputs[run.name], scores, (fit, held) = one_run(model, space, run)
+        labels[run.name] = f"{summary['partner']} {summary['method']}"
+        rows += additivity(space, scores, pd.read_csv(run / "mib_curves.csv"), run.name)
         texts += [(run.name, row) for row in fit.rows() + held.rows()]
         if args.exact:
-            scores = read_mib_scores(run / "importances.mib.json", space)
             exact[run.name] = exact_effects(model, summary, scores, args.exact,
                                             fit[: args.exact_pairs])  # fmt: skip
     settings = {"graph": f"{args.model}, ungrouped", "runs": inputs, "exact": args.exact,

@@ -15,8 +15,8 @@ import pandas as pd
 from circuits.discovery.protocol import read_run
 
 
-def label(run: Path) -> str:
-    s = read_run(run)
+def label(s: dict) -> str:
+    """A run's legend entry from its summary."""
     return (f"{s['model']} {s['partner']} {s['method']} ({s['n_fit_texts']} fit): CPR "
             f"{s['cpr_heldout']:.2f}, CMD {s['cmd_heldout']:.3f}")  # fmt: skip
 
@@ -49,8 +49,9 @@ def figure(runs: list[Path], out: Path) -> None:
         frame = pd.read_csv(run / "mib_curves.csv")
         held = frame[frame.split == "heldout"]
         s, a = held[held["rank"] == "signed"], held[held["rank"] == "abs"]
-        look = style(read_run(run))
-        signed.plot(s.fraction, s.f, label=label(run), **look)
+        summary = read_run(run)
+        look = style(summary)
+        signed.plot(s.fraction, s.f, label=label(summary), **look)
         absolute.plot(a.fraction, (1 - a.f).abs(), **look)
     for ax, title in ((signed, "f, edges by signed score (area: CPR)"),
                       (absolute, "abs(1 - f), edges by abs(score) (area: CMD)")):  # fmt: skip

@@ -101,8 +101,9 @@ class EmergenceResult:
 
     def save(self, out: str | Path) -> Path:
         """Write `table.csv`, `rows.json` (every measurement, per-layer lists included),
-        `loss.csv` (gzip'd, `loss.csv.gz`, when large), `summary.json`, `summary.txt` and per run `emergence_<run>.png` and
-        `trajectory_<run>.md` (the table in markdown) into `out`, replaced as a whole."""
+        `loss.csv` (gzip'd, `loss.csv.gz`, when large), `summary.json`, `summary.txt` and per
+        run `emergence_<run>.png` and `trajectory_<run>.md` (the table in markdown) into
+        `out`, replaced as a whole."""
         with atomic_folder(out) as tmp:
             write_csv(tmp / "table.csv", self.table())
             write_csv(tmp / "loss.csv", self.loss, lean=True)
