@@ -21,16 +21,9 @@ import sys
 from pathlib import Path
 
 from circuits._io import write_json
+from circuits.audit import RECONSTRUCTED_FILE, provenance_gaps, run_folders
 from circuits.models.registry import MODELS
-from circuits.provenance import (
-    MARKER_NAME,
-    RECONSTRUCTED_FILE,
-    SUMMARY_NAME,
-    UNKNOWN,
-    provenance_gaps,
-    run_folders,
-    schema_stamp,
-)
+from circuits.provenance import MARKER_NAME, SUMMARY_NAME, UNKNOWN, schema_stamp
 
 ROOT = Path(__file__).resolve().parents[1]
 PIN_COMMIT = "3c0a81610316f9007d50c703d66faad68ccad943"

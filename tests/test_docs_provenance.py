@@ -11,12 +11,8 @@ from pathlib import Path
 
 import pytest
 
-from circuits.provenance import (
-    RECONSTRUCTED_FILE,
-    SCHEMA_VERSION,
-    provenance_gaps,
-    run_folders,
-)
+from circuits.audit import RECONSTRUCTED_FILE, provenance_gaps, run_folders
+from circuits.provenance import SCHEMA_VERSION
 
 ROOT = Path(__file__).resolve().parents[1]
 DOCS = ROOT / "docs"

@@ -15,8 +15,8 @@ import pandas as pd
 import pytest
 
 from circuits import _io as cio
+from circuits.audit import run_folders
 from circuits.graph import read
-from circuits.provenance import run_folders
 
 ROOT = Path(__file__).resolve().parent.parent
 DOCS = ROOT / "docs"
