@@ -14,6 +14,8 @@ import json
 import sys
 from pathlib import Path
 
+from circuits.audit import RECONSTRUCTED_FILE
+
 
 def fmt(x, digits: int = 2) -> str:
     if x is None:
@@ -75,10 +77,10 @@ def main() -> None:
         "partner then). The run with MIB's partner, s2_io_flip, is in docs/mib/; "
         "docs/ioi/README.md reads the two.\n"
     )
-    old = [f.relative_to(root).as_posix() for f, _ in found if (f / "provenance.json").is_file()]
+    old = [f.relative_to(root).as_posix() for f, _ in found if (f / RECONSTRUCTED_FILE).is_file()]
     if old:
         print(f"Pre-provenance runs (made before runs recorded their provenance; each folder's "
-              f"provenance.json says what is known, the rest unknown): {', '.join(old)}.\n")  # fmt: skip
+              f"{RECONSTRUCTED_FILE} says what is known, the rest unknown): {', '.join(old)}.\n")  # fmt: skip
     print(
         "| model | method | logit diff clean (ABC) | IO > S | edges (of) | f fit | "
         "f held-out [95% CI] | abs(1-f) | random f (sd) | complement f | stability (share "
