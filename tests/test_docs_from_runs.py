@@ -138,3 +138,16 @@ def test_a_mib_cell_row_gives_its_circuits_stability_or_a_dash(make_docs, fake_r
     assert row.endswith("| 331 (123,211) | 0.86 (0.83-0.89) | 0.14 | 0.000 | 0.92 |")
     (run / "summary.json").write_text(json.dumps({**cell, "stability_mean": float("nan")}))
     assert make_docs.mib_cells("docs/mib/c").splitlines()[-1].endswith("| 0.000 | - |")
+
+
+def test_the_ioi_results_page_is_what_its_generator_writes():
+    """docs/ioi/RESULTS.md is `scripts/ioi_docs.py docs/ioi`'s output, not a hand-edited copy."""
+    import subprocess
+    import sys
+
+    made = subprocess.run(
+        [sys.executable, str(ROOT / "scripts" / "ioi_docs.py"), str(ROOT / "docs" / "ioi")],
+        capture_output=True, text=True, check=True, cwd=ROOT,
+    )  # fmt: skip
+    page = (ROOT / "docs" / "ioi" / "RESULTS.md").read_text(encoding="utf-8")
+    assert made.stdout == page, "regenerate: scripts/ioi_docs.py docs/ioi > docs/ioi/RESULTS.md"
