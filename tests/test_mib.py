@@ -738,6 +738,36 @@ def test_a_run_folder_without_a_run_summary_is_refused_by_name(tmp_path):
         read_run(tmp_path)
 
 
+def test_edge_ranks_place_named_edges_among_all_by_signed_and_abs_score(tmp_path):
+    script = _script("mib_edge_ranks")
+    saved = {
+        "cfg": {"score_convention": "mib"},
+        "edges": {
+            "input->m0": {"score": -3.0},
+            "a->b": {"score": 2.0},
+            "c->d": {"score": 2.0},
+            "e->f": {"score": 0.5},
+            "g->h": {"score": -0.1},
+        },
+    }
+    out = script.edge_ranks(saved, ["input->m0", "c->d", "g->h"], top=2)
+    assert out["n_edges"] == 5
+    # the most opposing edge is last by signed score and first by size; ties share the best rank
+    assert out["edges"]["input->m0"] == {"score": -3.0, "rank_signed": 5, "rank_abs": 1}
+    assert out["edges"]["c->d"]["rank_signed"] == 1 and out["edges"]["c->d"]["rank_abs"] == 2
+    assert out["edges"]["g->h"] == {"score": -0.1, "rank_signed": 4, "rank_abs": 5}
+    assert [e["score"] for e in out["top_signed"]] == [2.0, 2.0]
+    with pytest.raises(SystemExit, match="no edge x->y"):
+        script.edge_ranks(saved, ["x->y"], top=1)
+    # a file without the sign mark this library writes is refused
+    path = tmp_path / "importances.mib.json"
+    path.write_text(json.dumps({**saved, "cfg": {}}))
+    with pytest.raises(SystemExit, match="score_convention None"):
+        script.read_importances(path)
+    path.write_text(json.dumps(saved))
+    assert script.read_importances(path)[0] == saved
+
+
 def test_the_curves_figure_tells_methods_models_and_partners_apart():
     figure = _script("mib_figure")
     run = {"model": "qwen2.5-0.5b", "partner": "s2_io_flip", "method": "eap", "n_fit_texts": 100}

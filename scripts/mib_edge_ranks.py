@@ -1,0 +1,95 @@
+"""Where named edges stand in saved IOI runs' rankings: each edge's score and its rank among
+all edges by signed score (1 = the most supporting; the importance file's sign is MIB's:
+positive supports) and by |score|, with the run's top edges by signed score, written to
+RUN/edge_ranks.json with the hash of the importance file read. The importance files (9 MB and
+more) are not committed; this keeps what the docs say about single edges (e.g. where a method
+puts input -> m0, the edge every path from the changed token starts on) traceable.
+
+    .venv/bin/python scripts/mib_edge_ranks.py docs/mib/runs/smollm2-135m-s2_io_flip-eap-100 \\
+        --importances /tmp/mibruns --edges "input->m0"      # ROOT/<run name>/importances.mib.json
+"""
+
+from __future__ import annotations
+
+import argparse
+import hashlib
+import json
+from pathlib import Path
+
+
+def edge_ranks(saved: dict, edges: list[str], top: int) -> dict:
+    """Score and ranks of each of `edges` among all of the importance file `saved`'s edges (ties
+    share the best rank), and its `top` edges by signed score."""
+    scores = {name: float(e["score"]) for name, e in saved["edges"].items()}
+    missing = [e for e in edges if e not in scores]
+    if missing:
+        some = ", ".join(sorted(scores)[:3])
+        raise SystemExit(f"no edge {', '.join(missing)} in the importance file (names look like "
+                         f"{some}): spell them as MIB's graph does")  # fmt: skip
+    values = sorted(scores.values(), reverse=True)
+    sizes = sorted((abs(v) for v in values), reverse=True)
+
+    def rank(sorted_desc: list[float], v: float) -> int:
+        return next(i for i, x in enumerate(sorted_desc) if x <= v) + 1
+
+    out = {"n_edges": len(scores), "edges": {}}
+    for name in edges:
+        v = scores[name]
+        out["edges"][name] = {"score": v, "rank_signed": rank(values, v),
+                              "rank_abs": rank(sizes, abs(v))}  # fmt: skip
+    best = sorted(scores.items(), key=lambda kv: -kv[1])[:top]
+    out["top_signed"] = [{"edge": n, "score": v} for n, v in best]
+    return out
+
+
+def read_importances(path: Path) -> tuple[dict, str]:
+    """(the importance file at `path`, its sha256); refused unless it carries the sign mark
+    `write_mib` puts in its files (`graph.eap_ig.SCORE_CONVENTION`: positive supports)."""
+    from circuits.graph.eap_ig import SCORE_CONVENTION
+
+    if not path.is_file():
+        raise SystemExit(f"{path}: no importance file; give --importances ROOT")
+    raw = path.read_bytes()
+    saved = json.loads(raw)
+    convention = saved.get("cfg", {}).get("score_convention")
+    if convention != SCORE_CONVENTION:
+        raise SystemExit(f"{path}: score_convention {convention!r}, not {SCORE_CONVENTION!r}: "
+                         "a file written before the sign mark; its signs cannot be read here")  # fmt: skip
+    return saved, hashlib.sha256(raw).hexdigest()
+
+
+def main() -> None:
+    p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    p.add_argument("runs", nargs="+", help="folders scripts/mib_ioi.py wrote")
+    p.add_argument("--importances", help="ROOT holding <run name>/importances.mib.json")
+    p.add_argument("--edges", nargs="+", default=["input->m0"], help="MIB edge names")
+    p.add_argument("--top", type=int, default=10, help="top edges by signed score to list")
+    args = p.parse_args()
+    if args.top < 0:
+        p.error(f"--top must be 0 or more, got {args.top}")
+
+    from circuits._io import atomic_write
+    from circuits.discovery.protocol import read_run
+    from circuits.provenance import code_identity, provenance, stamped
+
+    code_identity()
+    for run in map(Path, args.runs):
+        try:
+            summary = read_run(run)
+        except ValueError as err:
+            raise SystemExit(str(err)) from None
+        path = Path(args.importances) / run.name if args.importances else run
+        saved, sha = read_importances(path / "importances.mib.json")
+        out = {"importances_sha256": sha, **edge_ranks(saved, args.edges, args.top)}
+        record = provenance(settings={"run": str(run), "importances": str(path),
+                                      "edges": args.edges, "top": args.top})  # fmt: skip
+        record["of_run"] = {"folder": str(run), "original": summary["provenance"]}
+        with atomic_write(run / "edge_ranks.json", "w") as fh:
+            fh.write(json.dumps(stamped(out, record), indent=1) + "\n")
+        print(f"{run.name}: " + "; ".join(
+            f"{n} {e['score']:+.3f} rank {e['rank_signed']:,} of {out['n_edges']:,}"
+            for n, e in out["edges"].items()))  # fmt: skip
+
+
+if __name__ == "__main__":
+    main()
