@@ -50,7 +50,12 @@ def read_importances(path: Path) -> tuple[dict, str]:
     if not path.is_file():
         raise SystemExit(f"{path}: no importance file; give --importances ROOT")
     raw = path.read_bytes()
-    saved = json.loads(raw)
+    try:
+        saved = json.loads(raw)
+    except ValueError as err:
+        raise SystemExit(f"{path}: not JSON ({err}); give the file a run wrote") from None
+    if not isinstance(saved, dict) or not isinstance(saved.get("edges"), dict):
+        raise SystemExit(f"{path}: no 'edges' table; not an importance file write_mib wrote")
     convention = saved.get("cfg", {}).get("score_convention")
     if convention != SCORE_CONVENTION:
         raise SystemExit(f"{path}: score_convention {convention!r}, not {SCORE_CONVENTION!r}: "

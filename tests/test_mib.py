@@ -766,6 +766,12 @@ def test_edge_ranks_place_named_edges_among_all_by_signed_and_abs_score(tmp_path
         script.read_importances(path)
     path.write_text(json.dumps(saved))
     assert script.read_importances(path)[0] == saved
+    path.write_text('{"edges": ')
+    with pytest.raises(SystemExit, match="not JSON"):
+        script.read_importances(path)
+    path.write_text("[1, 2]")
+    with pytest.raises(SystemExit, match="no 'edges' table"):
+        script.read_importances(path)
 
 
 def test_the_curves_figure_tells_methods_models_and_partners_apart():
