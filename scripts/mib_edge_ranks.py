@@ -42,13 +42,17 @@ def edge_ranks(saved: dict, edges: list[str], top: int) -> dict:
     return out
 
 
-def read_importances(path: Path) -> tuple[dict, str]:
-    """(the importance file at `path`, its sha256); refused unless it carries the sign mark
-    `write_mib` puts in its files (`graph.eap_ig.SCORE_CONVENTION`: positive supports)."""
+def read_importances(run: Path, root: str | None = None) -> tuple[dict, str, Path]:
+    """(run's importance file, found as `submission.importance_file` finds it, its sha256, its
+    path); refused unless it carries the sign mark `write_mib` puts in its files
+    (`graph.eap_ig.SCORE_CONVENTION`: positive supports)."""
+    from circuits.discovery.submission import importance_file
     from circuits.graph.eap_ig import SCORE_CONVENTION
 
-    if not path.is_file():
-        raise SystemExit(f"{path}: no importance file; give --importances ROOT")
+    try:
+        path = importance_file(run, root)
+    except FileNotFoundError as err:
+        raise SystemExit(f"{err}; give --importances ROOT") from None
     raw = path.read_bytes()
     try:
         saved = json.loads(raw)
@@ -60,7 +64,7 @@ def read_importances(path: Path) -> tuple[dict, str]:
     if convention != SCORE_CONVENTION:
         raise SystemExit(f"{path}: score_convention {convention!r}, not {SCORE_CONVENTION!r}: "
                          "a file written before the sign mark; its signs cannot be read here")  # fmt: skip
-    return saved, hashlib.sha256(raw).hexdigest()
+    return saved, hashlib.sha256(raw).hexdigest(), path
 
 
 def main() -> None:
@@ -83,10 +87,9 @@ def main() -> None:
             summary = read_run(run)
         except ValueError as err:
             raise SystemExit(str(err)) from None
-        path = Path(args.importances) / run.name if args.importances else run
-        saved, sha = read_importances(path / "importances.mib.json")
+        saved, sha, path = read_importances(run, args.importances)
         out = {"importances_sha256": sha, **edge_ranks(saved, args.edges, args.top)}
-        record = provenance(settings={"run": str(run), "importances": str(path),
+        record = provenance(settings={"run": str(run), "importances": str(path.parent),
                                       "edges": args.edges, "top": args.top})  # fmt: skip
         record["of_run"] = {"folder": str(run), "original": summary["provenance"]}
         with atomic_write(run / "edge_ranks.json", "w") as fh:

@@ -223,10 +223,12 @@ def main() -> None:
 
 
 def _importances(run: Path, root: str | None) -> Path:
-    path = (Path(root) / run.name if root else run) / "importances.mib.json"
-    if not path.is_file():
-        raise SystemExit(f"{path}: no importance file; give --importances ROOT")
-    return path
+    from circuits.discovery.submission import importance_file
+
+    try:
+        return importance_file(run, root)
+    except FileNotFoundError as err:
+        raise SystemExit(f"{err}; give --importances ROOT") from None
 
 
 if __name__ == "__main__":

@@ -760,18 +760,23 @@ def test_edge_ranks_place_named_edges_among_all_by_signed_and_abs_score(tmp_path
     with pytest.raises(SystemExit, match="no edge x->y"):
         script.edge_ranks(saved, ["x->y"], top=1)
     # a file without the sign mark this library writes is refused
-    path = tmp_path / "importances.mib.json"
+    path = tmp_path / "run" / "importances.mib.json"
+    path.parent.mkdir()
     path.write_text(json.dumps({**saved, "cfg": {}}))
     with pytest.raises(SystemExit, match="score_convention None"):
-        script.read_importances(path)
+        script.read_importances(path.parent)
     path.write_text(json.dumps(saved))
-    assert script.read_importances(path)[0] == saved
+    assert script.read_importances(path.parent)[0] == saved
+    # found under ROOT/<run name> as well; a run without its file is refused by path
+    assert script.read_importances(tmp_path / "elsewhere" / "run", tmp_path)[2] == path
+    with pytest.raises(SystemExit, match="no importance file; give --importances ROOT"):
+        script.read_importances(tmp_path / "other")
     path.write_text('{"edges": ')
     with pytest.raises(SystemExit, match="not JSON"):
-        script.read_importances(path)
+        script.read_importances(path.parent)
     path.write_text("[1, 2]")
     with pytest.raises(SystemExit, match="no 'edges' table"):
-        script.read_importances(path)
+        script.read_importances(path.parent)
 
 
 def test_the_curves_figure_tells_methods_models_and_partners_apart():

@@ -25,6 +25,17 @@ RUN_FILES = (IMPORTANCES, "circuit.eap-ig.json", "circuit.json")
 """What a run folder is read from, first found first: scores of every edge, else its circuit."""
 
 
+def importance_file(run: str | Path, root: str | Path | None = None) -> Path:
+    """A run folder's importance file: ROOT/<run's name>/`IMPORTANCES` when `root` is given (the
+    files are too large to commit beside the docs' copies of the runs), else RUN/`IMPORTANCES`;
+    a FileNotFoundError naming the path when it is not there."""
+    run = Path(run)
+    path = (Path(root) / run.name if root else run) / IMPORTANCES
+    if not path.is_file():
+        raise FileNotFoundError(f"{path}: no importance file")
+    return path
+
+
 def source_file(path: str | Path) -> Path:
     """The file to read: `path` itself, or in a run folder its importance file, else its
     circuit (`RUN_FILES`)."""
@@ -140,6 +151,7 @@ def write_sizes(
 __all__ = [
     "IMPORTANCES",
     "RUN_FILES",
+    "importance_file",
     "mib_dict",
     "mib_sizes",
     "mib_prune",
