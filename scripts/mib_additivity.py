@@ -136,11 +136,13 @@ def one_run(model, space, run: Path) -> tuple:
     command), its edge scores (in `space`'s order) and its (fit, held-out) pairs made again
     (refused unless they hash as its record: the texts its curves were measured on)."""
     from circuits.discovery.protocol import read_mib_scores, read_run
+    from circuits.discovery.submission import importance_file
     from circuits.tasks.ioi import saved_run_pairs
 
-    importances = run / "importances.mib.json"
-    if not importances.is_file():
-        raise SystemExit(f"{run}: no importances.mib.json; give a folder mib_ioi.py wrote")
+    try:
+        importances = importance_file(run)
+    except FileNotFoundError as err:
+        raise SystemExit(f"{err}; give a folder mib_ioi.py wrote") from None
     summary = read_run(run)
     inputs = {
         "importances_sha256": hashlib.sha256(importances.read_bytes()).hexdigest(),

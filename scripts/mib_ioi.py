@@ -78,6 +78,7 @@ def run(args: argparse.Namespace) -> dict:
     from circuits._io import atomic_folder, write_json
     from circuits.discovery import circuit_graph, discover
     from circuits.discovery.protocol import write_mib
+    from circuits.discovery.submission import IMPORTANCES
     from circuits.graph.eap_ig import shape_of
     from circuits.graph.io import write
     from circuits.models import load_model
@@ -110,7 +111,7 @@ def run(args: argparse.Namespace) -> dict:
         frame.to_csv(tmp / "mib_curves.csv", index=False)
         circuit.curve.to_csv(tmp / "curve.csv", index=False)
         write(graph, tmp / "circuit.json", lean=True)
-        write_mib(circuit, shape_of(model), tmp / "importances.mib.json")
+        write_mib(circuit, shape_of(model), tmp / IMPORTANCES)
         plot(frame, f"{args.model} IOI {partner} {config.method}: CPR "
              f"{summary['cpr_heldout']:.2f}, CMD {summary['cmd_heldout']:.3f} (held-out)",
              tmp / "mib_curves.png")  # fmt: skip

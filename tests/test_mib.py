@@ -9,6 +9,7 @@ import hashlib
 import json
 
 import numpy as np
+import pandas as pd
 import pytest
 import torch
 
@@ -498,10 +499,51 @@ def test_additivity_rebuilds_a_runs_curve_circuits_from_its_importance_file(tiny
     assert inputs["importances_sha256"] == digest and inputs["run_commit"] == "a" * 40
     assert torch.equal(run_scores, scores)
     assert len(fit) + len(held) == len(flip)
+    # a folder without the importance file is refused by its path
+    with pytest.raises(SystemExit, match=r"no importance file; give a folder mib_ioi.py wrote"):
+        additivity.one_run(tiny, space, tmp_path / "elsewhere")
     # a curve that is not the run's is refused
     curves.loc[0, "n_edges"] += 1
     with pytest.raises(ValueError, match="edges rebuilt"):
         additivity.additivity(space, scores, curves, "run")
+
+
+def test_mib_ioi_script_writes_a_run_folder_whose_areas_and_scores_read_back(tiny, flip, tmp_path,
+                                                                             monkeypatch):  # fmt: skip
+    import argparse
+
+    import circuits.models as models
+    import circuits.tasks.ioi as tasks_ioi
+    from circuits.discovery.protocol import read_mib_scores, read_run
+    from circuits.discovery.submission import IMPORTANCES
+    from circuits.graph.io import read
+
+    ioi = _script("mib_ioi")
+    monkeypatch.setattr(models, "load_model", lambda name, device: tiny)
+    monkeypatch.setattr(tasks_ioi, "ioi_pairs", lambda model, n, **kw: (flip[:n], None))
+    out = tmp_path / "run"
+    args = argparse.Namespace(model="tiny", protocol="mib", method="eap_ig_inputs", partner=None,
+                              n_fit=4, n_heldout=2, pair_seed=0, device="cpu", threads=1,
+                              option=["n_boot=10", "n_stability=0", "n_random=2", "max_exact=0",
+                                      "n_curve=4"], out=str(out), checkpoint=None)  # fmt: skip
+    summary = ioi.run(args)
+    saved = read_run(out)
+    assert saved["cpr_heldout"] == pytest.approx(summary["cpr_heldout"])
+    assert saved["partner"] == "s2_io_flip" and saved["provenance"]["settings"]["method"] == (
+        "eap_ig_inputs")  # fmt: skip
+    curves = pd.read_csv(out / "mib_curves.csv")
+    for rank, key in (("signed", "cpr_heldout"), ("abs", "cmd_heldout")):
+        part = curves[(curves.split == "heldout") & (curves["rank"] == rank)]
+        assert list(part.fraction) == list(MIB_FRACTIONS)
+        area = mib_areas(part.fraction, part.f)[0 if rank == "signed" else 1]
+        assert area == pytest.approx(summary[key], abs=1e-6)
+    space = build_space(tiny, flip.metric, kv_inputs="ungrouped")
+    scores = read_mib_scores(out / IMPORTANCES, space)
+    assert scores.shape == (space.n_edges,) and scores.abs().sum() > 0
+    graph = read(out / "circuit.json")  # the circuit's edges; "input" edges are structure
+    kinds = [d["edge_kind"] for _, _, d in graph.edges(data=True)]
+    assert kinds.count("direct") == summary["n_edges"] and set(kinds) <= {"direct", "input"}
+    assert not list(tmp_path.glob(".*"))  # nothing half-written left beside it
 
 
 def test_exact_effects_split_a_rankings_error_from_its_edges_interaction(tiny, flip):
