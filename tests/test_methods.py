@@ -109,6 +109,31 @@ def test_mask_recovers_the_planted_circuit_and_resumes(mask_circuit):
         sweep(c.runner, c.config.with_options(mask_steps=5), checkpoint=folder)
 
 
+def test_a_mask_target_share_doubles_the_weight_until_the_circuit_is_that_small(mask_circuit,
+                                                                                 tmp_path):  # fmt: skip
+    c, folder = mask_circuit
+    default = torch.load(folder / "mask_sweep.pt", weights_only=False)["points"]
+    n_edges, small = c.runner.space.n_edges, len(PLANTED_EDGES)
+    cfg = c.config.with_options(mask_lambdas=(0.25,), mask_target_share=small / n_edges)
+    points = sweep(c.runner, cfg)
+    # the doublings of 0.25 are the default weights, each point seeded by its index: the same masks
+    assert [p["lambda"] for p in points] == [0.25 * 2**k for k in range(len(points))]
+    for p, d in zip(points, default, strict=False):
+        assert torch.equal(p["log_alpha"], d["log_alpha"])
+    assert points[-1]["n_kept"] <= small < min(p["n_kept"] for p in points[:-1])
+    # capped, saved, then extended from the saved points; with no target, cut back to the list
+    sweep(c.runner, cfg.with_options(mask_max_weights=2), checkpoint=tmp_path)
+    assert len(torch.load(tmp_path / "mask_sweep.pt", weights_only=False)["points"]) == 2
+    again = sweep(c.runner, cfg, checkpoint=tmp_path)
+    assert torch.equal(again[-1]["log_alpha"], points[-1]["log_alpha"])
+    assert len(sweep(c.runner, cfg.with_options(mask_target_share=0.0), checkpoint=tmp_path)) == 1
+    assert len(torch.load(tmp_path / "mask_sweep.pt", weights_only=False)["points"]) == len(points)
+    with pytest.raises(ValueError, match="share of the edges below 1"):
+        cfg.with_options(mask_target_share=1.0)
+    with pytest.raises(ValueError, match="mask_max_weights .* below the 5 weights"):
+        c.config.with_options(mask_target_share=0.01, mask_max_weights=3)
+
+
 def test_discover_with_the_mask_reports_the_band_circuit_and_mib_scores(mask_circuit):
     c = mask_circuit[0]
     s = c.summary()

@@ -194,6 +194,18 @@ class DiscoveryConfig(Config):
         low=0,
         low_open=True,
     )
+    mask_target_share: float = option(
+        0.0,
+        "mask: after the weights of mask_lambdas, train at twice the last weight while the last "
+        "circuit keeps more than this share of the edges (e.g. 0.001, MIB's smallest size), so "
+        "the sweep's range is set on the fit pairs for the model at hand; 0: the listed weights "
+        "only",
+        low=0,
+    )
+    mask_max_weights: int = option(
+        16, "mask: at most this many weights in all when mask_target_share extends the sweep",
+        low=1,
+    )  # fmt: skip
     mask_steps: int = option(48, "mask: optimiser (Adam) steps per sparsity weight", low=1)
     mask_lr: float = option(
         0.1, "mask: learning rate of the edges' log-alphas", low=0, low_open=True
@@ -214,6 +226,16 @@ class DiscoveryConfig(Config):
         band = self.target_band
         if len(band) != 2 or band[0] >= band[1]:
             raise ValueError(f"target_band must be two numbers low < high, got {list(band)}")
+        if not self.mask_target_share < 1:
+            raise ValueError(
+                f"mask_target_share is a share of the edges below 1, got {self.mask_target_share}; "
+                "e.g. 0.001 (MIB's smallest circuit), or 0 for the listed weights only"
+            )
+        if self.mask_target_share and self.mask_max_weights < len(self.mask_lambdas):
+            raise ValueError(
+                f"mask_max_weights ({self.mask_max_weights}) is below the {len(self.mask_lambdas)} "
+                "weights of mask_lambdas: give at least as many, or fewer weights"
+            )
 
 
 __all__ = [

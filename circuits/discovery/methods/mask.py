@@ -18,8 +18,14 @@ pull of the penalty wins there and drops edges the behaviour needs (on the plant
 squared loss kept at most 5 of the 6 planted edges at any weight, the absolute one all 6 and no
 other). The sweep trains each sparsity weight `lambda` (config.mask_lambdas, ascending
 expected) from the previous one's log-alphas; its circuit is the edges with log_alpha > 0 (the
-deterministic gate above 0.5). Each point is checkpointed, so a stopped sweep resumes; draws
-of texts and noise are seeded per point, so a resumed sweep equals an uninterrupted one.
+deterministic gate above 0.5). With config.mask_target_share it goes on at twice the last weight
+while the last circuit keeps more than that share of the edges (at most config.mask_max_weights
+points): the penalty is a mean over edges, so on a larger graph the same weight presses each
+edge less against the noise of the gap's gradient, and the weights that sparsify one model can
+leave another's graph almost whole; the range is then set by circuits trained on the fit pairs.
+Each point is checkpointed, so a stopped sweep resumes, and a saved sweep extends (a larger
+target) or is cut back; draws of texts and noise are seeded per point, so a resumed sweep equals
+an uninterrupted one.
 
 The score of an edge is its keep probability sigmoid(log_alpha) averaged over the sweep: edges
 kept under every weight rank first (MIB's fixed-size circuits take the top of this order).
@@ -133,6 +139,19 @@ def _save(path: Path | None, key: str, points: list[dict]) -> None:
             torch.save({"key": key, "points": points}, fh)
 
 
+def next_weight(config, points: list[dict], n_edges: int) -> float | None:
+    """The sparsity weight of the sweep's next point, None when the sweep is done: those of
+    config.mask_lambdas in turn, then, with config.mask_target_share, twice the last one while
+    the last circuit keeps more than that share of the `n_edges` edges, up to
+    config.mask_max_weights points."""
+    k, share = len(points), config.mask_target_share
+    if k < len(config.mask_lambdas):
+        return config.mask_lambdas[k]
+    if not share or k >= config.mask_max_weights or points[-1]["n_kept"] <= share * n_edges:
+        return None
+    return 2 * points[-1]["lambda"]
+
+
 def sweep(
     runner: EdgeRunner,
     config,
@@ -140,17 +159,22 @@ def sweep(
     progress: Callable[[str], None] | None = None,
     checkpoint: str | Path | None = None,
 ) -> list[dict]:
-    """Train the mask for each sparsity weight of `config.mask_lambdas` in turn; one dict per
-    weight: lambda, log_alpha [edge], the circuit's size and the last step's loss terms.
+    """Train the mask for each sparsity weight in turn (`next_weight`); one dict per weight:
+    lambda, log_alpha [edge], the circuit's size and the last step's loss terms.
     With `checkpoint` (a folder) each finished weight is saved there and skipped on a rerun."""
     path = Path(checkpoint) / "mask_sweep.pt" if checkpoint is not None else None
     key = _key(runner, config)
-    points = _load(path, key)
+    n_edges = runner.space.n_edges
+    points = []  # the saved points this sweep also has (the key leaves out the extension's
+    for p in _load(path, key):  # options: a sweep extends, or is cut back to, a saved one)
+        if next_weight(config, points, n_edges) != p["lambda"]:
+            break
+        points.append(p)
     log_alpha = points[-1]["log_alpha"].clone() if points else _initial(runner, config)
     span = _span(runner, config)
-    for k, lam in enumerate(config.mask_lambdas):
-        if k < len(points):
-            continue
+    of = f"{len(config.mask_lambdas)}{'+' if config.mask_target_share else ''}"
+    while (lam := next_weight(config, points, n_edges)) is not None:
+        k = len(points)
         gen = torch.Generator().manual_seed(config.seed * 1_000_003 + k)
         log_alpha = log_alpha.detach().clone().requires_grad_(True)
         opt = torch.optim.Adam([log_alpha], lr=config.mask_lr)
@@ -159,7 +183,7 @@ def sweep(
             terms = _step(runner, log_alpha, lam, span, config, gen)
             opt.step()
             if progress and (step + 1) % max(1, config.mask_steps // 4) == 0:
-                progress(f"mask lambda {lam:g} ({k + 1}/{len(config.mask_lambdas)}) step "
+                progress(f"mask lambda {lam:g} ({k + 1}/{of}) step "
                          f"{step + 1}/{config.mask_steps}: gap {terms['gap']:.4f}, expected "
                          f"share kept {terms['expected_share']:.4f}")  # fmt: skip
         log_alpha = log_alpha.detach()
@@ -185,4 +209,14 @@ def score(runner: EdgeRunner, config, *, progress=None, checkpoint=None) -> Edge
     )
 
 
-__all__ = ["BETA", "GAMMA", "ZETA", "expected_kept", "gates", "kept", "score", "sweep"]
+__all__ = [
+    "BETA",
+    "GAMMA",
+    "ZETA",
+    "expected_kept",
+    "gates",
+    "kept",
+    "next_weight",
+    "score",
+    "sweep",
+]
