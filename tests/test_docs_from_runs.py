@@ -138,6 +138,12 @@ def test_a_mib_cell_row_gives_its_circuits_stability_or_a_dash(make_docs, fake_r
     assert row.endswith("| 331 (123,211) | 0.86 (0.83-0.89) | 0.14 | 0.000 | 0.92 |")
     (run / "summary.json").write_text(json.dumps({**cell, "stability_mean": float("nan")}))
     assert make_docs.mib_cells("docs/mib/c").splitlines()[-1].endswith("| 0.000 | - |")
+    # a setting that is not the protocol's names the variant; memory bounds do not
+    settings = {"method": "mask", "batch_size": 16, "grad_batch": 4, "mask_target_share": 0.001}
+    variant = {**cell, "method": "mask", "protocol": "mib", "provenance": {"settings": settings}}
+    (run / "summary.json").write_text(json.dumps(variant))
+    row = make_docs.mib_cells("docs/mib/c").splitlines()[-1]
+    assert row.startswith("| m | s2_io_flip | mask (mask_target_share=0.001) | 100 / 200 |")
 
 
 def test_the_ioi_results_page_is_what_its_generator_writes():

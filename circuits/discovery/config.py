@@ -90,6 +90,9 @@ RANK_BY = tuple(RankBy)
 KV_INPUTS = tuple(KvInputs)
 IG_GRIDS = tuple(IgGrid)
 INPUT_RUNS = tuple(IgInputRun)
+BUDGET_OPTIONS = ("batch_size", "grad_batch", "fit_judged")
+"""Options that bound a run's memory and time, not what it measures (up to float rounding;
+fit_judged judges the curve on fewer fit pairs, which tables say beside the pair counts)."""
 
 
 @dataclass(frozen=True)
@@ -240,6 +243,7 @@ class DiscoveryConfig(Config):
 
 __all__ = [
     "ABLATIONS",
+    "BUDGET_OPTIONS",
     "GROW",
     "IG_GRIDS",
     "KV_INPUTS",
