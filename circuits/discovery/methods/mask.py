@@ -20,9 +20,10 @@ other). The sweep trains each sparsity weight `lambda` (config.mask_lambdas, asc
 expected) from the previous one's log-alphas; its circuit is the edges with log_alpha > 0 (the
 deterministic gate above 0.5). With config.mask_target_share it goes on at twice the last weight
 while the last circuit keeps more than that share of the edges (at most config.mask_max_weights
-points): the penalty is a mean over edges, so on a larger graph the same weight presses each
-edge less against the noise of the gap's gradient, and the weights that sparsify one model can
-leave another's graph almost whole; the range is then set by circuits trained on the fit pairs.
+points): the penalty is a mean over edges, so each edge's pull is the weight / edges against a
+gap gradient whose size and noise depend on the model, the partner and the texts, and weights
+that sparsify one cell can leave another's graph almost whole (0.25-4 kept 69-99 % of the edges
+of Qwen2.5-0.5B under flip and of SmolLM2 under ABC); the range is then set on the fit pairs.
 Each point is checkpointed, so a stopped sweep resumes, and a saved sweep extends (a larger
 target) or is cut back; draws of texts and noise are seeded per point, so a resumed sweep equals
 an uninterrupted one.
