@@ -225,30 +225,16 @@ def _area_ci(run: str, summary: dict, area: str, digits: int) -> str:
     return "" if ci is None else f" [{ci[0]:.{digits}f}-{ci[1]:.{digits}f}]"
 
 
-def _variant(summary: dict) -> str:
-    """A run's method as the table names it: the method, and in brackets each setting that
-    differs from its protocol's for that method (`circuits.discovery.protocol`), those that only
-    bound memory and time left out (`BUDGET_OPTIONS`), e.g. "mask (mask_target_share=0.001)"."""
-    from circuits.discovery.config import BUDGET_OPTIONS
-    from circuits.discovery.protocol import protocol
-
-    method, settings = summary["method"], summary.get("provenance", {}).get("settings", {})
-    default = protocol(summary.get("protocol", "mib")).config(method=method).to_dict()
-    changed = [f"{k}={settings[k]}" for k in default
-               if k in settings and k not in BUDGET_OPTIONS and settings[k] != default[k]]  # fmt: skip
-    return f"{method} ({', '.join(changed)})" if changed else method
-
-
 def mib_cells(*runs: str) -> str:
     """One row an IOI run of `scripts/mib_ioi.py`: model, partner, method (with any setting
-    that is not its protocol's, `_variant`), pairs, MIB's CPR /
+    that is not its protocol's, `variant_name`), pairs, MIB's CPR /
     CMD on held-out pairs (their 95 % bootstrap interval over pairs where the run saved one;
     fit in brackets) beside MIB's published numbers for that method (GPT-2 / Qwen2.5-0.5B),
     and the circuit this library's size rule picks with its held-out f, abs(1 - f), random
     circuits of its size and its edge stability (the share of bootstrap resamples of the fit
     pairs that keep an edge, averaged over its edges; "-" where a method gives no per-pair
     scores to resample: the mask)."""
-    from circuits.discovery.protocol import MIB_PUBLISHED
+    from circuits.discovery.protocol import MIB_PUBLISHED, variant_name
 
     rows = [
         "| model | partner | method | fit / held-out pairs | CPR held-out (fit) | CMD held-out "
@@ -264,7 +250,7 @@ def mib_cells(*runs: str) -> str:
         judged = s.get("n_fit_judged", s["n_fit_texts"])  # fit_judged: the curve on fewer
         fit = f"{s['n_fit_texts']:,}" + (f" (curve {judged})" if judged < s["n_fit_texts"] else "")
         rows.append(
-            f"| {s['model']} | {s['partner']} | {_variant(s)} | {fit} / "
+            f"| {s['model']} | {s['partner']} | {variant_name(s)} | {fit} / "
             f"{s['n_heldout_texts']} | {s['cpr_heldout']:.2f}{_area_ci(run, s, 'cpr', 2)} "
             f"({s['cpr_fit']:.2f}) | {s['cmd_heldout']:.3f}{_area_ci(run, s, 'cmd', 3)} "
             f"({s['cmd_fit']:.3f}) | {published} | {s['n_edges']:,} "

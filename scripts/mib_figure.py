@@ -12,20 +12,21 @@ from pathlib import Path
 
 import pandas as pd
 
-from circuits.discovery.protocol import read_run
+from circuits.discovery.protocol import read_run, variant_name
 
 
 def label(s: dict) -> str:
     """A run's legend entry from its summary."""
-    return (f"{s['model']} {s['partner']} {s['method']} ({s['n_fit_texts']} fit): CPR "
+    return (f"{s['model']} {s['partner']} {variant_name(s)} ({s['n_fit_texts']} fit): CPR "
             f"{s['cpr_heldout']:.2f}, CMD {s['cmd_heldout']:.3f}")  # fmt: skip
 
 
 METHOD_COLOURS = {"eap": "C0", "eap_ig": "C1", "eap_ig_inputs": "C2", "eap_ig_activations": "C3",
                   "mask": "C4"}  # fmt: skip
 """One colour a method; a line style a model (solid, dashed, dotted in the order given), a
-marker a partner (circle flip, square ABC, triangle any other); more fit pairs than MIB's 100:
-a thicker, paler line."""
+marker a partner (circle flip, square ABC, triangle any other), hollow for a run with a setting
+that is not its protocol's (`variant_name`); more fit pairs than MIB's 100: a thicker, paler
+line."""
 
 
 def style(summary: dict, models: tuple[str, ...] = ("qwen2.5-0.5b", "smollm2-135m")) -> dict:
@@ -35,7 +36,8 @@ def style(summary: dict, models: tuple[str, ...] = ("qwen2.5-0.5b", "smollm2-135
     more = summary["n_fit_texts"] > 100
     return {"color": METHOD_COLOURS.get(summary["method"], "k"),
             "ls": lines.get(summary["model"], "-."), "marker": markers.get(summary["partner"], "^"),
-            "ms": 3, "lw": 2.5 if more else 1.2, "alpha": 0.5 if more else 1.0}  # fmt: skip
+            "ms": 3, "lw": 2.5 if more else 1.2, "alpha": 0.5 if more else 1.0,
+            **({"mfc": "none", "ms": 5} if variant_name(summary) != summary["method"] else {})}  # fmt: skip
 
 
 def figure(runs: list[Path], out: Path) -> None:

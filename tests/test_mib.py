@@ -830,3 +830,12 @@ def test_the_curves_figure_tells_methods_models_and_partners_apart():
     # each change moves exactly the setting that shows it
     moved = [{k for k in keys if look[k] != looks[0][k]} for look in looks[1:]]
     assert moved == [{"color"}, {"ls"}, {"marker"}, {"lw"}]
+    # a setting that is not the protocol's (a named variant): hollow markers and its name
+    variant = run | {
+        "method": "mask",
+        "protocol": "mib",
+        "provenance": {"settings": {"mask_target_share": 0.001, "batch_size": 16}},
+    }
+    assert figure.style(variant)["mfc"] == "none" and "mfc" not in looks[1]
+    assert " mask (mask_target_share=0.001) (100 fit)" in figure.label(
+        variant | {"cpr_heldout": 1.0, "cmd_heldout": 0.03})  # fmt: skip

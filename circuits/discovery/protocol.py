@@ -113,6 +113,19 @@ def mib_importances(circuit, shape: dict) -> dict:
     return eap_ig_dict(edges, shape, sp.n_heads // sp.n_kv)
 
 
+def variant_name(summary: dict) -> str:
+    """A saved run's method as tables and figures name it: the method, and in brackets each
+    setting of its record that differs from its protocol's for that method, those that only
+    bound memory and time left out (`BUDGET_OPTIONS`), e.g. "mask (mask_target_share=0.001)"."""
+    from circuits.discovery.config import BUDGET_OPTIONS
+
+    method, settings = summary["method"], summary.get("provenance", {}).get("settings", {})
+    default = protocol(summary.get("protocol", "mib")).config(method=method).to_dict()
+    changed = [f"{k}={settings[k]}" for k in default
+               if k in settings and k not in BUDGET_OPTIONS and settings[k] != default[k]]  # fmt: skip
+    return f"{method} ({', '.join(changed)})" if changed else method
+
+
 def read_mib_scores(path: str | Path, space):
     """Every edge's score in an importance file (`write_mib`'s: MIB's graph, MIB's sign) as a
     tensor in the order of `space`, the ungrouped `EdgeSpace` of the model it was written for
@@ -161,5 +174,6 @@ __all__ = [
     "protocol",
     "read_mib_scores",
     "read_run",
+    "variant_name",
     "write_mib",
 ]
