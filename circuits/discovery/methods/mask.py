@@ -153,6 +153,17 @@ def next_weight(config, points: list[dict], n_edges: int) -> float | None:
     return 2 * points[-1]["lambda"]
 
 
+def _shared(config, saved: list[dict], n_edges: int) -> list[dict]:
+    """The saved points this sweep also has, in order: the key leaves the extension's options
+    out, so a sweep extends a saved one, or is cut back to fewer of its points."""
+    points = []
+    for p in saved:
+        if next_weight(config, points, n_edges) != p["lambda"]:
+            break
+        points.append(p)
+    return points
+
+
 def sweep(
     runner: EdgeRunner,
     config,
@@ -166,11 +177,7 @@ def sweep(
     path = Path(checkpoint) / "mask_sweep.pt" if checkpoint is not None else None
     key = _key(runner, config)
     n_edges = runner.space.n_edges
-    points = []  # the saved points this sweep also has (the key leaves out the extension's
-    for p in _load(path, key):  # options: a sweep extends, or is cut back to, a saved one)
-        if next_weight(config, points, n_edges) != p["lambda"]:
-            break
-        points.append(p)
+    points = _shared(config, _load(path, key), n_edges)
     log_alpha = points[-1]["log_alpha"].clone() if points else _initial(runner, config)
     span = _span(runner, config)
     of = f"{len(config.mask_lambdas)}{'+' if config.mask_target_share else ''}"
