@@ -18,6 +18,7 @@ from __future__ import annotations
 import atexit
 import os
 import shutil
+import sys
 import tempfile
 from collections.abc import Callable
 from pathlib import Path
@@ -42,7 +43,19 @@ def world() -> tuple[int, int]:
         if torch.cuda.is_available():
             torch.cuda.set_device(int(os.environ.get("LOCAL_RANK", "0")))
         dist.init_process_group(backend="nccl" if torch.cuda.is_available() else "gloo")
+        atexit.register(leave)
     return dist.get_rank(), dist.get_world_size()
+
+
+def leave() -> None:
+    """Destroy the process group at exit (registered when `world` joins one): a gloo group left
+    to the interpreter's teardown can abort its process ("terminate called without an active
+    exception", SIGABRT) after every result is written, failing the torchrun job. Skipped after
+    an uncaught exception: the other ranks may be waiting in a collective, and destroying an
+    NCCL group then can hang; torchrun ends them once this rank exits non-zero."""
+    failed = getattr(sys, "last_value", None) is not None
+    if dist.is_available() and dist.is_initialized() and not failed:
+        dist.destroy_process_group()
 
 
 def is_writer() -> bool:

@@ -1,12 +1,15 @@
 """Run by tests/test_scale.py, alone or under torchrun: discover the planted P0 circuit and
 save its edge scores, circuit and faithfulness values to argv[1] (rank 0; any other rank writes
-into its scratch copy of the path, `writer_paths`)."""
+into its scratch copy of the path, `writer_paths`). At exit each rank writes into its model folder
+whether it still belonged to a process group after the library's exit handler ran."""
 
+import atexit
 import os
 import sys
 from pathlib import Path
 
 import torch
+import torch.distributed as dist
 
 from circuits.discovery import DiscoveryConfig, discover, token_rows
 from circuits.discovery.distributed import writer_paths
@@ -14,7 +17,10 @@ from circuits.models.planted import P0_TEXTS, planted_p0_model
 from circuits.patching.metrics import p0_attention
 
 torch.set_num_threads(1)
-planted = planted_p0_model(folder=f"{sys.argv[2]}/rank{os.environ.get('RANK', '0')}")
+folder = Path(f"{sys.argv[2]}/rank{os.environ.get('RANK', '0')}")
+# Registered before the library joins the group: exit handlers run last-in first-out.
+atexit.register(lambda: (folder / "exit.txt").write_text(f"joined={dist.is_initialized()}"))
+planted = planted_p0_model(folder=folder)
 model = planted.model
 fit, held = token_rows(model, P0_TEXTS[:5], 20), token_rows(model, P0_TEXTS[5:], 20)
 # One text per gradient batch in both runs, so each text gets the same arithmetic (gradients
