@@ -215,13 +215,19 @@ def kv_retrieval(run: str, field: str = "accuracy") -> str:
     return "\n".join(lines)
 
 
-def _area_ci(run: str, summary: dict, area: str, digits: int) -> str:
-    """` [lo-hi]`: a held-out MIB area's interval (the run's own, else from the run's
-    area_intervals.json that scripts/mib_intervals.py wrote), or nothing for a run with none."""
+def _area_interval(run: str, summary: dict, area: str) -> list[float] | None:
+    """A held-out MIB area's 95 % interval: the run's own, else from the run's
+    area_intervals.json that scripts/mib_intervals.py wrote; None for a run with neither."""
     ci = summary.get(f"{area}_heldout_ci")
     later = ROOT / run / "area_intervals.json"
     if ci is None and later.is_file():
         ci = json.loads(later.read_text(encoding="utf-8"))[f"{area}_heldout_ci"]
+    return ci
+
+
+def _area_ci(run: str, summary: dict, area: str, digits: int) -> str:
+    """` [lo-hi]`: a held-out MIB area's interval (`_area_interval`), or nothing."""
+    ci = _area_interval(run, summary, area)
     return "" if ci is None else f" [{ci[0]:.{digits}f}-{ci[1]:.{digits}f}]"
 
 
@@ -260,6 +266,38 @@ def mib_cells(*runs: str) -> str:
     return "\n".join(rows)
 
 
+def mib_targets(*runs: str) -> str:
+    """One row an IOI run: its held-out CPR and CMD with their 95 % intervals, judged against
+    the best published numbers for Qwen2.5-0.5B (`MIB_BEST_QWEN_IOI`) and against MIB's own row
+    for the run's method on that model (the mask against UGS, named so). A verdict
+    (`circuits.claims.verdict.judge`) holds or does not hold when the whole interval lies on one
+    side of the number, is undecided when it straddles it, not applicable below MIN_N pairs;
+    "-" where MIB has no row for the method (`eap_ig`, this library's)."""
+    from circuits.claims.verdict import Interval, judge
+    from circuits.discovery.protocol import MIB_BEST_QWEN_IOI, MIB_PUBLISHED, variant_name
+
+    rows = [
+        "| model | partner | method | fit pairs | CPR held-out [95 % CI] | CPR >= best (1.92) | "
+        "CPR >= MIB's Qwen row | CMD held-out [95 % CI] | CMD <= best (0.01) | CMD <= MIB's Qwen "
+        "row |",
+        "|---|---|---|---|---|---|---|---|---|---|",
+    ]
+    for run in runs:
+        s = load_doc(run)
+        name = "ugs" if s["method"] == "mask" else s["method"]
+        theirs = MIB_PUBLISHED["qwen2.5-0.5b"].get(name)
+        cells = [s["model"], s["partner"], variant_name(s), f"{s['n_fit_texts']:,}"]
+        for i, (area, sense, digits) in enumerate((("cpr", ">=", 2), ("cmd", "<=", 3))):
+            low, high = _area_interval(run, s, area) or (math.nan, math.nan)
+            iv = Interval(s[f"{area}_heldout"], low, high, s["n_heldout_texts"])
+            cells += [f"{iv.value:.{digits}f}{_area_ci(run, s, area, digits)}",
+                      judge(iv, MIB_BEST_QWEN_IOI[i], sense)]  # fmt: skip
+            label = f"{theirs[i]:.2f}" + (" UGS" if name == "ugs" else "") if theirs else ""
+            cells.append(f"{judge(iv, theirs[i], sense)} ({label})" if theirs else "-")
+        rows.append("| " + " | ".join(cells) + " |")
+    return "\n".join(rows)
+
+
 def _stability(summary: dict) -> str:
     value = summary.get("stability_mean")
     return "-" if value is None or math.isnan(value) else f"{value:.2f}"
@@ -291,6 +329,7 @@ def mib_cross_partner(*files: str) -> str:
 TABLES: dict[str, Callable[..., str]] = {
     "mib_cells": mib_cells,
     "mib_cross_partner": mib_cross_partner,
+    "mib_targets": mib_targets,
     "include": include,
     "kv_retrieval": kv_retrieval,
     "kv_table": kv_table,
