@@ -276,10 +276,11 @@ def mib_targets(*runs: str) -> str:
     from circuits.claims.verdict import Interval, judge
     from circuits.discovery.protocol import MIB_BEST_QWEN_IOI, MIB_PUBLISHED, variant_name
 
+    best_cpr, best_cmd = MIB_BEST_QWEN_IOI
     rows = [
-        "| model | partner | method | fit pairs | CPR held-out [95 % CI] | CPR >= best (1.92) | "
-        "CPR >= MIB's Qwen row | CMD held-out [95 % CI] | CMD <= best (0.01) | CMD <= MIB's Qwen "
-        "row |",
+        f"| model | partner | method | fit pairs | CPR held-out [95 % CI] | CPR >= best "
+        f"({best_cpr}) | CPR >= MIB's Qwen row | CMD held-out [95 % CI] | CMD <= best "
+        f"({best_cmd}) | CMD <= MIB's Qwen row |",
         "|---|---|---|---|---|---|---|---|---|---|",
     ]
     for run in runs:
@@ -292,8 +293,11 @@ def mib_targets(*runs: str) -> str:
             iv = Interval(s[f"{area}_heldout"], low, high, s["n_heldout_texts"])
             cells += [f"{iv.value:.{digits}f}{_area_ci(run, s, area, digits)}",
                       judge(iv, MIB_BEST_QWEN_IOI[i], sense)]  # fmt: skip
-            label = f"{theirs[i]:.2f}" + (" UGS" if name == "ugs" else "") if theirs else ""
-            cells.append(f"{judge(iv, theirs[i], sense)} ({label})" if theirs else "-")
+            if theirs is None:
+                cells.append("-")
+            else:
+                ugs = " UGS" if name == "ugs" else ""
+                cells.append(f"{judge(iv, theirs[i], sense)} ({theirs[i]:.2f}{ugs})")
         rows.append("| " + " | ".join(cells) + " |")
     return "\n".join(rows)
 

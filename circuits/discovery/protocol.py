@@ -91,8 +91,8 @@ UGS is its learned mask (the nearest here is `mask`, not the same objective)."""
 
 MIB_BEST_QWEN_IOI = (1.92, 0.01)
 """The best published IOI numbers for Qwen2.5-0.5B (CPR at least, CMD at most): CPR 1.92 from a
-retention-calibrated threshold on EAP-IG scores (as quoted in secondary write-ups), CMD 0.01
-from MIB's EAP-IG-activations row."""
+retention-calibrated threshold (as quoted in secondary write-ups of that paper), CMD 0.01 from
+MIB's EAP-IG-activations row."""
 
 
 def protocol(name: str) -> Protocol:
