@@ -227,7 +227,10 @@ def _area_interval(run: str, summary: dict, area: str) -> list[float] | None:
 
 def _area_ci(run: str, summary: dict, area: str, digits: int) -> str:
     """` [lo-hi]`: a held-out MIB area's interval (`_area_interval`), or nothing."""
-    ci = _area_interval(run, summary, area)
+    return _bracket(_area_interval(run, summary, area), digits)
+
+
+def _bracket(ci: list[float] | None, digits: int) -> str:
     return "" if ci is None else f" [{ci[0]:.{digits}f}-{ci[1]:.{digits}f}]"
 
 
@@ -289,9 +292,10 @@ def mib_targets(*runs: str) -> str:
         theirs = MIB_PUBLISHED["qwen2.5-0.5b"].get(name)
         cells = [s["model"], s["partner"], variant_name(s), f"{s['n_fit_texts']:,}"]
         for i, (area, sense, digits) in enumerate((("cpr", ">=", 2), ("cmd", "<=", 3))):
-            low, high = _area_interval(run, s, area) or (math.nan, math.nan)
+            ci = _area_interval(run, s, area)
+            low, high = ci or (math.nan, math.nan)
             iv = Interval(s[f"{area}_heldout"], low, high, s["n_heldout_texts"])
-            cells += [f"{iv.value:.{digits}f}{_area_ci(run, s, area, digits)}",
+            cells += [f"{iv.value:.{digits}f}{_bracket(ci, digits)}",
                       judge(iv, MIB_BEST_QWEN_IOI[i], sense)]  # fmt: skip
             if theirs is None:
                 cells.append("-")
