@@ -839,3 +839,40 @@ def test_the_curves_figure_tells_methods_models_and_partners_apart():
     assert figure.style(variant)["mfc"] == "none" and "mfc" not in looks[1]
     assert " mask (mask_target_share=0.001) (100 fit)" in figure.label(
         variant | {"cpr_heldout": 1.0, "cmd_heldout": 0.03})  # fmt: skip
+
+
+def test_bf16_accumulation_sums_mibs_terms_in_order_and_saturates(tiny, flip, tmp_path,
+                                                                 monkeypatch):  # fmt: skip
+    import argparse
+
+    import circuits.discovery.attribution as attribution
+
+    script = _script("mib_bf16_scores")
+    runner = EdgeRunner(tiny, flip[:4], None, positions=None, ablation="resample",
+                        kv_inputs="ungrouped")  # fmt: skip
+    args = argparse.Namespace(model="tiny", partner="s2_io_flip", n_fit=4, batch=2, steps=2,
+                              input_run="mib_code", pair_seed=0)  # fmt: skip
+    state = script.accumulate(runner, args, tmp_path)
+    scores = script.final_scores(state)
+    # in float32, MIB's batch means added term by term are this library's mean scores
+    ref = eap_ig_activations(runner, 2, input_run="mib_code").mean(0)
+    assert torch.allclose(scores["fp32"], ref, atol=1e-5 * float(ref.abs().max()))
+    assert state["done"] == 2 and state["terms"] == (1 + 2 * tiny.cfg.n_layers) * 2
+    # read back from the checkpoint: no gradient is taken again
+    monkeypatch.setattr(attribution, "path_gradients", lambda *a, **k: pytest.fail("rescored"))
+    again = script.accumulate(runner, args, tmp_path)
+    assert torch.equal(again["bf16"], state["bf16"])
+
+    # 300 terms of 1 a batch: float32 counts 600, bfloat16 stops at 256 (257 is not a bfloat16)
+    def ones(part, paths, alphas, clean_senders):
+        for _ in range(len(paths) * len(alphas)):
+            yield torch.ones(part.tokens.shape[0], part.space.n_edges)
+
+    monkeypatch.setattr(attribution, "path_gradients", ones)
+    monkeypatch.setattr(attribution, "activation_paths", lambda part, run: [None] * 300)
+    args.steps = 1  # another key: the checkpoint is not read
+    state = script.accumulate(runner, args, tmp_path)
+    assert float(state["fp32"][0]) == 600 and float(state["bf16"][0]) == 256
+    scores = script.final_scores(state)
+    assert float(scores["fp32"][0]) == pytest.approx(1.0)
+    assert float(scores["bf16"][0]) == pytest.approx(256 / 600, rel=0.01)

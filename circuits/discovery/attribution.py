@@ -30,7 +30,7 @@ number of texts); `chunked` is the one place where the chunks' scores are gather
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 
 import torch
 from jaxtyping import Float
@@ -184,6 +184,20 @@ def ig_points(steps: int, grid: str = "midpoint") -> list[float]:
     return IG_POINTS[grid](steps)
 
 
+def path_gradients(
+    runner: EdgeRunner,
+    paths: list[tuple[Callable[[float], Tensor], tuple]],
+    alphas: list[float],
+    clean_senders: bool,
+) -> Iterator[Float[Tensor, "batch edge"]]:
+    """The per-text edge gradients EAP-IG averages, one a (path, alpha) in order: every alpha
+    of the first path, then of the next (`paths`: keep-coefficients as a function of alpha and
+    the run's forward hooks, e.g. `activation_paths`)."""
+    for path, hooks in paths:
+        for alpha in alphas:
+            yield _gradient_at(runner, path(alpha), clean_senders=clean_senders, hooks=hooks)
+
+
 def _integrated(
     runner: EdgeRunner,
     paths: list[tuple[Callable[[float], Tensor], tuple]],
@@ -198,10 +212,8 @@ def _integrated(
 
     def one(part: EdgeRunner) -> Tensor:
         total = None
-        for path, hooks in paths:
-            for alpha in alphas:
-                grad = _gradient_at(part, path(alpha), clean_senders=clean_senders, hooks=hooks)
-                total = grad if total is None else total + grad
+        for grad in path_gradients(part, paths, alphas, clean_senders):
+            total = grad if total is None else total + grad
         return total / (len(paths) * len(alphas))
 
     return chunked(runner, one, batch, store)
@@ -300,6 +312,16 @@ def eap_ig_activations(
     `eap_ig_inputs` the input alone. Costs (1 + 2 n_layers) x steps gradient passes.
     `input_run="mib_code"` reproduces a detail of EAP-IG's code on the edges input -> block 0's
     q / k / v (`config.IgInputRun`). `store` keeps each batch's scores (`chunked`)."""
+    paths = activation_paths(runner, input_run)
+    return _integrated(runner, paths, ig_points(steps, "right"), batch, True, store)
+
+
+def activation_paths(
+    runner: EdgeRunner, input_run: str = "full"
+) -> list[tuple[Callable[[float], Tensor], tuple]]:
+    """EAP-IG-activations' paths, one a node group of `activation_groups` in forward order:
+    (keep-coefficients at alpha: the group's out-edges at alpha, every other edge kept; the
+    forward hooks that cut the gradient through the group's output)."""
     sp = runner.space
     paths = []
     for senders, hooks in activation_groups(runner, input_run):
@@ -309,13 +331,14 @@ def eap_ig_activations(
             return torch.where(moved, alpha, 1.0)
 
         paths.append((path, hooks))
-    return _integrated(runner, paths, ig_points(steps, "right"), batch, True, store)
+    return paths
 
 
 __all__ = [
     "GRADIENT_AT",
     "IG_POINTS",
     "activation_groups",
+    "activation_paths",
     "chunked",
     "chunks",  # lives in forward.py beside EdgeRunner.subset; still importable here
     "eap",
@@ -323,4 +346,5 @@ __all__ = [
     "eap_ig_activations",
     "eap_ig_inputs",
     "ig_points",
+    "path_gradients",
 ]

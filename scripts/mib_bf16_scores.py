@@ -1,0 +1,189 @@
+"""Does accumulating edge scores in bfloat16, as MIB's reference code does for Qwen2.5, move
+EAP-IG-activations' ranking and MIB's areas? One IOI cell scored once, summed two ways.
+
+EAP-IG's code keeps its score matrix and each step's batch product in the model's dtype
+(`make_hooks_and_matrices`: `torch.zeros(..., dtype=model.cfg.dtype)`, `scores[...] += s`), and
+MIB's run_attribution.py loads Qwen2.5 in bfloat16 (GPT-2 in float32). EAP-IG-activations adds
+(1 + 2 n_layers) x steps terms a batch into that matrix, so in bfloat16 (8 significant bits) a
+score stops moving once it is some 2^8 times the terms still to come: the first batches and,
+within a batch, the first node groups (the input's runs) weigh more than the rest.
+
+This script scores the fit pairs with EAP-IG-activations in float32 (this library's gradients,
+MIB's batches of --batch pairs, the right-point grid), and adds each (node group, step) term,
+the batch mean of the per-pair gradient products as MIB's mean loss gives it, in MIB's order to
+two accumulators: float32, and bfloat16 (each term rounded to bfloat16, the sum rounded after
+every addition); each is then divided by the pairs and the terms of a batch as MIB's code
+divides. It writes OUT/summary.json: MIB's areas of both rankings on the held-out pairs (f and
+the pruned edge count at each size, CPR / CMD with bootstrap intervals), their Spearman
+correlation, the overlap of their top edges and the ranks of input -> m0, with provenance.
+Only the accumulation is MIB's here: the forward and backward passes stay float32.
+
+    .venv/bin/python scripts/mib_bf16_scores.py --model smollm2-135m --n-fit 20 \\
+        --n-heldout 100 --batch 10 --out runs/mib_bf16/smollm2-135m-flip-20 \\
+        [--checkpoint DIR] [--threads 1]
+"""
+
+from __future__ import annotations
+
+import argparse
+import time
+from pathlib import Path
+
+FOCUS = "input->m0"  # the edge every path from the changed token starts on (docs/mib)
+
+
+def accumulate(runner, args, checkpoint: Path | None) -> dict:
+    """The two accumulators over the fit pairs, `args.batch` pairs a batch in order, each
+    batch's state saved to `checkpoint` (a rerun with the same settings resumes after it)."""
+    import torch
+
+    from circuits.discovery.attribution import activation_paths, ig_points, path_gradients
+    from circuits.discovery.forward import chunks
+
+    key = {"model": args.model, "partner": args.partner, "n_fit": args.n_fit, "batch": args.batch,
+           "steps": args.steps, "input_run": args.input_run, "pair_seed": args.pair_seed}  # fmt: skip
+    state = {"key": key, "done": 0, "fp32": None, "bf16": None, "terms": 0}
+    saved = checkpoint / "accumulators.pt" if checkpoint else None
+    if saved is not None and saved.exists():
+        old = torch.load(saved, weights_only=False)
+        state = old if old["key"] == key else state
+    alphas = ig_points(args.steps, "right")
+    for i, part in enumerate(chunks(runner, args.batch)):
+        if i < state["done"]:
+            continue
+        t0 = time.perf_counter()
+        paths = activation_paths(part, args.input_run)
+        for grad in path_gradients(part, paths, alphas, clean_senders=True):
+            term = grad.mean(0)
+            if state["fp32"] is None:
+                state["fp32"] = torch.zeros_like(term)
+                state["bf16"] = torch.zeros_like(term, dtype=torch.bfloat16)
+            state["fp32"] += term
+            state["bf16"] += term.to(torch.bfloat16)
+        state["done"], state["terms"] = i + 1, len(paths) * len(alphas)
+        if saved is not None:
+            saved.parent.mkdir(parents=True, exist_ok=True)
+            torch.save(state, saved.with_suffix(".tmp"))
+            saved.with_suffix(".tmp").replace(saved)
+        print(f"batch {i + 1}: {time.perf_counter() - t0:.0f} s", flush=True)
+    return state
+
+
+def final_scores(state: dict) -> dict:
+    """Both accumulators divided as EAP-IG's code divides (`scores /= total_items; scores /=
+    total_steps`, in the accumulator's dtype), then, in float32, multiplied by the batch size
+    (its terms are batch means, so its scores are the per-pair mean over the batch size: scaled
+    back, the float32 ones are `eap_ig_activations`' mean scores)."""
+    n, batch = state["key"]["n_fit"], state["key"]["batch"]
+    return {k: (state[k] / n / state["terms"]).float() * batch for k in ("fp32", "bf16")}
+
+
+def rank_of(values, index: int) -> int:
+    """1-based rank of `values[index]` among `values`, largest first (ties share the best)."""
+    return int((values > values[index]).sum()) + 1
+
+
+def compare(scores: dict, space, n_top: int = 1000) -> dict:
+    """Spearman correlation of the two rankings, the overlap of their top `n_top` edges by
+    signed score and where `FOCUS` ranks in each (it is the edge of every ungrouped graph)."""
+    from scipy.stats import spearmanr
+
+    from circuits.graph.eap_ig import mib_edge_names
+
+    names = [mib_edge_names(n) for n in space.edge_names()]
+    focus = next(i for i, n in enumerate(names) if FOCUS in n)
+    a, b = scores["fp32"], scores["bf16"]
+    top_a, top_b = set(a.topk(n_top).indices.tolist()), set(b.topk(n_top).indices.tolist())
+    return {
+        "spearman": float(spearmanr(a.numpy(), b.numpy()).statistic),
+        f"top{n_top}_overlap_signed": len(top_a & top_b) / n_top,
+        "focus_edge": FOCUS,
+        "focus": {
+            k: {"score": float(v[focus]), "rank_signed": rank_of(v, focus)}
+            for k, v in scores.items()
+        },  # fmt: skip
+        "share_moved_10pct": float(((a - b).abs() > 0.1 * a.abs()).float().mean()),
+    }
+
+
+def run(args: argparse.Namespace) -> dict:
+    import torch
+
+    from circuits._io import atomic_folder, write_json
+    from circuits.discovery.areas import mib_scores
+    from circuits.discovery.chunk_runner import judging_runner
+    from circuits.discovery.config import RankBy
+    from circuits.discovery.evaluation import empty_metric, metric_direction
+    from circuits.discovery.forward import EdgeRunner
+    from circuits.discovery.protocol import protocol
+    from circuits.models import load_model
+    from circuits.provenance import provenance, stamped
+    from circuits.tasks.ioi import ioi_pairs
+
+    torch.set_num_threads(args.threads)
+    proto = protocol("mib")
+    cfg = proto.config(method="eap_ig_activations", ig_steps=args.steps,
+                       ig_input_run=args.input_run)  # fmt: skip
+    args.partner = args.partner or proto.partner
+    model = load_model(args.model)
+    t0 = time.perf_counter()
+    pairs, _ = ioi_pairs(model, args.n_fit + args.n_heldout, seed=args.pair_seed,
+                         partner=args.partner, pad=proto.pad, bos=proto.bos)  # fmt: skip
+    fit, held = pairs[: args.n_fit], pairs[args.n_fit :]
+    runner = EdgeRunner(model, fit, None, positions=None, ablation="resample", seed=cfg.seed,
+                        kv_inputs=cfg.kv_inputs)  # fmt: skip
+    state = accumulate(runner, args, Path(args.checkpoint) if args.checkpoint else None)
+    scores = final_scores(state)
+    direction = metric_direction(runner, empty_metric(runner, batch_size=cfg.batch_size))
+    judged = judging_runner(model, held, batch_size=cfg.batch_size, kv_inputs=cfg.kv_inputs,
+                            seed=cfg.seed)  # fmt: skip
+    empty = empty_metric(judged, batch_size=cfg.batch_size)
+    areas = {}
+    for name, s in scores.items():
+        key = {RankBy.SIGNED: s * direction, RankBy.ABS: s.abs()}
+        areas[name] = mib_scores(judged, key, empty, batch_size=cfg.batch_size,
+                                 n_boot=cfg.n_boot, seed=cfg.seed)  # fmt: skip
+        print(f"{name}: CPR {areas[name]['cpr']:.3f} CMD {areas[name]['cmd']:.4f}", flush=True)
+    summary = {"model": args.model, "partner": args.partner, "method": "eap_ig_activations",
+               "n_fit": args.n_fit, "n_heldout": args.n_heldout, "batch": args.batch,
+               "terms_per_batch": state["terms"], "direction": direction,
+               "heldout": areas, **compare(scores, runner.space),
+               "seconds": time.perf_counter() - t0}  # fmt: skip
+    record = provenance(model, pairs.rows(), split=(range(args.n_fit), range(args.n_fit, len(pairs))),
+                        settings=cfg.to_dict() | {"batch": args.batch, "accumulators": ["fp32", "bf16"]},
+                        source=f"task ioi, partner {args.partner} (seed {args.pair_seed})")  # fmt: skip
+    with atomic_folder(Path(args.out), record=record) as tmp:
+        write_json(tmp / "summary.json", stamped(summary, record))
+    return summary
+
+
+def main() -> None:
+    p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    p.add_argument("--model", default="smollm2-135m")
+    p.add_argument("--partner", help="default: MIB's (s2_io_flip)")
+    p.add_argument("--n-fit", type=int, default=20)
+    p.add_argument("--n-heldout", type=int, default=100)
+    p.add_argument("--batch", type=int, default=10, help="pairs a batch (MIB's Qwen IOI: 10)")
+    p.add_argument("--steps", type=int, default=5, help="MIB's --ig-steps")
+    p.add_argument("--input-run", default="mib_code", help="config.IgInputRun (MIB's code)")
+    p.add_argument("--pair-seed", type=int, default=0)
+    p.add_argument("--threads", type=int, default=1)
+    p.add_argument("--checkpoint", help="folder: the accumulators after each batch")
+    p.add_argument("--out", required=True)
+    args = p.parse_args()
+    for name in ("n_fit", "n_heldout", "batch", "steps", "threads"):
+        if getattr(args, name) < 1:
+            p.error(f"--{name.replace('_', '-')} must be 1 or more, got {getattr(args, name)}")
+    if args.n_fit % args.batch:
+        p.error(
+            f"--n-fit {args.n_fit} is not a multiple of --batch {args.batch}: MIB's code "
+            "divides every batch's mean by the number of pairs, so give equal batches"
+        )
+    s = run(args)
+    print(f"Spearman fp32 / bf16 {s['spearman']:.4f}; {FOCUS} rank "
+          f"{s['focus']['fp32']['rank_signed']} / {s['focus']['bf16']['rank_signed']}; "
+          f"{s['seconds']:.0f} s -> {args.out}")  # fmt: skip
+
+
+if __name__ == "__main__":
+    main()
