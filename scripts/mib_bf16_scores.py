@@ -26,6 +26,7 @@ Only the accumulation is MIB's here: the forward and backward passes stay float3
 from __future__ import annotations
 
 import argparse
+import resource
 import time
 from pathlib import Path
 
@@ -148,7 +149,8 @@ def run(args: argparse.Namespace) -> dict:
                "n_fit": args.n_fit, "n_heldout": args.n_heldout, "batch": args.batch,
                "terms_per_batch": state["terms"], "direction": direction,
                "heldout": areas, **compare(scores, runner.space),
-               "seconds": time.perf_counter() - t0}  # fmt: skip
+               "seconds": time.perf_counter() - t0,
+               "peak_rss_mb": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024}  # fmt: skip
     record = provenance(model, pairs.rows(), split=(range(args.n_fit), range(args.n_fit, len(pairs))),
                         settings=cfg.to_dict() | {"batch": args.batch, "accumulators": ["fp32", "bf16"]},
                         source=f"task ioi, partner {args.partner} (seed {args.pair_seed})")  # fmt: skip
