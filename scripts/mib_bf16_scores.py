@@ -34,40 +34,43 @@ FOCUS = "input->m0"  # the edge every path from the changed token starts on (doc
 
 
 def accumulate(runner, args, checkpoint: Path | None) -> dict:
-    """The two accumulators over the fit pairs, `args.batch` pairs a batch in order, each
-    batch's state saved to `checkpoint` (a rerun with the same settings resumes after it)."""
-    import torch
-
-    from circuits.discovery.attribution import activation_paths, ig_points, path_gradients
+    """The two accumulators over the fit pairs, `args.batch` pairs a batch in order, with the
+    settings they were made with (`key`). With `checkpoint` the state after each batch is kept
+    there (`phases.PhaseStore`, keyed by the settings): a rerun reads back the batches done."""
+    from circuits.discovery.attribution import ig_points
     from circuits.discovery.forward import chunks
+    from circuits.discovery.phases import PhaseStore
 
     key = {"model": args.model, "partner": args.partner, "n_fit": args.n_fit, "batch": args.batch,
            "steps": args.steps, "input_run": args.input_run, "pair_seed": args.pair_seed}  # fmt: skip
-    state = {"key": key, "done": 0, "fp32": None, "bf16": None, "terms": 0}
-    saved = checkpoint / "accumulators.pt" if checkpoint else None
-    if saved is not None and saved.exists():
-        old = torch.load(saved, weights_only=False)
-        state = old if old["key"] == key else state
+    store = PhaseStore(checkpoint, key)
     alphas = ig_points(args.steps, "right")
+    state = {"done": 0, "fp32": None, "bf16": None, "terms": 0}
     for i, part in enumerate(chunks(runner, args.batch)):
-        if i < state["done"]:
-            continue
-        t0 = time.perf_counter()
-        paths = activation_paths(part, args.input_run)
-        for grad in path_gradients(part, paths, alphas, clean_senders=True):
-            term = grad.mean(0)
-            if state["fp32"] is None:
-                state["fp32"] = torch.zeros_like(term)
-                state["bf16"] = torch.zeros_like(term, dtype=torch.bfloat16)
-            state["fp32"] += term
-            state["bf16"] += term.to(torch.bfloat16)
-        state["done"], state["terms"] = i + 1, len(paths) * len(alphas)
-        if saved is not None:
-            saved.parent.mkdir(parents=True, exist_ok=True)
-            torch.save(state, saved.with_suffix(".tmp"))
-            saved.with_suffix(".tmp").replace(saved)
-        print(f"batch {i + 1}: {time.perf_counter() - t0:.0f} s", flush=True)
-    return state
+        state = store(f"accumulators after batch {i}",
+                      lambda s=state, p=part: add_batch(s, p, args.input_run, alphas))  # fmt: skip
+    return state | {"key": key}
+
+
+def add_batch(state: dict, part, input_run: str, alphas: list[float]) -> dict:
+    """`state` with one batch's (node group, alpha) terms added in MIB's order: each term the
+    batch mean of the per-pair gradient products, added to the float32 sum and, rounded to
+    bfloat16, to the bfloat16 sum (rounded again after every addition)."""
+    import torch
+
+    from circuits.discovery.attribution import activation_paths, path_gradients
+
+    t0 = time.perf_counter()
+    fp32, bf16 = state["fp32"], state["bf16"]
+    paths = activation_paths(part, input_run)
+    for grad in path_gradients(part, paths, alphas, clean_senders=True):
+        term = grad.mean(0)
+        if fp32 is None:
+            fp32, bf16 = torch.zeros_like(term), torch.zeros_like(term, dtype=torch.bfloat16)
+        fp32, bf16 = fp32 + term, bf16 + term.to(torch.bfloat16)
+    print(f"batch {state['done'] + 1}: {time.perf_counter() - t0:.0f} s", flush=True)
+    return {"done": state["done"] + 1, "fp32": fp32, "bf16": bf16,
+            "terms": len(paths) * len(alphas)}  # fmt: skip
 
 
 def final_scores(state: dict) -> dict:
