@@ -41,3 +41,30 @@ def test_a_saved_circuit_agrees_with_its_summary(path):
         assert graph.graph["heldout_faithfulness"] == pytest.approx(
             summary["heldout_faithfulness"], abs=1e-9
         )
+
+
+MIB_CELLS = sorted(p.parent for p in DOCS.glob("mib/runs/*/mib_curves.csv"))
+
+
+@pytest.mark.parametrize("cell", MIB_CELLS, ids=[p.name for p in MIB_CELLS])
+def test_a_mib_cells_areas_are_its_committed_curves(cell):
+    """CPR and CMD in a committed cell's summary.json (and so in the docs' tables) are MIB's
+    areas of the curves committed beside them, at MIB's ten sizes, each split on its own."""
+    import pandas as pd
+
+    from circuits.discovery.areas import MIB_FRACTIONS, mib_areas
+
+    summary = json.loads((cell / "summary.json").read_text())
+    curves = pd.read_csv(cell / "mib_curves.csv")
+    for split in ("fit", "heldout"):
+        for rank, area, key in (("signed", 0, "cpr"), ("abs", 1, "cmd")):
+            part = curves[(curves.split == split) & (curves["rank"] == rank)]
+            assert tuple(part.fraction) == MIB_FRACTIONS, (split, rank)
+            derived = mib_areas(part.fraction, part.f)[area]
+            assert derived == pytest.approx(summary[f"{key}_{split}"], abs=1e-9), (split, rank)
+            mib = summary["mib"][split]
+            assert mib[key] == pytest.approx(derived, abs=1e-9)
+            n = len(mib["fractions"])  # the sizes below the whole graph
+            assert mib["fractions"] == list(MIB_FRACTIONS[:n])
+            assert list(part.n_edges)[:n] == mib[f"n_edges_{rank}"]
+            assert list(part.f)[:n] == pytest.approx(mib[f"faithfulness_{rank}"], abs=1e-9)
