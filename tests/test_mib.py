@@ -621,9 +621,14 @@ def test_saved_runs_get_the_intervals_their_own_run_would_have(tiny, flip, tmp_p
     summary = {**c.summary(), "provenance": {"settings": cfg.to_dict()}}
     monkeypatch.setattr(script, "held_out_pairs", lambda model, summary: flip[3:])
     out = script.intervals(tiny, summary, tmp_path / "importances.mib.json")
-    for area in ("cpr", "cmd"):
+    for area in ("cpr", "cmd"):  # the areas to float noise
         assert out[f"{area}_heldout"] == pytest.approx(summary[f"{area}_heldout"], abs=1e-4)
-        assert out[f"{area}_heldout_ci"] == pytest.approx(summary[f"{area}_heldout_ci"], abs=1e-4)
+    # With 3 held-out pairs an interval's end comes from resamples of mostly one pair, whose f
+    # divides float noise by its own m(model) - m(empty) (an end 4.4e-4 off a CPR of 7.4 on one
+    # CPU, the areas within 2e-6): the ends are held to the script's re-judging tolerance.
+    for area in ("cpr", "cmd"):
+        assert out[f"{area}_heldout_ci"] == pytest.approx(summary[f"{area}_heldout_ci"],
+                                                          abs=script.AREA_TOLERANCE)  # fmt: skip
     # a run whose recorded areas are not what its file gives is refused
     summary["mib"]["heldout"]["cpr"] += 0.1
     with pytest.raises(SystemExit, match="re-judged"):
