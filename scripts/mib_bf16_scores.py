@@ -18,6 +18,10 @@ the pruned edge count at each size, CPR / CMD with bootstrap intervals), their S
 correlation, the overlap of their top edges and the ranks of input -> m0, with provenance.
 Only the accumulation is MIB's here: the forward and backward passes stay float32.
 
+Where input -> m0's score comes from: its float32 terms are also kept per (node group, alpha),
+so the summary gives each node group's own mean score for that edge (`focus_by_group`: the
+input's runs, each block's heads', each block's MLP's); the method's score is their mean.
+
     .venv/bin/python scripts/mib_bf16_scores.py --model smollm2-135m --n-fit 20 \\
         --n-heldout 100 --batch 10 --out runs/mib_bf16/smollm2-135m-flip-20 \\
         [--checkpoint DIR] [--threads 1]
@@ -45,7 +49,7 @@ def accumulate(runner, args, checkpoint: Path | None) -> dict:
            "steps": args.steps, "input_run": args.input_run, "pair_seed": args.pair_seed}  # fmt: skip
     store = PhaseStore(checkpoint, key)
     alphas = ig_points(args.steps, "right")
-    state = {"done": 0, "fp32": None, "bf16": None, "terms": 0}
+    state = {"done": 0, "fp32": None, "bf16": None, "terms": 0, "focus": None}
     for i, part in enumerate(chunks(runner, args.batch)):
         state = store(f"accumulators after batch {i}",
                       lambda s=state, p=part: add_batch(s, p, args.input_run, alphas))  # fmt: skip
@@ -63,14 +67,36 @@ def add_batch(state: dict, part, input_run: str, alphas: list[float]) -> dict:
     t0 = time.perf_counter()
     fp32, bf16 = state["fp32"], state["bf16"]
     paths = activation_paths(part, input_run)
-    for grad in path_gradients(part, paths, alphas, clean_senders=True):
+    focus = torch.zeros(len(paths), len(alphas)) if state["focus"] is None else state["focus"]
+    focus, at = focus.clone(), focus_index(part.space)  # [group, alpha]: FOCUS's terms
+    for i, grad in enumerate(path_gradients(part, paths, alphas, clean_senders=True)):
         term = grad.mean(0)
         if fp32 is None:
             fp32, bf16 = torch.zeros_like(term), torch.zeros_like(term, dtype=torch.bfloat16)
         fp32, bf16 = fp32 + term, bf16 + term.to(torch.bfloat16)
+        focus[divmod(i, len(alphas))] += term[at]
     print(f"batch {state['done'] + 1}: {time.perf_counter() - t0:.0f} s", flush=True)
     return {"done": state["done"] + 1, "fp32": fp32, "bf16": bf16,
-            "terms": len(paths) * len(alphas)}  # fmt: skip
+            "terms": len(paths) * len(alphas), "focus": focus}  # fmt: skip
+
+
+def focus_index(space) -> int:
+    """The index of `FOCUS` among the edges of `space` (it is an edge of every ungrouped graph)."""
+    from circuits.graph.eap_ig import mib_edge_names
+
+    names = [mib_edge_names(n) for n in space.edge_names()]
+    return next(i for i, n in enumerate(names) if FOCUS in n)
+
+
+def focus_by_group(state: dict, space) -> dict:
+    """`FOCUS`'s float32 score split by node group: each group's own mean over its alphas
+    (per pair, scaled as `final_scores` scales) and its terms per alpha; the method's score is
+    the mean of the groups' means."""
+    n, batch = state["key"]["n_fit"], state["key"]["batch"]
+    per_alpha = state["focus"] * batch / n  # each (group, alpha) term summed over the batches
+    names = ["input"] + [f"{k}{layer}" for layer in range(space.n_layers) for k in ("a", "m")]
+    return {"edge": FOCUS, "groups": names, "mean": per_alpha.mean(1).tolist(),
+            "by_alpha": per_alpha.tolist()}  # fmt: skip
 
 
 def final_scores(state: dict) -> dict:
@@ -92,10 +118,7 @@ def compare(scores: dict, space, n_top: int = 1000) -> dict:
     signed score and where `FOCUS` ranks in each (it is the edge of every ungrouped graph)."""
     from scipy.stats import spearmanr
 
-    from circuits.graph.eap_ig import mib_edge_names
-
-    names = [mib_edge_names(n) for n in space.edge_names()]
-    focus = next(i for i, n in enumerate(names) if FOCUS in n)
+    focus = focus_index(space)
     a, b = scores["fp32"], scores["bf16"]
     top_a, top_b = set(a.topk(n_top).indices.tolist()), set(b.topk(n_top).indices.tolist())
     return {
@@ -152,6 +175,7 @@ def run(args: argparse.Namespace) -> dict:
                "n_fit": args.n_fit, "n_heldout": args.n_heldout, "batch": args.batch,
                "terms_per_batch": state["terms"], "direction": direction,
                "heldout": areas, **compare(scores, runner.space),
+               "focus_by_group": focus_by_group(state, runner.space),
                "seconds": time.perf_counter() - t0,
                "peak_rss_mb": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024}  # fmt: skip
     record = provenance(model, pairs.rows(), split=(range(args.n_fit), range(args.n_fit, len(pairs))),

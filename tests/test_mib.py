@@ -863,10 +863,21 @@ def test_bf16_accumulation_sums_mibs_terms_in_order_and_saturates(tiny, flip, tm
     ref = eap_ig_activations(runner, 2, input_run="mib_code").mean(0)
     assert torch.allclose(scores["fp32"], ref, atol=1e-5 * float(ref.abs().max()))
     assert state["done"] == 2 and state["terms"] == (1 + 2 * tiny.cfg.n_layers) * 2
+    # input -> m0 by node group: the mean of the groups' means is its score, and the input's
+    # run at alpha = 1 (every activation clean) is EAP's gradient at the clean run
+    split = script.focus_by_group(state, runner.space)
+    at = script.focus_index(runner.space)
+    assert len(split["groups"]) == 1 + 2 * tiny.cfg.n_layers and split["groups"][0] == "input"
+    assert sum(split["mean"]) / len(split["mean"]) == pytest.approx(float(scores["fp32"][at]),
+                                                                    abs=1e-6)  # fmt: skip
+    clean = float(eap(runner).mean(0)[at])
+    assert split["by_alpha"][0][-1] == pytest.approx(clean, abs=1e-5 * abs(clean))
+    assert split["by_alpha"][0][0] != pytest.approx(clean, abs=1e-3 * abs(clean))
     # read back from the checkpoint: no gradient is taken again
     monkeypatch.setattr(attribution, "path_gradients", lambda *a, **k: pytest.fail("rescored"))
     again = script.accumulate(runner, args, tmp_path)
     assert torch.equal(again["bf16"], state["bf16"])
+    assert torch.equal(again["focus"], state["focus"])
 
     # 300 terms of 1 a batch: float32 counts 600, bfloat16 stops at 256 (257 is not a bfloat16)
     def ones(part, paths, alphas, clean_senders):
