@@ -95,8 +95,14 @@ def focus_by_group(state: dict, space) -> dict:
     n, batch = state["key"]["n_fit"], state["key"]["batch"]
     per_alpha = state["focus"] * batch / n  # each (group, alpha) term summed over the batches
     names = ["input"] + [f"{k}{layer}" for layer in range(space.n_layers) for k in ("a", "m")]
-    return {"edge": FOCUS, "groups": names, "mean": per_alpha.mean(1).tolist(),
-            "by_alpha": per_alpha.tolist()}  # fmt: skip
+    means = per_alpha.mean(1)
+    # the rest: neither the input's runs nor those of the group FOCUS enters (its output is
+    # then a constant, so they give FOCUS no gradient)
+    rest = means[[i for i, g in enumerate(names) if g not in ("input", FOCUS.split("->")[1])]]
+    return {"edge": FOCUS, "groups": names, "mean": means.tolist(), "by_alpha": per_alpha.tolist(),
+            "score": float(means.mean()), "input_at_clean": float(per_alpha[0, -1]),
+            "rest": {"n": len(rest), "mean": float(rest.mean()), "min": float(rest.min()),
+                     "max": float(rest.max()), "n_positive": int((rest > 0).sum())}}  # fmt: skip
 
 
 def final_scores(state: dict) -> dict:

@@ -870,6 +870,8 @@ def test_bf16_accumulation_sums_mibs_terms_in_order_and_saturates(tiny, flip, tm
     assert len(split["groups"]) == 1 + 2 * tiny.cfg.n_layers and split["groups"][0] == "input"
     assert sum(split["mean"]) / len(split["mean"]) == pytest.approx(float(scores["fp32"][at]),
                                                                     abs=1e-6)  # fmt: skip
+    assert split["score"] == pytest.approx(float(scores["fp32"][at]), abs=1e-6)
+    assert split["mean"][2] == 0 and split["rest"]["n"] == 2 * tiny.cfg.n_layers - 1  # m0's own
     clean = float(eap(runner).mean(0)[at])
     assert split["by_alpha"][0][-1] == pytest.approx(clean, abs=1e-5 * abs(clean))
     assert split["by_alpha"][0][0] != pytest.approx(clean, abs=1e-3 * abs(clean))
