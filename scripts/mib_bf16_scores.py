@@ -92,13 +92,20 @@ def focus_by_group(state: dict, space) -> dict:
     """`FOCUS`'s float32 score split by node group: each group's own mean over its alphas
     (per pair, scaled as `final_scores` scales) and its terms per alpha; the method's score is
     the mean of the groups' means."""
+    from circuits.graph.eap_ig import INPUT, mib_node
+
     n, batch = state["key"]["n_fit"], state["key"]["batch"]
     per_alpha = state["focus"] * batch / n  # each (group, alpha) term summed over the batches
-    names = ["input"] + [f"{k}{layer}" for layer in range(space.n_layers) for k in ("a", "m")]
+    # in `activation_groups`' order, MIB's names: a block's heads as "a3" (its code takes the
+    # group as a3.h0), its MLP "m3"
+    blocks = [
+        (mib_node(layer, 0).split(".")[0], mib_node(layer)) for layer in range(space.n_layers)
+    ]
+    names = [INPUT] + [name for block in blocks for name in block]
     means = per_alpha.mean(1)
     # the rest: neither the input's runs nor those of the group FOCUS enters (its output is
     # then a constant, so they give FOCUS no gradient)
-    rest = means[[i for i, g in enumerate(names) if g not in ("input", FOCUS.split("->")[1])]]
+    rest = means[[i for i, g in enumerate(names) if g not in (INPUT, FOCUS.split("->")[1])]]
     return {"edge": FOCUS, "groups": names, "mean": means.tolist(), "by_alpha": per_alpha.tolist(),
             "score": float(means.mean()), "input_at_clean": float(per_alpha[0, -1]),
             "rest": {"n": len(rest), "mean": float(rest.mean()), "min": float(rest.min()),
