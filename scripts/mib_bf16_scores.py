@@ -67,8 +67,11 @@ def add_batch(state: dict, part, input_run: str, alphas: list[float]) -> dict:
     t0 = time.perf_counter()
     fp32, bf16 = state["fp32"], state["bf16"]
     paths = activation_paths(part, input_run)
-    focus = torch.zeros(len(paths), len(alphas)) if state["focus"] is None else state["focus"]
-    focus, at = focus.clone(), focus_index(part.space)  # [group, alpha]: FOCUS's terms
+    at = focus_index(part.space)
+    # [group, alpha]: FOCUS's terms, a copy so that the state read back stays as it was saved
+    focus = (
+        torch.zeros(len(paths), len(alphas)) if state["focus"] is None else state["focus"].clone()
+    )
     for i, grad in enumerate(path_gradients(part, paths, alphas, clean_senders=True)):
         term = grad.mean(0)
         if fp32 is None:
