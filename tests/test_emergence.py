@@ -75,7 +75,8 @@ def test_series_has_one_row_per_checkpoint_in_step_order(result):
     assert has_edges == [True, False, False, True, False, True]
     assert table.heldout_faithfulness[has_edges].notna().all()
     assert set(table.phase) <= {NO_SINK, ELSEWHERE, MIDDLE, SETTLED, NOT_MASSIVE}
-    assert len(result.loss) == STEPS  # the run's log, one row a step
+    # the run's log: its checkpoint steps (log_every 10,000 and eval_every 250 give no other)
+    assert list(result.loss.step) == [25, 42, 71, 119, 200]
 
 
 def test_initial_checkpoint_attends_uniformly(result):
@@ -354,6 +355,25 @@ def test_phase_row_reads_planted_attention_and_norms():
     assert first_jump([1.0, 1.5, 2.9, 6.0], 2.0) == 2 and first_jump([1.0, 1.5], 2.0) is None
 
 
+def test_gu_rate_is_counted_per_text_as_gu_et_al_count_it():
+    """Head 0 of layer 1 sinks on half the texts only. Per text (Gu's code): those texts have
+    1 of 4 heads above eps, the others 0, so the rate is 1/8; the window mean of its alpha
+    (0.5 * 1 + 0.5 * uniform) is above 0.3, so the window-mean count gives 1/4."""
+    n_layers, n_texts, n_heads, t = 2, 4, 2, 16  # uniform over 16: alpha_0 = H_16 / 16 = 0.21
+    uniform = torch.tril(torch.ones(t, t)) / torch.arange(1, t + 1)[:, None]
+    attn = uniform.expand(n_layers, n_texts, n_heads, t, t).clone()
+    attn[1, :2, 0] = 0
+    attn[1, :2, 0, :, 0] = 1  # texts 0-1: layer 1 head 0 attends only to position 0
+    row = phase_row(attn, torch.ones(n_layers + 1, n_texts, t), RULE)
+    assert row["gu_rate"][0] == pytest.approx(1 / 8)
+    assert row["gu_rate_window_mean"][0] == pytest.approx(1 / 4)
+    assert row["gu_rate"][1] <= 1 / 8 <= row["gu_rate"][2]  # texts resampled
+    assert pr.has_sink(row, RULE.with_options(formed_rate=0.2)) is False
+    assert pr.has_sink(row, RULE.with_options(formed_rate=0.2, rate_counting="window_mean"))
+    with pytest.raises(ValueError, match="rate_counting"):
+        RULE.with_options(rate_counting="per_head")
+
+
 def test_checkpoints_of_a_run_without_bos_are_measured_without_bos(tmp_path):
     from circuits.emergence.specs import CheckpointSpec
 
@@ -365,3 +385,29 @@ def test_checkpoints_of_a_run_without_bos_are_measured_without_bos(tmp_path):
     assert not series_mod.trained_with_bos(spec)
     (tmp_path / "run" / "run.json").write_text(json.dumps({"train": {"seed": 0}}))
     assert series_mod.trained_with_bos(spec)  # runs from before the option had <bos>
+
+
+def test_a_run_is_measured_as_it_goes_and_catches_up_after_a_kill(tmp_path):
+    """The checkpoint hook writes one phases.jsonl row per checkpoint, equal to measuring the
+    checkpoint afterwards; a row lost (a kill between checkpoint and row) is measured again."""
+    from circuits.emergence.run_phases import measure_run
+    from circuits.emergence.watch import CheckpointWatch, read_rows
+
+    corpus = load_corpus(max_files=40)
+    config = TrainConfig(steps=30, batch_size=4, n_checkpoints=3, first_checkpoint=10,
+                         eval_windows=4, log_every=10_000)  # fmt: skip
+    run = tmp_path / "run"
+    train_lm(run, TINY, config, corpus, progress=False, on_checkpoint=CheckpointWatch(run, corpus))
+    rows = read_rows(run)
+    assert [r["step"] for r in rows] == config.checkpoint_steps()
+    after = measure_run(run, corpus, progress=False)["rows"]
+    assert [r["gu_rate"] for r in rows] == [r["gu_rate"] for r in after]
+    for got, want in zip(rows, after, strict=True):
+        assert got["p0_norm_ratio"] == pytest.approx(want["p0_norm_ratio"], rel=1e-6)
+    lines = (run / "phases.jsonl").read_text().splitlines()
+    (run / "phases.jsonl").write_text("\n".join(lines[:-1]) + "\n" + lines[-1][:20])  # cut short
+    watch = CheckpointWatch(run, corpus)
+    assert watch.catch_up() == 1
+    again = read_rows(run)
+    assert [r["step"] for r in again] == [r["step"] for r in rows]
+    assert again[-1]["gu_rate"] == rows[-1]["gu_rate"]

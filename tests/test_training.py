@@ -65,8 +65,9 @@ def test_checkpoints_load_as_models_with_the_trained_weights(tmp_path, corpus):
         torch.testing.assert_close(bridge(tokens), hf(input_ids=tokens).logits, atol=1e-4, rtol=0)
     meta = json.loads((checkpoint_folder(run, 40) / "training.json").read_text())
     assert meta["step"] == 40 and meta["tokens"] == 40 * FAST.batch_size * TINY.n_ctx
-    log = (run / "log.csv").read_text().splitlines()
-    assert len(log) == 41  # header + one row a step
+    logged = [int(line.split(",")[0]) for line in (run / "log.csv").read_text().splitlines()[1:]]
+    # log_every 1000: a row at each checkpoint and held-out step (eval_every 20), no other
+    assert logged == sorted(set(FAST.checkpoint_steps()) - {0} | {20, 40})
 
 
 def test_resume_after_crash_gives_the_uninterrupted_weights(tmp_path, corpus, monkeypatch):
@@ -89,8 +90,65 @@ def test_resume_after_crash_gives_the_uninterrupted_weights(tmp_path, corpus, mo
     assert got["step"] == 40
     for name, tensor in ref["model"].items():
         assert torch.equal(got["model"][name], tensor), name
-    assert [r["train_loss"] for r in got["rows"]] == [r["train_loss"] for r in ref["rows"]]
+    assert "rows" not in got  # the row log lives in log.csv alone
+    assert _same_losses(tmp_path / "run", tmp_path / "ref")
     assert not list((tmp_path / "run").glob(".*tmp"))  # no half-written file left
+
+
+def _same_losses(a, b) -> bool:
+    """The logs agree but for seconds per step (wall time)."""
+    import pandas as pd
+
+    left, right = pd.read_csv(a / "log.csv"), pd.read_csv(b / "log.csv")
+    cols = ["step", "lr", "train_loss", "heldout_loss"]
+    return left[cols].equals(right[cols])
+
+
+def test_a_stopped_run_committed_and_cloned_elsewhere_resumes_exactly(tmp_path, corpus):
+    """The folder's committed files (run.json, state.pt, log.csv; not the checkpoints) copied
+    to another path resume to the uninterrupted run's weights and log."""
+    import shutil
+
+    ref = train_lm(tmp_path / "ref", TINY, FAST, corpus, progress=False)
+    until = train_mod.Until(steps=13, signals=False)
+    train_lm(tmp_path / "a" / "run", TINY, FAST, corpus, progress=False, until=until)
+    assert until.reason == "13 steps done"
+    assert torch.load(tmp_path / "a" / "run" / "state.pt", weights_only=True)["step"] == 13
+    clone = tmp_path / "b" / "elsewhere"
+    clone.mkdir(parents=True)
+    for name in ("run.json", "state.pt", "log.csv"):
+        shutil.copy(tmp_path / "a" / "run" / name, clone / name)
+    got = torch.load(train_lm(clone, TINY, FAST, corpus, progress=False) / "state.pt",
+                     weights_only=True)  # fmt: skip
+    want = torch.load(ref / "state.pt", weights_only=True)
+    assert got["step"] == want["step"] == FAST.steps
+    for name, tensor in want["model"].items():
+        assert torch.equal(got["model"][name], tensor), name
+    assert _same_losses(clone, ref)
+    doc = json.loads((clone / "run.json").read_text())
+    assert doc["corpus"]["root"] == "<stdlib>" and doc["threads"] == torch.get_num_threads()
+    assert str(tmp_path) not in (clone / "run.json").read_text()
+
+
+def test_a_resume_at_another_thread_count_or_on_another_corpus_is_refused(tmp_path, corpus):
+    train_lm(tmp_path / "run", TINY, FAST.with_options(steps=4), corpus, progress=False)
+    doc = json.loads((tmp_path / "run" / "run.json").read_text())
+    (tmp_path / "run" / "run.json").write_text(json.dumps(doc | {"threads": doc["threads"] + 1}))
+    with pytest.raises(ValueError, match="--threads"):
+        train_lm(tmp_path / "run", TINY, FAST.with_options(steps=4), corpus, progress=False)
+    (tmp_path / "run" / "run.json").write_text(json.dumps(doc))
+    other = load_corpus(max_files=41)
+    with pytest.raises(ValueError, match="another corpus"):
+        train_lm(tmp_path / "run", TINY, FAST.with_options(steps=4), other, progress=False)
+
+
+def test_the_state_of_the_pre_registered_model_stays_under_6_mb(tmp_path, corpus):
+    """Weights + AdamW moments of the 8-layer d64 model, whatever the run's length."""
+    lm = LMConfig(n_layers=8, d_model=64, n_heads=4, d_mlp=192, n_ctx=64)
+    config = FAST.with_options(steps=3, batch_size=2, eval_windows=2, n_checkpoints=1)
+    train_lm(tmp_path / "run", lm, config, corpus, progress=False)
+    size = (tmp_path / "run" / "state.pt").stat().st_size
+    assert 5.0e6 < size <= 6e6, size
 
 
 def test_other_settings_in_the_same_folder_are_refused(tmp_path, corpus):

@@ -12,6 +12,8 @@ _EXPORTS = {
     "run_verdicts": "phase_rule",
     "measure_model": "phases",
     "measure_run": "run_phases",
+    "CheckpointWatch": "watch",
+    "read_rows": "watch",
     "PHASES": "measure",
     "measure_checkpoint": "measure",
     "phase": "measure",

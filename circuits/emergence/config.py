@@ -69,6 +69,12 @@ class PhaseRuleConfig(Config):
 
     eps: float = option(0.3, "Gu et al.'s eps: a head is a sink head when alpha > eps", low=0,
                         high=1)  # fmt: skip
+    rate_counting: str = option(
+        "per_text", "how Gu's Sink^eps rate is counted: per_text (as Gu et al.'s code: the "
+        "indicator per text, then the mean over texts) or window_mean (the share of heads whose "
+        "text-mean alpha exceeds eps; the issue-37 tables' count)",
+        choices=("per_text", "window_mean"),
+    )  # fmt: skip
     formed_rate: float = option(
         0.18, "a sink has formed when Gu's Sink^eps rate (share of all heads) is at least this "
         "(0.18: the final rate of Gu et al.'s 60 M model)", low=0, high=1,

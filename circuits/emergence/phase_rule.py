@@ -46,12 +46,18 @@ def place(block: int | None, n_layers: int, config: PhaseRuleConfig) -> str | No
     return LAST if block == n_layers - 1 else MIDDLE
 
 
+def gu_rate(row: dict, config: PhaseRuleConfig, position: int = 0) -> list[float]:
+    """The row's Gu rate at position 0 or 1 (point, low, high), counted as the rule says."""
+    key = "gu_rate" if position == 0 else "gu_rate_p1"
+    return row[key if config.rate_counting == "per_text" else f"{key}_window_mean"]
+
+
 def has_sink(row: dict, config: PhaseRuleConfig) -> bool:
-    return row["gu_rate"][0] >= config.formed_rate
+    return gu_rate(row, config)[0] >= config.formed_rate
 
 
 def checkpoint_phase(row: dict, n_layers: int, config: PhaseRuleConfig) -> str:
-    if row["gu_rate_p1"][0] >= config.p1_rate:
+    if gu_rate(row, config, 1)[0] >= config.p1_rate:
         return POSITION_1
     if not has_sink(row, config):
         return NO_SINK
@@ -74,9 +80,9 @@ def formation_index(rows: list[dict], config: PhaseRuleConfig) -> int | None:
 def position1_verdict(rows: list[dict], config: PhaseRuleConfig) -> str:
     if formation_index(rows, config) is None:
         return NOT_TESTABLE
-    if any(r["gu_rate_p1"][1] >= config.p1_rate for r in rows):
+    if any(gu_rate(r, config, 1)[1] >= config.p1_rate for r in rows):
         return HOLDS
-    if all(r["gu_rate_p1"][2] < config.p1_rate for r in rows):
+    if all(gu_rate(r, config, 1)[2] < config.p1_rate for r in rows):
         return FAILS
     return UNDECIDED
 

@@ -1,7 +1,7 @@
 """The phase measurements of one checkpoint (issue 37): per layer, the attention mass at
 position 0 and at position 1 and the most-attended position; per head, Gu et al.'s alpha at
-positions 0 and 1 and the share of heads above eps (their Sink^eps rate, with a bootstrap
-interval over texts); the P0 norm ratio after every block and the first block across which it
+positions 0 and 1 and their Sink^eps rate counted per text as their code does (and, as a named
+variant, over the window-mean alpha), each with a bootstrap interval over texts; the P0 norm ratio after every block and the first block across which it
 jumps. Read straight from a transformers model (`phase_inputs`), so a small checkpoint takes
 a fraction of a second; `circuits.emergence.phase_rule` judges them."""
 
@@ -14,6 +14,7 @@ from torch import Tensor
 from circuits.core.sites import hook_name, hook_names
 from circuits.emergence.config import PhaseRuleConfig
 from circuits.sinks.attention import gu_alpha
+from circuits.sinks.papers import sink_rate_per_text
 
 
 def _block_output(store: list, index: int):
@@ -45,13 +46,29 @@ def phase_inputs(
     return attn, norms
 
 
-def _rate_interval(alpha: Float[Tensor, "text layer head"], eps: float, config) -> list[float]:
-    """The share of heads whose text-mean alpha exceeds eps: point, bootstrap 2.5 %, 97.5 %."""
+COUNTINGS = ("per_text", "window_mean")
+"""How Gu's Sink^eps rate is counted. "per_text", as Gu et al.'s code does: per text, the share
+of (layer, head) pairs whose alpha on that text exceeds eps, then the mean over texts
+(`circuits.sinks.papers.sink_rate_per_text`). "window_mean" (a named variant, what the issue-37
+tables used): the share of heads whose alpha averaged over the texts exceeds eps."""
+
+
+def rate_interval(
+    alpha: Float[Tensor, "text layer head"], eps: float, config, counting: str = "per_text"
+) -> list[float]:
+    """Gu's Sink^eps rate counted `counting`: point, bootstrap 2.5 %, 97.5 % (resampling the
+    texts)."""
+    if counting not in COUNTINGS:
+        raise ValueError(f"counting {counting!r} is not one of {', '.join(COUNTINGS)}")
     gen = torch.Generator().manual_seed(config.seed)
     n = alpha.shape[0]
     idx = torch.randint(0, n, (config.n_boot, n), generator=gen)
-    boot = (alpha[idx].mean(1) > eps).float().mean((-2, -1))
-    point = float((alpha.mean(0) > eps).float().mean())
+    if counting == "per_text":
+        per_text = sink_rate_per_text(alpha, eps)
+        point, boot = float(per_text.mean()), per_text[idx].mean(1)
+    else:
+        point = float((alpha.mean(0) > eps).float().mean())
+        boot = (alpha[idx].mean(1) > eps).float().mean((-2, -1))
     return [point, float(boot.quantile(0.025)), float(boot.quantile(0.975))]
 
 
@@ -87,8 +104,10 @@ def phase_row(
     ratio = norm_ratio(norms).tolist()
     heads0 = (a0.mean(0) > config.eps).sum(-1)
     return {
-        "gu_rate": _rate_interval(a0, config.eps, config),
-        "gu_rate_p1": _rate_interval(a1, config.eps, config),
+        "gu_rate": rate_interval(a0, config.eps, config),
+        "gu_rate_p1": rate_interval(a1, config.eps, config),
+        "gu_rate_window_mean": rate_interval(a0, config.eps, config, "window_mean"),
+        "gu_rate_p1_window_mean": rate_interval(a1, config.eps, config, "window_mean"),
         "sink_heads_by_layer": heads0.tolist(),
         "p1_heads_by_layer": (a1.mean(0) > config.eps).sum(-1).tolist(),
         "p0_mass_by_layer": received[:, 0].tolist(),

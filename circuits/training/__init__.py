@@ -15,6 +15,7 @@ _EXPORTS = {
     "build_model": "lm",
     "TrainConfig": "config",
     "train_lm": "train",
+    "Until": "train",
 }
 __all__ = sorted(_EXPORTS)
 

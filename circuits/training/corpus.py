@@ -32,6 +32,8 @@ class TrainingCorpus:
     """uint8 bytes of the training files, each followed by a newline."""
     heldout: np.ndarray = field(repr=False)
     root: str
+    """Symbolic: "<stdlib>" for this Python's standard library, else "<outside>/<folder name>"
+    (a run folder names no machine path; the sha256 identifies the bytes)."""
     n_train_files: int
     n_heldout_files: int
     sha256: str
@@ -81,6 +83,14 @@ def is_heldout(relative: str) -> bool:
     return hashlib.sha256(relative.encode()).digest()[0] % HELDOUT_EVERY == 0
 
 
+STDLIB = "<stdlib>"
+
+
+def root_label(root: Path) -> str:
+    """How a corpus root is recorded: `STDLIB`, or "<outside>/" + its folder name."""
+    return STDLIB if root.resolve() == stdlib_root().resolve() else f"<outside>/{root.name}"
+
+
 def load_corpus(root: str | Path | None = None, max_files: int | None = None) -> TrainingCorpus:
     """Read the corpus (default: this Python's standard library; `max_files` for tests)."""
     root = Path(root) if root is not None else stdlib_root()
@@ -96,7 +106,7 @@ def load_corpus(root: str | Path | None = None, max_files: int | None = None) ->
     return TrainingCorpus(
         train=np.frombuffer(train, dtype=np.uint8),
         heldout=np.frombuffer(heldout, dtype=np.uint8),
-        root=str(root),
+        root=root_label(root),
         n_train_files=len(parts[False]),
         n_heldout_files=len(parts[True]),
         sha256=hashlib.sha256(train + heldout).hexdigest(),
