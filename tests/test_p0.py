@@ -164,3 +164,25 @@ def test_trace_shows_a_summary_not_tensors(planted_trace):
         "variants", "heads", "mlps", "position", "faithfulness_curve"
     }  # fmt: skip
     assert "confirmation_by_text" in planted_trace.tables()
+
+
+def test_the_finding_lists_only_node_components_stable_across_texts(planted_trace):
+    """The planted head L0.H0 has the same effect on every text: the finding names it; made
+    unstable (its sd over texts raised above its effect) it is named as left out."""
+    from dataclasses import replace
+
+    from circuits.tracing.p0.summary import finding_text, stable_split
+
+    assert stable_split(planted_trace) == (
+        ["L0.H0", *planted_trace.summary()["node_circuit_mlps"]],
+        [],
+    )
+    assert "those stable across texts): heads L0.H0;" in finding_text(planted_trace)
+    heads = planted_trace.localisation.heads.copy()
+    col = "p0_attention@p0"
+    heads[f"{col}:sd"] = heads[col].abs() + 0.1
+    shaky = replace(planted_trace, localisation=replace(planted_trace.localisation, heads=heads))
+    assert stable_split(shaky)[1] == ["L0.H0"]
+    assert "heads none;" in finding_text(shaky) and "unstable across texts: L0.H0" in finding_text(
+        shaky
+    )

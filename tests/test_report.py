@@ -525,3 +525,24 @@ def test_unstable_node_level_effects_and_plateaus_are_named_with_their_spread():
     assert "7 unrelated components share one effect (+0.230 to +0.240)" in text
     steady = heads.assign(**{"p0_attention@p0:sd": 0.01})
     assert unstable_text(steady, mlps, P0Config(n_texts=2)) == ""
+
+
+def test_unstable_list_names_each_component_once_in_order_and_finds_a_lower_plateau():
+    """Heads and MLPs share index labels (0, 1, ...): each unstable one is named once, all
+    sorted by |effect|; three heads sharing +0.11 under a larger +0.5 are a plateau measured
+    from their own value (the demo's case: the note did not fire, measured from the largest)."""
+    from circuits.tracing.p0.config import P0Config
+    from circuits.tracing.p0.summary import unstable_text
+
+    heads = pd.DataFrame(
+        {"layer": [0, 3, 4, 5], "head": [0, 1, 2, 3],
+         "p0_attention@p0": [0.5, 0.110, 0.114, 0.112], "p0_attention@p0:sd": [0.6] * 4}
+    )  # fmt: skip
+    mlps = pd.DataFrame(
+        {"layer": [0, 1], "p0_attention@p0": [0.3, 0.2], "p0_attention@p0:sd": [0.4, 0.3]}
+    )
+    text = unstable_text(heads, mlps, P0Config(n_texts=4))
+    names = ["L0.H0", "L0.MLP", "L1.MLP", "L4.H2", "L5.H3", "L3.H1"]
+    assert [text.count(n + " (") for n in names] == [1] * 6
+    assert [text.index(n + " (") for n in names] == sorted(text.index(n + " (") for n in names)
+    assert "3 unrelated components share one effect (+0.110 to +0.114)" in text

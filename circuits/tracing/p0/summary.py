@@ -83,7 +83,19 @@ def _spread(s: dict, key: str, run: str) -> str:
 
 
 PLATEAU = 0.05
-"""Effects within this share of each other (relative to the largest) count as one value."""
+"""Effects within this share of a shared value (relative to that value) count as one value."""
+
+
+def plateau(values: pd.Series) -> pd.Series:
+    """The largest set of entries sharing one value: for each entry's |value| v, the entries
+    whose |value| is within PLATEAU * v of v; the biggest such set (ties: the larger v)."""
+    size = values.abs()
+    best = values.iloc[:0]
+    for v in size.sort_values(ascending=False):
+        group = values[(size - v).abs() <= PLATEAU * v]
+        if len(group) > len(best):
+            best = group
+    return best
 
 
 def unstable_text(heads: pd.DataFrame, mlps: pd.DataFrame, config: P0Config) -> str:
@@ -104,11 +116,12 @@ def unstable_text(heads: pd.DataFrame, mlps: pd.DataFrame, config: P0Config) -> 
                 name=[node_id("mlp", int(r.layer)) for r in mlps.itertuples()],
                 top=mlps[col].abs().max(),
             ),
-        ]
+        ],
+        ignore_index=True,  # heads and MLPs share index labels
     )
     size, sd = rows[col].abs(), rows[f"{col}:sd"]
     bad = rows[(size >= config.keep_share * rows.top) & (sd >= size)]
-    bad = bad.loc[bad[col].abs().sort_values(ascending=False).index]
+    bad = bad.sort_values(col, key=abs, ascending=False, kind="stable")
     if bad.empty:
         return ""
     listed = ", ".join(
@@ -119,8 +132,7 @@ def unstable_text(heads: pd.DataFrame, mlps: pd.DataFrame, config: P0Config) -> 
         f" Unstable across the {config.n_texts} texts (sd over texts at least the mean effect: "
         f"some texts carry it, not all): {listed}."
     )
-    top = bad[col].abs().max()
-    same = bad[(top - bad[col].abs()) <= PLATEAU * top]
+    same = bad.loc[plateau(bad[col]).index]
     if len(same) >= 3:
         text += (
             f" {len(same)} unrelated components share one effect "
@@ -190,6 +202,21 @@ def _left_out(trace: P0Trace) -> str:
     )
 
 
+def stable_split(trace: P0Trace) -> tuple[list[str], list[str]]:
+    """The node-level circuit's components (heads, then MLPs) split into those stable across
+    the texts and those whose sd over texts is at least their |mean effect|."""
+    col = "p0_attention@p0"
+    loc, s = trace.localisation, trace.summary()
+    sd = {}
+    if f"{col}:sd" in loc.heads:
+        for kind, frame in (("head", loc.heads), ("mlp", loc.mlps)):
+            for r in frame.to_dict("records"):
+                name = node_id(kind, int(r["layer"]), *([int(r["head"])] if kind == "head" else []))
+                sd[name] = r[f"{col}:sd"] >= abs(r[col])
+    names = [*s["node_circuit_heads"], *s["node_circuit_mlps"]]
+    return [n for n in names if not sd.get(n)], [n for n in names if sd.get(n)]
+
+
 def finding_text(trace: P0Trace) -> str:
     """The finding in a few sentences, then the headline numbers (Markdown list)."""
     s, e, cfg = trace.summary(), trace.edges.summary(), trace.edges.config
@@ -208,8 +235,10 @@ def finding_text(trace: P0Trace) -> str:
         f"{strongest_edges_text(trace.edges.edges_frame(), cfg.method)} Colours and signs "
         "everywhere: blue (a negative change when removed) supports the sink, orange opposes it."
     )
-    heads = ", ".join(s["node_circuit_heads"]) or "none"
-    mlps = ", ".join(s["node_circuit_mlps"]) or "none"
+    stable, unstable = stable_split(trace)
+    heads = ", ".join(n for n in stable if n in s["node_circuit_heads"]) or "none"
+    mlps = ", ".join(n for n in stable if n in s["node_circuit_mlps"]) or "none"
+    shaky = f" (left out as unstable across texts: {', '.join(unstable)})" if unstable else ""
     numbers = [
         f"- circuit size: {e['n_edges']:,} direct edges ({e['n_senders']} sending components) "
         f"of {e['n_edges_total']:,}",
@@ -222,8 +251,8 @@ def finding_text(trace: P0Trace) -> str:
         f"{number(e['random_faithfulness_sd'])}; the complement (every other edge): "
         f"{number(e['complement_faithfulness'])}",
         f"- edge stability: {percent(e['stability_mean'])} of resamples keep an edge, on average",
-        f"- node-level first view (one component at a time): heads {heads}; MLPs {mlps}. "
-        + _left_out(trace),
+        f"- node-level first view (one component at a time, those stable across texts): heads "
+        f"{heads}; MLPs {mlps}{shaky}. " + _left_out(trace),
     ]
     return (f"**{rough}**\n\n" if rough else "") + sentence + "\n\n" + "\n".join(numbers)
 
