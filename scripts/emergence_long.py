@@ -21,8 +21,12 @@ from pathlib import Path
 
 import torch
 
+from circuits._io import write_csv, write_json
 from circuits.cli.train_lm import utc_time
-from circuits.emergence.watch import CheckpointWatch, read_rows
+from circuits.emergence.config import PhaseRuleConfig
+from circuits.emergence.phase_rule import run_verdicts
+from circuits.emergence.watch import CheckpointWatch, checkpoints_frame, read_rows
+from circuits.provenance import provenance
 from circuits.training.config import LMConfig, TrainConfig
 from circuits.training.corpus import load_corpus
 from circuits.training.train import Until, train_lm
@@ -80,6 +84,31 @@ def status(args: argparse.Namespace) -> int:
     return 0
 
 
+def report(args: argparse.Namespace) -> int:
+    """<run>/checkpoints.csv (one line a measured checkpoint) and <run>/verdicts.json (the
+    phase rule's reading of the checkpoints so far, with the run's progress and provenance)."""
+    name, lm, config = RUNS[args.run]
+    run = ROOT / name
+    rows = read_rows(run)
+    if not rows:
+        raise SystemExit(f"{run} has no measured checkpoint yet: train it first")
+    steps, losses = [r["step"] for r in rows], [r["heldout_loss"] for r in rows]
+    rule = PhaseRuleConfig()
+    verdicts = run_verdicts(rows, steps, losses, lm.n_layers, rule)
+    state_step = torch.load(run / "state.pt", map_location="cpu", weights_only=True)["step"]
+    doc = {
+        "run": name, "trained_steps": state_step, "steps": config.steps,
+        "finished": state_step == config.steps, "rule": rule.to_dict(),
+        "n_checkpoints_measured": len(rows), "verdicts": verdicts,
+        "provenance": provenance(settings={"run": name, "lm": lm.to_dict(), "train": config.to_dict()}),
+    }  # fmt: skip
+    write_csv(run / "checkpoints.csv", checkpoints_frame(rows, verdicts["phases"]))
+    write_json(run / "verdicts.json", doc)
+    print(f"{name}: {len(rows)} checkpoints to step {steps[-1]:,}; formation "
+          f"{(verdicts['formation'] or {}).get('step')}; verdicts {verdicts['verdicts']}")  # fmt: skip
+    return 0
+
+
 def main(argv: list[str] | None = None) -> int:
     p = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     sub = p.add_subparsers(dest="action", required=True)
@@ -90,6 +119,9 @@ def main(argv: list[str] | None = None) -> int:
     st = sub.add_parser("status", help="where the run stands")
     st.add_argument("run", choices=RUNS)
     st.set_defaults(func=status)
+    rp = sub.add_parser("report", help="checkpoints.csv and verdicts.json of the run so far")
+    rp.add_argument("run", choices=RUNS)
+    rp.set_defaults(func=report)
     args = p.parse_args(argv)
     return args.func(args)
 

@@ -29,6 +29,7 @@ import numpy as np  # noqa: E402
 import pandas as pd  # noqa: E402
 
 from circuits._io import atomic_folder, write_csv, write_json  # noqa: E402
+from circuits.emergence.watch import checkpoints_frame  # noqa: E402
 from circuits.provenance import provenance  # noqa: E402
 
 MAPS = {
@@ -37,21 +38,6 @@ MAPS = {
     "sink_heads_by_layer": "sink heads (alpha_0 > 0.3)",
     "p0_norm_ratio": "P0 norm ratio (row 0: embedding)",
 }
-
-
-def checkpoints_frame(doc: dict) -> pd.DataFrame:
-    recs = []
-    for r, phase in zip(doc["rows"], doc["summary"]["phases"], strict=True):
-        g, p = r["gu_rate"], r["gu_rate_p1"]
-        recs.append({
-            "step": r["step"], "tokens": r["tokens"], "heldout_loss": r["heldout_loss"],
-            "gu_rate": g[0], "gu_rate_lo": g[1], "gu_rate_hi": g[2],
-            "gu_rate_p1": p[0], "gu_rate_p1_lo": p[1], "gu_rate_p1_hi": p[2],
-            "all_head_p0_mass": r["all_head_p0_mass"], "max_head_alpha0": r["max_head_alpha0"],
-            "jump_block": r["jump_block"], "onset_layer": r["onset_layer"],
-            "top_positions": " ".join(map(str, r["top_position_by_layer"])), "phase": phase,
-        })  # fmt: skip
-    return pd.DataFrame(recs)
 
 
 def maps_frame(doc: dict) -> pd.DataFrame:
@@ -80,7 +66,7 @@ def _heat(ax, doc: dict, key: str, title: str) -> None:
 
 
 def _rates(ax, doc: dict) -> None:
-    f = checkpoints_frame(doc)
+    f = checkpoints_frame(doc["rows"], doc["summary"]["phases"])
     x = np.arange(len(f))
     ax.fill_between(x, f.gu_rate_lo, f.gu_rate_hi, alpha=0.3)
     ax.plot(x, f.gu_rate, label="Gu Sink^0.3 at P0")
@@ -262,7 +248,7 @@ def write_report(root: Path, out: Path, real: Path | None = None) -> pd.DataFram
         for doc in docs:
             folder = tmp / doc["run"]
             folder.mkdir()
-            write_csv(folder / "checkpoints.csv", checkpoints_frame(doc))
+            write_csv(folder / "checkpoints.csv", checkpoints_frame(doc["rows"], doc["summary"]["phases"]))
             write_csv(folder / "maps.csv", maps_frame(doc), lean=True)
             keep = {k: doc[k] for k in ("run", "settings", "rule", "n_texts", "summary")}
             write_json(folder / "summary.json", keep)

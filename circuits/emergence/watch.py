@@ -10,6 +10,8 @@ import json
 import time
 from pathlib import Path
 
+import pandas as pd
+
 from circuits.emergence.config import PhaseRuleConfig
 from circuits.emergence.phases import measure_model
 from circuits.emergence.run_phases import N_TEXTS, run_windows
@@ -71,3 +73,22 @@ class CheckpointWatch:
                 n += training["step"] not in self.done
                 self(folder, training)
         return n
+
+
+def checkpoints_frame(rows: list[dict], phases: list[str]) -> pd.DataFrame:
+    """One line a checkpoint: loss, Gu's rates (per text, with intervals; the window-mean
+    count beside where measured), the strongest head, the all-head P0 mass, the jump block,
+    the onset layer, the most-attended position per layer and the rule's phase."""
+    recs = []
+    for r, phase in zip(rows, phases, strict=True):
+        g, p = r["gu_rate"], r["gu_rate_p1"]
+        recs.append({
+            "step": r["step"], "tokens": r["tokens"], "heldout_loss": r["heldout_loss"],
+            "gu_rate": g[0], "gu_rate_lo": g[1], "gu_rate_hi": g[2],
+            "gu_rate_window_mean": r.get("gu_rate_window_mean", [None])[0],
+            "gu_rate_p1": p[0], "gu_rate_p1_lo": p[1], "gu_rate_p1_hi": p[2],
+            "all_head_p0_mass": r["all_head_p0_mass"], "max_head_alpha0": r["max_head_alpha0"],
+            "jump_block": r["jump_block"], "onset_layer": r["onset_layer"],
+            "top_positions": " ".join(map(str, r["top_position_by_layer"])), "phase": phase,
+        })  # fmt: skip
+    return pd.DataFrame(recs)
