@@ -145,7 +145,9 @@ def summarise(key: str, run, selection: Selection) -> dict:
     }
 
 
-def write_run(folder: Path, key: str, run, selection: Selection, model, started: float) -> dict:
+def write_run(
+    folder: Path, key: str, run, selection: Selection, model, started: float, rounding=None
+) -> dict:
     """The run folder of a `ProtocolRun`, atomically: summary.json (with its provenance),
     layers.csv, heads.csv and protocols.png; the marker carries the same provenance."""
     from circuits._io import atomic_folder, write_csv, write_json
@@ -153,6 +155,8 @@ def write_run(folder: Path, key: str, run, selection: Selection, model, started:
     from circuits.report.draw import save_figure
 
     summary = summarise(key, run, selection)
+    if rounding is not None:  # a rounded copy: its model and the rounding, named apart
+        summary |= {"model": key.removesuffix(f"-{rounding}"), "rounding": rounding}
     kinds = [w.split(":")[1] for w in selection.where]
     settings = {
         "n_tokens": summary["n_tokens"],
@@ -365,9 +369,72 @@ def update_readme(out: Path = OUT, models: tuple[str, ...] = MODELS) -> bool:
     return True
 
 
+ROUNDED = OUT / "rounding"
+"""Run folders of the protocol on rounded copies of a model: `<key>-<type>/`, `table.md`."""
+
+
+def rounded_copy(key: str, kind: str) -> Path:
+    """The loader's fp32 folder of registry model `key` rounded to `kind` (every matrix; the
+    classes the file keeps at 8 bits or wider stay so: `circuits.models.rounding.file_plan`),
+    written once into the cache (`<cache>/rounded/<key>-<kind>`)."""
+    from circuits.models import cache, load_model
+    from circuits.models.gguf import verified_single_file
+    from circuits.models.registry import get_spec
+    from circuits.models.rounding import file_plan, round_folder
+
+    dst = cache.cache_root() / "rounded" / f"{key}-{kind}"
+    if not (dst / "rounding.json").is_file():
+        load_model(key)  # builds the cache entry (the dequantised fp32 folder) if missing
+        round_folder(
+            cache.entry_dir(key), dst, file_plan(verified_single_file(get_spec(key)), kind)
+        )
+    return dst
+
+
+def run_rounded(key: str, kinds: list[str], selection: Selection) -> list[dict]:
+    """The protocol on `key` as loaded and on each rounded copy, each a run folder under
+    `ROUNDED`; one row a model for `rounding_table`."""
+    from circuits.models import load_model
+
+    rows = []
+    for kind in ["as loaded", *kinds]:
+        name = key if kind == "as loaded" else f"{key}-{kind}"
+        folder = ROUNDED / name.replace(" ", "-")
+        started = time.time()
+        model = load_model(key if kind == "as loaded" else rounded_copy(key, kind))
+        from circuits.sinks.protocols import run_protocols
+
+        run = run_protocols(model, first_tokens(model, selection.texts))
+        s = write_run(folder, name, run, selection, model, started, rounding=kind)
+        rows.append(s)
+        print(f"{name}: Sink^0.3 {s['sink03']:.1%}; massive block {s['massive_layer']}", flush=True)
+    return rows
+
+
+def rounding_table(rows: list[dict]) -> str:
+    """Markdown: per rounding, Gu's Sink^0.3 and ^0.8 (per text) with intervals, the P0 mass
+    over later queries, Sun et al.'s first massive block and largest ratio."""
+    lines = ["| model | weights | Sink^0.3 [95 %] | Sink^0.8 [95 %] | P0 mass | massive block | "
+             "max \\|entry\\| / median |", "|---|---|---|---|---|---|---|"]  # fmt: skip
+    for r in rows:
+        lo3, hi3 = r["sink03_ci"]
+        lo8, hi8 = r["sink08_ci"]
+        lines.append(
+            f"| {r['model']} | {r['rounding']} | {r['sink03']:.3f} [{lo3:.3f}, {hi3:.3f}] | "
+            f"{r['sink08']:.3f} [{lo8:.3f}, {hi8:.3f}] | {r['p0_mass_mean']:.3f} | "
+            f"{r['massive_layer']} | {r['max_ratio']:.0f} |"
+        )
+    return "\n".join(lines) + "\n"
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--models", nargs="+", default=list(MODELS), help="registry keys")
+    parser.add_argument(
+        "--rounded", nargs="+", choices=("q4_0", "q4_1", "q8_0"),
+        help="instead: each model as loaded and rounded again to these GGUF types, into "
+        "docs/sinks/rounding/ (a sensitivity to storage precision, not a bound)",
+    )  # fmt: skip
     parser.add_argument("--force", action="store_true", help="measure models already done")
     parser.add_argument("--threads", type=int, default=1, help="torch threads (1)")
     args = parser.parse_args(argv)
@@ -375,6 +442,14 @@ def main(argv: list[str] | None = None) -> int:
 
     set_threads(args.threads)
     selection = select_texts()
+    if args.rounded:
+        for key in args.models:
+            run_rounded(key, args.rounded, selection)
+        rows = [json.loads(p.read_text(encoding="utf-8"))["summary"]
+                for p in sorted(ROUNDED.glob("*/summary.json"))]  # fmt: skip
+        (ROUNDED / "table.md").write_text(rounding_table(rows), encoding="utf-8")
+        print(rounding_table(rows))
+        return 0
     for key in args.models:
         print(run_model(key, selection, OUT, args.force), flush=True)
     print("README tables", "updated" if update_readme() else "not updated (no markers)")

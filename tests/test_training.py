@@ -233,3 +233,28 @@ def test_mixed_corpus_alternates_natural_chunks_and_backcopy_letters(corpus):
     assert (chunks[0::2].reshape(-1) == corpus.train[: n * 64]).all()
     assert set(chunks[1::2].tobytes()) <= set(b"abcdefghijklmnop")
     assert "back-copy" in mix.manifest()["source"] and mix.sha256 != corpus.sha256
+
+
+def test_committed_long_runs_resume_anywhere_and_stay_small():
+    """Every committed run under docs/emergence/train: a state of at most 6 MB (no row log in
+    it), a run.json naming no machine path, and a measured row for every checkpoint step up
+    to the state's step (phases.jsonl), each with Gu's rate counted per text."""
+    from pathlib import Path
+
+    from circuits.emergence.watch import read_rows
+
+    runs = sorted(Path("docs/emergence/train").glob("*/run.json"))
+    if not runs:
+        pytest.skip("no long run committed")
+    for doc_path in runs:
+        run = doc_path.parent
+        state = torch.load(run / "state.pt", map_location="cpu", weights_only=True)
+        assert (run / "state.pt").stat().st_size <= 6e6 and "rows" not in state
+        doc = json.loads(doc_path.read_text())
+        assert doc["corpus"]["root"] == "<stdlib>" and doc["threads"] == 1
+        assert not any(s in doc_path.read_text() for s in ("/work/", "/root/", "/home/", "/tmp/"))
+        config = TrainConfig(**doc["train"])
+        due = [s for s in config.checkpoint_steps() if s <= state["step"]]
+        rows = read_rows(run)
+        assert [r["step"] for r in rows][: len(due)] == due, run.name
+        assert all("gu_rate_window_mean" in r for r in rows)

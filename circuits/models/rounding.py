@@ -66,6 +66,28 @@ class RoundingPlan:
         return {"default": self.default, "by_name": dict(self.by_name)}
 
 
+GGUF_CLASSES = {"token_embd": "embed_tokens", "output": "lm_head"}
+"""GGUF tensor classes whose storage type a file may choose apart from the blocks', with their
+transformers names (the blocks' matrices take the plan's type)."""
+
+
+def file_plan(gguf_path: str | Path, kind: str) -> RoundingPlan:
+    """Round every matrix to `kind`, except the classes of `GGUF_CLASSES` that the file at
+    `gguf_path` stores in an 8-bit or wider type: those are rounded to Q8_0 (an F16 / F32 one
+    stays F32), as a file of `kind` from the same converter would keep them."""
+    from gguf import GGMLQuantizationType, GGUFReader
+
+    keep = {}
+    for t in GGUFReader(Path(gguf_path)).tensors:
+        name = t.name.removesuffix(".weight")
+        if name in GGUF_CLASSES and t.tensor_type not in (
+            GGMLQuantizationType.Q4_0, GGMLQuantizationType.Q4_1, GGMLQuantizationType.Q4_K,
+        ):  # fmt: skip
+            wide = t.tensor_type in (GGMLQuantizationType.F16, GGMLQuantizationType.F32)
+            keep[GGUF_CLASSES[name]] = None if wide else "q8_0"
+    return RoundingPlan(kind, {"norm": None, **keep})
+
+
 def round_state(state: dict[str, Tensor], plan: RoundingPlan) -> tuple[dict, list[dict]]:
     """Every tensor of `state` rounded by `plan`, and a row per tensor: its type (or "F32"),
     shape and relative RMS change."""
@@ -101,4 +123,13 @@ def round_folder(src: str | Path, dst: str | Path, plan: RoundingPlan) -> list[d
     return rows
 
 
-__all__ = ["BLOCK", "TYPES", "RoundingPlan", "round_folder", "round_state", "round_tensor"]
+__all__ = [
+    "BLOCK",
+    "GGUF_CLASSES",
+    "TYPES",
+    "RoundingPlan",
+    "file_plan",
+    "round_folder",
+    "round_state",
+    "round_tensor",
+]
