@@ -6,6 +6,16 @@ import pytest
 import torch
 
 from circuits.core.sites import hook_name
+from circuits.known_answers.task import SEED, partners, task_tokens
+from circuits.known_answers.truth import (
+    ACDC_DIFFERENCES,
+    ACDC_TRUTH,
+    TARGET,
+    edge_effects,
+    merged,
+    resample_truth,
+    zero_truth,
+)
 from circuits.models.compiled import load_compiled
 
 PROGRAMS = ("reverse", "frac_prevs", "hist", "sort")
@@ -64,3 +74,60 @@ def test_bad_names_and_values_say_so(compiled):
         load_compiled("nope")
     with pytest.raises(ValueError, match="not in its vocabulary"):
         compiled["reverse"].encode([1, 7])
+
+
+# -- the truth derived from the program ---------------------------------------------------------
+
+HIST_ZERO = {
+    "embed->L0.H0.q",  # Select(tokens, tokens, EQ): the query reads the tokens (and `one`)
+    "embed->L0.H0.k",  # ... the key the tokens (and BOS)
+    "embed->L0.H0.v",  # SelectorWidth's value: BOS's indicator
+    "embed->L0.MLP",  # the MLP turns BOS's share 1/(w+1) into w: reads `one` and BOS
+    "L0.H0->L0.MLP",  # ... and the head's output
+    f"L0.MLP->{TARGET}",  # the unembedding reads hist:*
+}
+
+
+def test_hist_truth_by_hand(compiled):
+    """The smallest program, checked by hand against Tracr's SelectorWidth: under zero ablation
+    every declared edge; under resample only those whose value varies (the token identity into
+    q and k, the count onwards; BOS's value and `one` are the same in every text)."""
+    c = compiled["hist"]
+    zero = {e.name for e in zero_truth(c)}
+    assert zero == HIST_ZERO
+    tokens = task_tokens(c)
+    resample = {e.name for e in resample_truth(c, tokens, partners(tokens))}
+    assert resample == HIST_ZERO - {"embed->L0.H0.v", "embed->L0.MLP"}
+    labels = {e.name: e.labels for e in zero_truth(c)}
+    assert labels["embed->L0.H0.v"] == ("tokens:BOS",)
+    assert set(labels["embed->L0.MLP"]) == {"one", "tokens:BOS"}
+
+
+@pytest.mark.parametrize("name", PROGRAMS)
+@pytest.mark.parametrize("ablation", ["zero", "resample"])
+def test_true_edges_are_the_ones_exact_patching_sees(compiled, name, ablation):
+    """Every edge outside the derived truth changes nothing when ablated alone (exact patching,
+    ACDC's metric); every true edge but the explained inert ones changes the output."""
+    c = compiled[name]
+    tokens = task_tokens(c)
+    truth = zero_truth(c) if ablation == "zero" else resample_truth(c, tokens, partners(tokens))
+    effects = edge_effects(c, tokens, ablation, seed=SEED)
+    true = {e.name for e in truth}
+    assert true <= set(effects)
+    assert max(v for k, v in effects.items() if k not in true) < 1e-9
+    inert = set(merged(ACDC_DIFFERENCES.get(name, {}))) if ablation == "zero" else set()
+    inert |= {"embed->L2.H0.k"} if (name, ablation) == ("sort", "zero") else set()
+    assert min(v for k, v in effects.items() if k in true - inert) > 1e-3
+
+
+@pytest.mark.parametrize("name", sorted(ACDC_TRUTH))
+def test_acdc_truth_is_the_derived_truth_less_the_explained_edges(compiled, name):
+    c = compiled[name]
+    derived = {e.name for e in zero_truth(c, split=True)}
+    acdc = set(ACDC_TRUTH[name])
+    assert acdc <= derived
+    assert derived - acdc == set(ACDC_DIFFERENCES[name])
+    effects = edge_effects(c, task_tokens(c), "zero")
+    for edge in merged(ACDC_DIFFERENCES[name]):
+        if edge not in merged(acdc):  # a merged embed edge ACDC keeps through the other part
+            assert effects[edge] < 1e-9, edge
