@@ -30,6 +30,7 @@ import torch
 from jaxtyping import Int
 from torch import Tensor
 
+from circuits.core.nodes import node_id, parse_node_id
 from circuits.core.sites import FINAL_RESID, hook_name
 from circuits.discovery.components import head_outputs
 from circuits.models.compiled import CompiledModel
@@ -102,13 +103,14 @@ def components(compiled: CompiledModel, split: bool = False):
         layer = block["layer"]
         for h in range(meta["config"]["n_heads"]):
             head = block["attn"][h] if h < len(block["attn"]) else None
-            name = f"L{layer}.H{h}"
+            name = node_id("head", layer, h)
             for part in ("q", "k", "v"):
                 reads.append((f"{name}.{part}", name, set(head[part]) if head else set()))
             writes[name] = set(head["writes"]) if head else set()
         mlp = block["mlp"]
-        reads.append((f"L{layer}.MLP", f"L{layer}.MLP", set(mlp["reads"]) if mlp else set()))
-        writes[f"L{layer}.MLP"] = set(mlp["writes"]) if mlp else set()
+        mlp_node = node_id("mlp", layer)
+        reads.append((mlp_node, mlp_node, set(mlp["reads"]) if mlp else set()))
+        writes[mlp_node] = set(mlp["writes"]) if mlp else set()
     out = compiled.meta["output"]
     out_labels = {compiled.labels[d] for d in compiled.output_dims()}
     reads.append((TARGET, TARGET, out_labels if out else set()))
@@ -140,11 +142,10 @@ def _senders_before(order: list[str], receiver: str) -> int:
     """How many senders (in forward order) write before `receiver` reads."""
     if receiver == TARGET:
         return len(order)
-    layer = int(receiver[1:].split(".")[0])
-    first = next(i for i, s in enumerate(order) if s.startswith(f"L{layer}."))
-    if receiver.endswith(".MLP"):
+    component = parse_node_id(receiver)
+    if component.kind == "mlp":
         return order.index(receiver)
-    return first
+    return order.index(node_id("head", component.layer, 0))
 
 
 def zero_truth(compiled: CompiledModel, split: bool = False) -> list[TrueEdge]:
@@ -167,8 +168,8 @@ def sender_outputs(compiled: CompiledModel, tokens: Int[Tensor, "batch pos"], sp
     for layer in range(model.cfg.n_layers):
         heads = head_outputs(model, layer, cache[hook_name("head", layer)])
         for h in range(model.cfg.n_heads):
-            out[f"L{layer}.H{h}"] = heads[:, :, h]
-        out[f"L{layer}.MLP"] = cache[hook_name("mlp_out", layer)]
+            out[node_id("head", layer, h)] = heads[:, :, h]
+        out[node_id("mlp", layer)] = cache[hook_name("mlp_out", layer)]
     return out
 
 

@@ -128,22 +128,28 @@ def _param(arrays, module: str, key: str) -> Tensor:
     return torch.as_tensor(np.asarray(arrays[f"param/{module}/{key}"]), dtype=torch.float32)
 
 
-def _state_dict(arrays, meta: dict, unembed: Tensor) -> dict[str, Tensor]:
-    """Tracr's haiku parameters under the native bridge's names (torch Linear: [out, in])."""
-    sd = {
-        "embed.weight": _param(arrays, "token_embed", "embeddings"),
-        "pos_embed.weight": _param(arrays, "pos_embed", "embeddings"),
-        "unembed.weight": unembed.T.contiguous(),
-        "unembed.bias": torch.zeros(unembed.shape[1]),
-    }
-    parts = {"attn.q": "attn/query", "attn.k": "attn/key", "attn.v": "attn/value",
-             "attn.o": "attn/linear", "mlp.in": "mlp/linear_1", "mlp.out": "mlp/linear_2"}  # fmt: skip
-    for layer in range(meta["config"]["n_layers"]):
-        for ours, theirs in parts.items():
-            module = f"transformer/layer_{layer}/{theirs}"
-            sd[f"blocks.{layer}.{ours}.weight"] = _param(arrays, module, "w").T.contiguous()
-            sd[f"blocks.{layer}.{ours}.bias"] = _param(arrays, module, "b")
-    return sd
+def _load_weights(native: torch.nn.Module, arrays, unembed: Tensor) -> None:
+    """Copy Tracr's haiku parameters into the native model's modules (torch Linear: [out, in]);
+    every parameter is written, so none keeps its random start."""
+    parts = {("attn", "q"): "attn/query", ("attn", "k"): "attn/key", ("attn", "v"): "attn/value",
+             ("attn", "o"): "attn/linear", ("mlp", "fc_in"): "mlp/linear_1",
+             ("mlp", "fc_out"): "mlp/linear_2"}  # fmt: skip
+    written = 0
+    with torch.no_grad():
+        native.tok_embed.weight.copy_(_param(arrays, "token_embed", "embeddings"))
+        native.pos.weight.copy_(_param(arrays, "pos_embed", "embeddings"))
+        native.head.weight.copy_(unembed.T)
+        written += 3
+        for layer, block in enumerate(native.layers):
+            for (sub, name), theirs in parts.items():
+                linear = getattr(getattr(block, sub), name)
+                module = f"transformer/layer_{layer}/{theirs}"
+                linear.weight.copy_(_param(arrays, module, "w").T)
+                linear.bias.copy_(_param(arrays, module, "b"))
+                written += 2
+    total = sum(1 for _ in native.parameters())
+    if written != total:
+        raise RuntimeError(f"wrote {written} of the compiled model's {total} parameters")
 
 
 def load_compiled(name_or_path: str | Path = "reverse", folder=None) -> CompiledModel:
@@ -162,6 +168,7 @@ def load_compiled(name_or_path: str | Path = "reverse", folder=None) -> Compiled
     dims = output_dims(meta)
     unembed = torch.zeros(token_embed.shape[1], len(dims))
     unembed[dims, torch.arange(len(dims))] = 1.0
+    # No unembedding bias: the native model's head has none.
     cfg = TransformerBridgeConfig(
         n_layers=cfg_in["n_layers"], d_model=token_embed.shape[1], d_head=cfg_in["d_head"],
         n_ctx=arrays["param/pos_embed/embeddings"].shape[0], d_vocab=token_embed.shape[0],
@@ -171,7 +178,7 @@ def load_compiled(name_or_path: str | Path = "reverse", folder=None) -> Compiled
     )  # fmt: skip
     cache = Path(folder or tempfile.mkdtemp(prefix=f"circuits-tracr-{name}-"))
     model = boot(cfg, tokenizer=_tokenizer(meta, cache), device="cpu", dtype=torch.float32)
-    model.load_state_dict(_state_dict(arrays, meta, unembed), strict=True)
+    _load_weights(model.original_model, arrays, unembed)
     attach_info(
         model, key=f"tracr-{name}", source=f"tracr:{npz.name}", hub_name=f"tracr/{name}",
         gguf_sha256=None, cache_dir=str(cache), from_cache=False, load_seconds=0.0,
