@@ -6,6 +6,7 @@ import pytest
 import torch
 
 from circuits.core.sites import hook_name
+from circuits.known_answers.sinks import design_table
 from circuits.known_answers.task import SEED, partners, task_tokens
 from circuits.known_answers.truth import (
     ACDC_DIFFERENCES,
@@ -131,3 +132,30 @@ def test_acdc_truth_is_the_derived_truth_less_the_explained_edges(compiled, name
     for edge in merged(ACDC_DIFFERENCES[name]):
         if edge not in merged(acdc):  # a merged embed edge ACDC keeps through the other part
             assert effects[edge] < 1e-9, edge
+
+
+# -- sinks by design ---------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("name", PROGRAMS)
+def test_bos_mass_is_the_designed_one(compiled, name):
+    """Every designed head on every input: SelectorWidth heads put 1/(w+1) on BOS, Aggregate
+    heads 1 for a query that matches no key and 0 otherwise (measured within 1e-5)."""
+    rows = design_table(compiled[name])
+    assert {r.length for r in rows} == set(compiled[name].lengths)
+    assert max(r.max_abs_error for r in rows) < 1e-5
+
+
+def test_gu_alpha_misreads_design_sinks(compiled):
+    """Gu's alpha counts BOS's own row (its query attends to BOS alone): the length head of
+    reverse gives 1/4 to BOS from every later query of a 3-token input, under Sink^0.3's
+    threshold, yet alpha is 7/16 > 0.3; its Aggregate head gives BOS nothing from any later
+    query, yet alpha is 1/(n+1) and counts it as a sink head at lengths 1 and 2."""
+    rows = {(r.head, r.length): r for r in design_table(compiled["reverse"])}
+    width = rows[("L0.H0", 3)]
+    assert width.measured_mean == pytest.approx(0.25, abs=1e-6) and not width.mass_sink
+    assert width.gu_alpha == pytest.approx(7 / 16, abs=1e-6) and width.gu_sink
+    for length in (1, 2):
+        agg = rows[("L3.H0", length)]
+        assert agg.measured_mean < 1e-6 and agg.gu_sink
+        assert agg.gu_alpha == pytest.approx(1 / (length + 1), abs=1e-6)
