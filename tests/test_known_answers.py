@@ -138,6 +138,8 @@ def test_acdc_truth_is_the_derived_truth_less_the_explained_edges(compiled, name
     assert acdc <= derived
     assert derived - acdc == set(ACDC_DIFFERENCES[name])
     effects = edge_effects(c, task_tokens(c), "zero")
+    used = {k for k, v in effects.items() if v > 1e-9}
+    assert set(merged(acdc)) == used  # ACDC's truth, merged onto one embed, is what is used
     for edge in merged(ACDC_DIFFERENCES[name]):
         if edge not in merged(acdc):  # a merged embed edge ACDC keeps through the other part
             assert effects[edge] < 1e-9, edge
