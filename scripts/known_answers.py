@@ -26,8 +26,8 @@ from circuits.known_answers.scoring import (
     truth_mask,
     used_mask,
 )
-from circuits.known_answers.sinks import design_table
-from circuits.known_answers.task import SEED, TASK_LENGTH
+from circuits.known_answers.sinks import design_table, p0_tracer
+from circuits.known_answers.task import SEED, TASK_LENGTH, task_tokens
 from circuits.known_answers.truth import ACDC_DIFFERENCES, ACDC_TRUTH, merged, zero_truth
 from circuits.models.compiled import load_compiled
 from circuits.provenance import provenance, stamped
@@ -95,6 +95,18 @@ def sinks_md(rows: list[dict]) -> str:
     return _table(header, body)
 
 
+def tracer_md(rows: list[dict]) -> str:
+    header = ["program", "P0 norm / median norm (per block)", "formation block (stand-in)",
+              "late layers", "late P0 attention", "named heads", "named MLPs",
+              "largest rise (relative)", "largest drop"]  # fmt: skip
+    body = [[r["program"], ", ".join(f"{x:.2f}" for x in r["norm_ratio"]),
+             r["formation_block"], ", ".join(map(str, r["late_layers"])),
+             f"{r['late_p0_attention']:.2g}", ", ".join(r["named_heads"]) or "none",
+             ", ".join(r["named_mlps"]) or "none", f"{r['largest_rise']:.3g}",
+             f"{r['largest_drop']:.3g}"] for r in rows]  # fmt: skip
+    return _table(header, body)
+
+
 def truth_record(compiled, ablation: str) -> dict:
     runner = runner_for(compiled, ablation)
     declared = truth_mask(compiled, runner, ablation)
@@ -110,7 +122,7 @@ def truth_record(compiled, ablation: str) -> dict:
 def run(programs, out: Path) -> None:
     started = time.time()
     torch.set_num_threads(1)
-    cells, truths, sinks, acdc = [], [], [], {}
+    cells, truths, sinks, tracer, acdc = [], [], [], [], {}
     for name in programs:
         compiled = load_compiled(name)
         for ablation in ("zero", "resample"):
@@ -119,6 +131,8 @@ def run(programs, out: Path) -> None:
                 cells.append(cell_dict(score_cell(compiled, ablation, method)))
                 print(f"{name} {ablation} {method}: AUC {cells[-1]['auc_used']:.3f}", flush=True)
         sinks += [vars(r) for r in design_table(compiled)]
+        traced = p0_tracer(compiled, task_tokens(compiled))
+        tracer += [traced] if traced is not None else []
         if name in ACDC_TRUTH:
             derived = [e.name for e in zero_truth(compiled, split=True)]
             acdc[name] = {"acdc": list(ACDC_TRUTH[name]), "derived_split": derived,
@@ -126,7 +140,8 @@ def run(programs, out: Path) -> None:
     settings = {"programs": list(programs), "seed": SEED, "task_length": TASK_LENGTH,
                 "methods": list(ALL_METHODS), "metric": "mse_to_clean (ACDC's L2)"}  # fmt: skip
     record = provenance(settings=settings, started=started)
-    doc = {"cells": cells, "truth": truths, "design_sinks": sinks, "acdc": acdc,
+    doc = {"cells": cells, "truth": truths, "design_sinks": sinks, "p0_tracer": tracer,
+           "acdc": acdc,
            "published": {f"{a}/{p}": v for (a, p), v in PUBLISHED.items()}}  # fmt: skip
     with atomic_folder(out, {"report": "known answers"}, record) as tmp:
         write_json(tmp / "summary.json", stamped(doc, record))
@@ -134,6 +149,7 @@ def run(programs, out: Path) -> None:
         (tmp / "truth.md").write_text(truth_md(truths))
         (tmp / "acdc.md").write_text(acdc_md())
         (tmp / "sinks.md").write_text(sinks_md(sinks))
+        (tmp / "tracer.md").write_text(tracer_md(tracer))
     print(f"wrote {out}")
 
 

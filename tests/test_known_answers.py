@@ -15,7 +15,7 @@ from circuits.known_answers.scoring import (
     runner_for,
     score_cell,
 )
-from circuits.known_answers.sinks import design_table
+from circuits.known_answers.sinks import design_table, p0_tracer
 from circuits.known_answers.task import SEED, partners, task_tokens
 from circuits.known_answers.truth import (
     ACDC_DIFFERENCES,
@@ -201,3 +201,14 @@ def test_true_circuits_are_faithful(compiled):
         for ablation in ("zero", "resample"):
             f = circuit_faithfulness(compiled[name], ablation)
             assert f["mse_true_circuit"] < 1e-9 < 0.1 < f["mse_empty_circuit"], (name, ablation)
+
+
+def test_p0_tracer_names_no_upstream_component(compiled):
+    """Tracr's BOS attention comes from BOS's embedding alone: the P0 tracer's localisation
+    names no head and no MLP (it does not apply to the one-block hist)."""
+    assert p0_tracer(compiled["hist"], task_tokens(compiled["hist"])) is None
+    for name in ("reverse", "frac_prevs", "sort"):
+        found = p0_tracer(compiled[name], task_tokens(compiled[name]))
+        assert found["named_heads"] == [] and found["named_mlps"] == [], name
+        assert found["largest_drop"] == 0.0  # no ablation at P0 lowers the late P0 attention
+        assert max(found["norm_ratio"]) < 1  # the P0 state is never massive

@@ -12,6 +12,7 @@ their count is reported; the AUC without them is reported beside.
 
 from __future__ import annotations
 
+import time
 from dataclasses import asdict, dataclass
 
 import torch
@@ -121,8 +122,6 @@ def truth_mask(compiled: CompiledModel, runner: EdgeRunner, ablation: str) -> Te
 
 def score_cell(compiled: CompiledModel, ablation: str, method: str, config=None) -> Cell:
     """Score `method` on `compiled` under `ablation` against its truth."""
-    import time
-
     config = config or DiscoveryConfig(ablation=ablation, seed=SEED)
     runner = runner_for(compiled, ablation)
     truth = truth_mask(compiled, runner, ablation)

@@ -132,5 +132,38 @@ def design_table(compiled: CompiledModel, eps: float = 0.3) -> list[DesignRow]:
     return rows
 
 
-__all__ = ["COMPARE", "DESIGN", "DesignRow", "HeadDesign", "decode", "design_table",
+def p0_tracer(compiled: CompiledModel, tokens: Tensor) -> dict | None:
+    """The P0 tracer's localisation (experiment 3, `circuits.tracing.p0.localise`) on the
+    program's texts: the formation block (the P0 norm never becomes massive here, so the block
+    of largest growth stands in), the heads and MLPs it names as making the sink (expected:
+    none; Tracr's BOS attention comes from BOS's embedding alone) and the largest rise and drop
+    of the late P0 attention when one component is ablated at P0. None for a one-block
+    program (the tracer looks for the sink's formation across blocks)."""
+    from circuits.tracing.p0.formation import find_formation
+    from circuits.tracing.p0.localise import localise
+
+    model = compiled.model
+    if model.cfg.n_layers < 2:
+        return None
+    hooks = [hook_name("resid_post", layer) for layer in range(model.cfg.n_layers)]
+    with torch.no_grad():
+        _, cache = model.run_with_cache(tokens, names_filter=hooks)
+    p0 = [float(cache[h][:, 0].norm(dim=-1).mean()) for h in hooks]
+    ratio = [
+        p / float(cache[h][:, 1:].norm(dim=-1).median()) for p, h in zip(p0, hooks, strict=True)
+    ]
+    formation = find_formation(p0, ratio)
+    loc = localise(model, tokens, formation, progress=False)
+    effects = [*loc.heads["p0_attention@p0"], *loc.mlps["p0_attention@p0"]]
+    return {
+        "program": compiled.name, "p0_norm": p0, "norm_ratio": ratio,
+        "formation_block": formation.last_jump, "late_layers": formation.late_layers,
+        "named_heads": [node_id("head", *h) for h in loc.circuit_heads],
+        "named_mlps": [node_id("mlp", m) for m in loc.circuit_mlps],
+        "largest_rise": max(effects), "largest_drop": min(effects),
+        "late_p0_attention": loc.baselines["p0_attention"],
+    }  # fmt: skip
+
+
+__all__ = ["COMPARE", "DESIGN", "DesignRow", "HeadDesign", "decode", "design_table", "p0_tracer",
            "predicted_bos"]  # fmt: skip

@@ -111,9 +111,7 @@ def components(compiled: CompiledModel, split: bool = False):
         mlp_node = node_id("mlp", layer)
         reads.append((mlp_node, mlp_node, set(mlp["reads"]) if mlp else set()))
         writes[mlp_node] = set(mlp["writes"]) if mlp else set()
-    out = compiled.meta["output"]
-    out_labels = {compiled.labels[d] for d in compiled.output_dims()}
-    reads.append((TARGET, TARGET, out_labels if out else set()))
+    reads.append((TARGET, TARGET, {compiled.labels[d] for d in compiled.output_dims()}))
     return writes, reads
 
 
