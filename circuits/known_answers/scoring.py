@@ -60,7 +60,9 @@ def empty_components(compiled: CompiledModel) -> set[str]:
     return {c for c, w in writes.items() if c != "embed" and not w and not read_by.get(c)}
 
 
-def method_scores(runner: EdgeRunner, method: str, config: DiscoveryConfig) -> Tensor:
+def method_scores(
+    runner: EdgeRunner, method: str, config: DiscoveryConfig
+) -> Float[Tensor, " edge"]:
     """One score per edge of `runner`'s DAG: |mean over texts| of a signed method's scores,
     the mask's keep probability, or |exact effect| of path patching."""
     if method == "path_patching":
@@ -100,14 +102,16 @@ def runner_for(compiled: CompiledModel, ablation: str) -> EdgeRunner:
                       ablation=ablation, seed=SEED)  # fmt: skip
 
 
-def used_mask(runner: EdgeRunner, truth: Tensor, atol: float = 1e-9) -> Tensor:
+def used_mask(
+    runner: EdgeRunner, truth: Bool[Tensor, " edge"], atol: float = 1e-9
+) -> Bool[Tensor, " edge"]:
     """The true edges the task uses: those whose exact effect, ablated alone, is above `atol`
     (the declared truth less the inert edges of `circuits.known_answers.truth`)."""
     effects = edge_effects(runner, range(runner.space.n_edges)).mean(1).abs()
     return truth & (effects > atol)
 
 
-def truth_mask(compiled: CompiledModel, runner: EdgeRunner, ablation: str) -> Tensor:
+def truth_mask(compiled: CompiledModel, runner: EdgeRunner, ablation: str) -> Bool[Tensor, " edge"]:
     """Which of the runner's edges are true under `ablation` (declared)."""
     tokens = task_tokens(compiled)
     truth = zero_truth(compiled) if ablation == "zero" else resample_truth(

@@ -18,7 +18,7 @@ import operator
 from dataclasses import dataclass
 
 import torch
-from jaxtyping import Float
+from jaxtyping import Float, Int
 from torch import Tensor
 
 from circuits.core.nodes import node_id
@@ -76,7 +76,9 @@ def decode(compiled: CompiledModel, stem: str, length: int) -> Float[Tensor, "ba
     return torch.where(best.values > 0.5, values[best.indices], torch.nan)
 
 
-def predicted_bos(compiled: CompiledModel, design: HeadDesign, length: int) -> Tensor:
+def predicted_bos(
+    compiled: CompiledModel, design: HeadDesign, length: int
+) -> Float[Tensor, "batch query"]:
     """Predicted BOS attention [inputs, query] of queries 1..length."""
     if design.kind == "selector_width":
         width = decode(compiled, design.width, length)[:, 1:]
@@ -132,7 +134,7 @@ def design_table(compiled: CompiledModel, eps: float = 0.3) -> list[DesignRow]:
     return rows
 
 
-def p0_tracer(compiled: CompiledModel, tokens: Tensor) -> dict | None:
+def p0_tracer(compiled: CompiledModel, tokens: Int[Tensor, "batch pos"]) -> dict | None:
     """The P0 tracer's localisation (experiment 3, `circuits.tracing.p0.localise`) on the
     program's texts: the formation block (the P0 norm never becomes massive here, so the block
     of largest growth stands in), the heads and MLPs it names as making the sink (expected:

@@ -128,7 +128,7 @@ def _param(arrays, module: str, key: str) -> Tensor:
     return torch.as_tensor(np.asarray(arrays[f"param/{module}/{key}"]), dtype=torch.float32)
 
 
-def _load_weights(native: torch.nn.Module, arrays, unembed: Tensor) -> None:
+def _load_weights(native: torch.nn.Module, arrays, unembed: Float[Tensor, "d_model out"]) -> None:
     """Copy Tracr's haiku parameters into the native model's modules (torch Linear: [out, in]);
     every parameter is written, so none keeps its random start."""
     parts = {("attn", "q"): "attn/query", ("attn", "k"): "attn/key", ("attn", "v"): "attn/value",
