@@ -27,9 +27,11 @@ class MetricReady(Exception):
     """Raised from the last metric hook: nothing after it can change the metric."""
 
 
-def device_of(module: torch.nn.Module) -> torch.device:
-    """Where `module`'s weights are (its first parameter's device): where its inputs go."""
-    return next(module.parameters()).device
+def device_of(module: torch.nn.Module, default: torch.device | None = None) -> torch.device:
+    """Where `module`'s weights are (its first parameter's device): where its inputs go;
+    `default` for a module without weights (the identity norm of a model without norms)."""
+    first = next(module.parameters(), None)
+    return default if first is None else first.device
 
 
 def to_device(x, device: torch.device):
@@ -207,6 +209,6 @@ def forward_from(
     # receiver of edge discovery) see and patch the whole stream at the positions they index;
     # it is per position, so slicing after it changes no value, and the unembedding (the costly
     # part) runs on `logit_pos` only.
-    normed = model.ln_final(hidden.to(device_of(model.ln_final)))
+    normed = model.ln_final(hidden.to(device_of(model.ln_final, hidden.device)))
     normed = normed if logit_pos is None else normed[:, list(logit_pos)]
     return model.unembed(normed.to(device_of(model.unembed)))
