@@ -26,7 +26,7 @@ from circuits.cli.train_lm import utc_time
 from circuits.emergence.config import PhaseRuleConfig
 from circuits.emergence.phase_rule import run_verdicts
 from circuits.emergence.watch import CheckpointWatch, checkpoints_frame, read_rows
-from circuits.provenance import provenance
+from circuits.provenance import provenance, stamped
 from circuits.training.config import LMConfig, TrainConfig
 from circuits.training.corpus import load_corpus
 from circuits.training.train import Until, train_lm
@@ -84,9 +84,25 @@ def status(args: argparse.Namespace) -> int:
     return 0
 
 
+def so_far(rows: list[dict]) -> dict:
+    """The series' peaks so far: the highest per-text Gu rate (and the window-mean count's),
+    the strongest head's alpha at P0, each with its step."""
+
+    def peak(value):
+        row = max(rows, key=value)
+        return {"value": value(row), "step": row["step"], "tokens": row["tokens"]}
+
+    return {
+        "gu_rate": peak(lambda r: r["gu_rate"][0]),
+        "gu_rate_window_mean": peak(lambda r: r["gu_rate_window_mean"][0]),
+        "max_head_alpha0": peak(lambda r: r["max_head_alpha0"]),
+        "last": {k: rows[-1][k] for k in ("step", "tokens", "heldout_loss", "jump_block")},
+    }
+
+
 def report(args: argparse.Namespace) -> int:
-    """<run>/checkpoints.csv (one line a measured checkpoint) and <run>/verdicts.json (the
-    phase rule's reading of the checkpoints so far, with the run's progress and provenance)."""
+    """<run>/checkpoints.csv (one line a measured checkpoint) and <run>/summary.json (the phase
+    rule's reading of the checkpoints so far, the run's progress and peaks, provenance)."""
     name, lm, config = RUNS[args.run]
     run = ROOT / name
     rows = read_rows(run)
@@ -96,16 +112,19 @@ def report(args: argparse.Namespace) -> int:
     rule = PhaseRuleConfig()
     verdicts = run_verdicts(rows, steps, losses, lm.n_layers, rule)
     state_step = torch.load(run / "state.pt", map_location="cpu", weights_only=True)["step"]
+    tokens_per_step = config.batch_size * lm.n_ctx
     doc = {
         "run": name, "trained_steps": state_step, "steps": config.steps,
+        "trained_tokens": state_step * tokens_per_step, "tokens": config.steps * tokens_per_step,
         "finished": state_step == config.steps, "rule": rule.to_dict(),
-        "n_checkpoints_measured": len(rows), "verdicts": verdicts,
-        "provenance": provenance(settings={"run": name, "lm": lm.to_dict(), "train": config.to_dict()}),
+        "n_checkpoints_measured": len(rows), "so_far": so_far(rows), "verdicts": verdicts,
     }  # fmt: skip
+    settings = {"run": name, "lm": lm.to_dict(), "train": config.to_dict()}
     write_csv(run / "checkpoints.csv", checkpoints_frame(rows, verdicts["phases"]))
-    write_json(run / "verdicts.json", doc)
+    write_json(run / "summary.json", stamped(doc, provenance(settings=settings)))
     print(f"{name}: {len(rows)} checkpoints to step {steps[-1]:,}; formation "
-          f"{(verdicts['formation'] or {}).get('step')}; verdicts {verdicts['verdicts']}")  # fmt: skip
+          f"{(verdicts['formation'] or {}).get('step')}; peak Gu rate "
+          f"{doc['so_far']['gu_rate']['value']:.3f}")  # fmt: skip
     return 0
 
 
@@ -119,7 +138,7 @@ def main(argv: list[str] | None = None) -> int:
     st = sub.add_parser("status", help="where the run stands")
     st.add_argument("run", choices=RUNS)
     st.set_defaults(func=status)
-    rp = sub.add_parser("report", help="checkpoints.csv and verdicts.json of the run so far")
+    rp = sub.add_parser("report", help="checkpoints.csv and summary.json of the run so far")
     rp.add_argument("run", choices=RUNS)
     rp.set_defaults(func=report)
     args = p.parse_args(argv)
