@@ -57,7 +57,9 @@ class CommandParser(argparse.ArgumentParser):
         else:
             kw.update(type=target.type, nargs=target.nargs, choices=target.choices,
                       metavar=target.metavar)  # fmt: skip
-        self.add_argument(old, action=RenamedFlag, new=new, **kw)
+        # In the new flag's mutually exclusive group, if it has one (a required input).
+        groups = [g for g in self._mutually_exclusive_groups if target in g._group_actions]
+        (groups[0] if groups else self).add_argument(old, action=RenamedFlag, new=new, **kw)
 
     def spellings(self) -> dict[str, str]:
         """Every long flag, shown or renamed, -> the flag `--help` shows for it."""
