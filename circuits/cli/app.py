@@ -7,6 +7,7 @@ import argparse
 import signal
 import sys
 
+from circuits._owned import writing_as
 from circuits.cli import (
     claims,
     discover,
@@ -90,7 +91,8 @@ def main(argv: list[str] | None = None) -> int:
             from circuits.threads import set_threads
 
             set_threads(args.threads)
-        return args.func(args)
+        with writing_as(f"circuits {args.command}", force=getattr(args, "force", False)):
+            return args.func(args)
     except (KeyboardInterrupt, Interrupted):
         # On a line of its own: a progress bar may be half-drawn. A command that keeps its
         # finished parts says where (`args.kept`).

@@ -156,6 +156,7 @@ def run(args: argparse.Namespace) -> int:
     else:
         (model, graph, texts), how, judged = _on_texts(args), None, {}
     from circuits._io import write_json
+    from circuits._owned import add_to_run
     from circuits.discovery.saved import judge_saved
 
     result = judge_saved(
@@ -168,6 +169,7 @@ def run(args: argparse.Namespace) -> int:
     if out is not None:
         out.mkdir(parents=True, exist_ok=True)
         write_json(out / "faithfulness.json", result)
+        add_to_run(out, out / "faithfulness.json")  # a run folder: listed as its run's
         print(f"wrote {out / 'faithfulness.json'}")
     return 0
 
