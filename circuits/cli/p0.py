@@ -51,7 +51,7 @@ def _texts(args: argparse.Namespace, config: P0Config):
 def run(args: argparse.Namespace) -> int:
     existing(args.texts, "--texts", f"a {TEXTS_HELP}")
     out = check_out(args.out)
-    steps = check_checkpoints(args.checkpoints or f"{out}.steps", args.resume)
+    steps = check_checkpoints(args.checkpoints, f"{out}.steps", args.resume)
     config = _config(args)
     texts, kinds = _texts(args, config)
     from circuits.discovery.distributed import writer_paths
