@@ -194,3 +194,19 @@ def test_an_unknown_model_is_refused_quickly_by_the_installed_command(tmp_path):
     assert run.returncode == 2 and run.stderr.count("\n") == 1
     assert run.stderr.startswith("circuits sinks: error: unknown model key 'nope'")
     assert seconds < 5, seconds
+
+
+def test_no_flag_is_taken_by_a_prefix(capsys):
+    parser = cli.build_parser()
+    assert not parser.allow_abbrev
+    assert all(not command.allow_abbrev for command in parser.commands.values())
+    with pytest.raises(SystemExit):
+        cli.main(["kv", "--budget", "64", "--out", "o"])
+    err = capsys.readouterr().err.rstrip().splitlines()[-1]
+    assert err.endswith("unrecognized arguments: --budget 64 (did you mean --budgets?)")
+
+
+def test_the_target_band_help_says_the_size_rule_reads_the_fit_texts():
+    for name in ("p0", "discover"):
+        action = cli.build_parser().commands[name]._option_string_actions["--edge-target-band"]
+        assert "f on the fit texts lies in it" in " ".join(action.help.split()), name
