@@ -210,3 +210,23 @@ def test_the_target_band_help_says_the_size_rule_reads_the_fit_texts():
     for name in ("p0", "discover"):
         action = cli.build_parser().commands[name]._option_string_actions["--edge-target-band"]
         assert "f on the fit texts lies in it" in " ".join(action.help.split()), name
+
+
+def test_help_lists_the_commands_as_a_newcomer_uses_them(capsys):
+    assert list(cli.build_parser().commands)[:4] == ["p0", "sinks", "discover", "faithfulness"]
+    with pytest.raises(SystemExit):
+        cli.main(["--help"])
+    shown = " ".join(capsys.readouterr().out.split())
+    assert "p0 trace the P0-sink circuit and write a report (start here: p0 --quick)" in shown
+    assert "Start with `circuits p0 --quick`" in shown
+    assert "`circuits discover --pairs FILE` for the circuit of your own" in shown
+
+
+def test_the_readmes_two_commands_are_two():
+    text = (ROOT / "README.md").read_text(encoding="utf-8")
+    section = text.split("## Set-up: two commands", 1)[1].split("\n## ", 1)[0]
+    block = section.split("```sh\n", 1)[1].split("```", 1)[0]
+    commands = [line.split("#")[0].strip() for line in block.splitlines() if line.strip()]
+    assert commands == ["make demo", "make test"]
+    makefile = (ROOT / "Makefile").read_text(encoding="utf-8")
+    assert all(f"\n{c.split()[1]}:" in makefile for c in commands)

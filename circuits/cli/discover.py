@@ -128,7 +128,7 @@ def add(sub) -> None:
     p = command(
         sub,
         "discover",
-        "edge circuit of a behaviour given as counterfactual text pairs (or --task ioi)",
+        "edge circuit of your own behaviour, given as counterfactual text pairs (or --task ioi)",
         "Find the edge circuit of logit(answer) - logit(wrong) at the last position on clean / "
         "corrupted text pairs (each ablated edge takes its value in the partner text, at every "
         "position), fitted on --edge-n-fit pairs and judged on --edge-n-heldout others. "

@@ -178,7 +178,7 @@ def add(sub) -> None:
     p = command(
         sub,
         "faithfulness",
-        "judge a saved circuit graph on new texts (faithfulness, interval, baselines)",
+        "judge a saved circuit on new texts or pairs (faithfulness, interval, baselines)",
         "Judge a circuit written by `circuits p0` on new texts: the model, the token length, "
         "the ablation and the metric are the graph's own (the texts are cut to that length). A "
         "circuit found on pairs, or an EAP-IG / MIB graph JSON, is judged on --pairs or --task, "

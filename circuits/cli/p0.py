@@ -85,7 +85,7 @@ def add(sub) -> None:
     p = command(
         sub,
         "p0",
-        "trace the P0-sink circuit and write a report",
+        "trace the P0-sink circuit and write a report (start here: p0 --quick)",
         "First-token variants, position vs content, where the P0 state forms, which heads and "
         "MLPs make it, causal confirmation; then the edge circuit, fitted on --edge-n-fit texts "
         "and judged on --edge-n-heldout others. Each finished step is checkpointed (--resume).",

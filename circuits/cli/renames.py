@@ -33,8 +33,8 @@ SPLIT = "fcc9641"
 """The commit that gave the tracers' edge-circuit settings the `--edge-` prefix."""
 ONE_SPELLING = "0b950cb"
 """The commit that made `discover` spell them as p0 does (the `circuits/cli/` package)."""
-JUDGED_UNDER = "unreleased"
-"""The change that spelled `faithfulness`'s and `sinks`'s flags as the other commands do."""
+JUDGED_UNDER = "0412e7c"
+"""The commit that spelled `faithfulness`'s and `sinks`'s flags as the other commands do."""
 
 
 def _edge(name: str) -> str:
