@@ -35,7 +35,7 @@ def check_checkpoints(
         if given is None:
             raise ValueError(
                 f"{folder} holds the finished steps of an earlier run into this --out (killed or "
-                "failed): add --resume to continue it, or delete that folder to start again"
+                "failed): pass --resume to continue it, or delete that folder to start again"
             )
         raise ValueError(
             f"{option} {folder} holds the checkpoints of an earlier run: pass --resume to "

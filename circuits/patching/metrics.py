@@ -19,7 +19,7 @@ import torch
 from jaxtyping import Float
 from torch import Tensor
 
-from circuits.core.sites import hook_layer, hook_name, hook_names
+from circuits.core.sites import hook_block, hook_name, hook_names
 
 Acts = Mapping[str, Tensor]
 
@@ -91,8 +91,8 @@ def check_metric_range(model, metric: Metric) -> None:
     head asked and the model's range (before any hook is looked up)."""
     n_layers, n_heads = model.cfg.n_layers, model.cfg.n_heads
     for hook in metric.hooks:
-        layer = hook_layer(hook, n_layers) if hook.startswith("blocks.") else 0
-        if not 0 <= layer < n_layers:
+        layer = hook_block(hook)
+        if layer is not None and not 0 <= layer < n_layers:
             raise ValueError(
                 f"metric {metric.name!r} reads layer {layer}; this model has {n_layers} layers "
                 f"(0-{n_layers - 1})"
