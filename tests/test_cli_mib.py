@@ -328,6 +328,22 @@ def test_new_graphs_record_task_partner_protocol_padding_and_bos(run, tiny_loads
            "under protocol mib (partner s2_io_flip" in err  # fmt: skip
 
 
+def test_judge_saved_makes_a_tasks_pairs_as_the_circuit_was_found(tiny, monkeypatch):
+    import circuits.tasks.ioi as ioi
+    from circuits.discovery.saved import TASK_PAIRS, judge_saved
+
+    seen = {}
+
+    def pairs(model, n, seed=0, **kw):
+        seen.update(n=n, seed=seed, **kw)
+        raise ValueError("stopped at the pairs")
+
+    monkeypatch.setattr(ioi, "ioi_pairs", pairs)
+    with pytest.raises(ValueError, match="stopped at the pairs"):
+        judge_saved(tiny, FLIP_RUN / "circuit.json.gz", "ioi", seed=3)
+    assert seen == {"n": TASK_PAIRS, "seed": 3, "partner": "s2_io_flip", "pad": True, "bos": True}
+
+
 @pytest.mark.slow
 def test_the_committed_mib_flip_circuit_judged_without_flags_gives_its_flip_number(
     tmp_path, capsys
