@@ -54,7 +54,8 @@ def program(argv: list[str] | None) -> str | None:
     if not argv or argv[0] in ("", "-c", "-m"):
         return None
     first = Path(argv[0])
-    if first.name == "circuits" or (first.name == "__main__.py" and "circuits" in first.parts):
+    module = first.name == "__main__.py" and first.parent.parts[-2:] == ("circuits", "cli")
+    if first.name == "circuits" or module:
         return f"circuits {argv[1]}" if len(argv) > 1 and not argv[1].startswith("-") else None
     return first.name
 

@@ -87,3 +87,13 @@ def test_a_file_added_to_a_run_afterwards_is_listed_and_replaced_with_it(tmp_pat
     assert "under_abc.json" in read_marker(out)["files"]
     assert cli.main([*TRIGGER, "--out", str(out)]) == 0
     assert not (out / "under_abc.json").exists()
+
+
+def test_the_program_of_a_command_line():
+    from circuits._owned import program
+
+    assert program(["/venv/bin/circuits", "p0", "--quick"]) == "circuits p0"
+    assert program(["/src/circuits/cli/__main__.py", "kv", "--out", "o"]) == "circuits kv"
+    assert program(["scripts/mib_ioi.py", "--model", "m"]) == "mib_ioi.py"
+    assert program(["/home/circuits/.venv/lib/pytest/__main__.py", "tests"]) == "__main__.py"
+    assert program(["-c"]) is None and program([]) is None
