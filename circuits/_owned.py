@@ -21,8 +21,10 @@ from circuits.provenance import MARKER_NAME
 
 LIBRARY_SUFFIXES = (
     ".csv", ".json", ".png", ".svg", ".graphml", ".gexf", ".dot", ".mmd", ".html", ".jsonl",
+    ".pt", ".safetensors",
 )  # fmt: skip
-"""What the library's writers write (each also gzip'd, NAME.gz)."""
+"""What the library's writers write (each also gzip'd, NAME.gz): tables, records, figures,
+graphs, reports, training checkpoints and model weights."""
 LIBRARY_TEXTS = {"summary.md", "summary.txt", "circuit.md", "claims.md", "table.md", "runs.md"}
 """Text files the library writes by these names only (a user's notes.md is not one of them)."""
 
@@ -89,15 +91,12 @@ def library_file(name: str) -> bool:
 
 def owned(folder: Path, record: dict) -> tuple[list[str], list[str]]:
     """(the files of `folder` its run wrote, the others), by its marker's `record`: the files it
-    lists, or for an old marker without a list every file when all are `library_file`s."""
+    lists, or for an old marker without a list the `library_file`s (the folder is its run's
+    only when there are no others)."""
     present = files_in(folder)
     listed = record.get("files")
-    if listed is None:
-        ours = present if all(library_file(n) for n in present) else []
-    else:
-        ours = [n for n in present if n in set(listed)]
-    others = [n for n in present if n not in set(ours)]
-    return ours, sorted(others, key=library_file)  # a user's file named first
+    ours = [n for n in present if (library_file(n) if listed is None else n in set(listed))]
+    return ours, [n for n in present if n not in set(ours)]
 
 
 def kept_files(folder: Path, record: dict) -> list[str]:
