@@ -26,6 +26,7 @@ import numpy as np
 if TYPE_CHECKING:  # pandas is heavy to import; frames are only passed through here
     import pandas as pd
 
+from circuits._owned import files_in, kept_files, replace_listed, writer
 from circuits.provenance import (
     MARKER_NAME,
     check_schema_version,
@@ -159,10 +160,11 @@ def check_writable_folder(folder: str | Path, option: str = "--out") -> Path:
 
 
 def check_out_folder(folder: str | Path) -> Path:
-    """`folder` as a Path if it can become an output folder that `atomic_folder` replaces as a
-    whole: writable (see `check_writable_folder`), not a symbolic link, not the working folder
-    or one above it, and new, empty or written by this library (it holds `MARKER`). Anything
-    else is refused with a ValueError that names the folder and suggests another."""
+    """`folder` as a Path if it can become an output folder that `atomic_folder` replaces:
+    writable (see `check_writable_folder`), not a symbolic link, not the working folder or one
+    above it, and new, empty or a run folder whose files are all its run's and whose run is of
+    the same program (`kept_files`; with --force, other files are kept instead). Anything else
+    is refused with a ValueError that names the folder or the file and a way out."""
     folder = check_writable_folder(folder)
     if folder.is_symlink():
         raise ValueError(
@@ -174,12 +176,15 @@ def check_out_folder(folder: str | Path) -> Path:
             f"--out {folder} is the working folder or holds it, and the output folder is "
             f"replaced as a whole; give a new folder, e.g. --out {Path(folder) / 'out'}"
         )
-    if folder.is_dir() and any(folder.iterdir()) and read_marker(folder) is None:
-        raise ValueError(
-            f"--out {folder} holds files this library did not write (no {MARKER}), and the "
-            f"output folder is replaced as a whole; give a new or empty folder, e.g. --out "
-            f"{folder.with_name(folder.name + '-run')}"
-        )
+    if folder.is_dir() and any(folder.iterdir()):
+        record = read_marker(folder)
+        if record is None:
+            raise ValueError(
+                f"--out {folder} holds files this library did not write (no {MARKER}), and the "
+                f"output folder is replaced as a whole; give a new or empty folder, e.g. --out "
+                f"{folder.with_name(folder.name + '-run')}"
+            )
+        kept_files(folder, record)
     # The folder is written beside itself and renamed into place: its parent must be writable.
     beside = target.parent
     if beside.exists() and not os.access(beside, os.W_OK | os.X_OK):
@@ -204,14 +209,19 @@ def read_marker(folder: str | Path) -> dict | None:
     return record
 
 
-def run_record(identity: dict | None, record: dict | None = None) -> dict:
-    """What `MARKER` holds: who wrote the folder, the schema version, the run's `identity` and
-    its provenance (`record`, from `circuits.provenance.provenance`, ended now)."""
+def run_record(
+    identity: dict | None, record: dict | None = None, files: list[str] | None = None
+) -> dict:
+    """What `MARKER` holds: who wrote the folder, the schema version, the run's `identity`, its
+    provenance (`record`, from `circuits.provenance.provenance`, ended now), the program that
+    wrote it (`circuits._owned.writer`) and the `files` it wrote (relative paths)."""
     return {
         "written_by": "circuits",
         **schema_stamp(),
         "run": identity or {},
         "provenance": finished(record),
+        "writer": writer(),
+        "files": sorted(files or []),
     }
 
 
@@ -235,10 +245,15 @@ def atomic_folder(
     try:
         os.chmod(tmp, 0o777 & ~_umask())
         yield tmp
-        write_json(tmp / MARKER, run_record(identity, record))
+        write_json(tmp / MARKER, run_record(identity, record, files_in(tmp)))
         old = None
         if folder.exists():
             check_out_folder(folder)  # files may have been put there while the run worked
+            earlier = read_marker(folder)
+            keep = kept_files(folder, earlier) if earlier is not None else []
+            if keep:  # --force: the earlier run's files replaced, the others kept in place
+                replace_listed(tmp, folder, earlier, keep)
+                return
             old = Path(tempfile.mkdtemp(dir=folder.parent, prefix=prefix, suffix=".old"))
             os.replace(folder, old / folder.name)
         os.replace(tmp, folder)

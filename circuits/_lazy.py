@@ -6,6 +6,7 @@ so that tab completion in a notebook or a shell shows them before any is used.""
 from __future__ import annotations
 
 import importlib
+import importlib.util
 import sys
 import warnings
 from collections.abc import Callable, Mapping
@@ -14,14 +15,17 @@ from typing import Any
 
 def lazy_exports(package: str, exports: Mapping[str, str]) -> Callable[[str], Any]:
     """A module-level `__getattr__` for `package` that imports `package.<exports[name]>` (a
-    dotted path below the package) and returns its `name`. Called from the package's
+    dotted path below the package) and returns its `name`, or for the name of a public module
+    of the package (`circuits.patching` after `import circuits`) imports and returns it. Called from the package's
     `__init__`, it also gives the package a `__dir__` (PEP 562) listing its own names and
     `exports`, unless the package defines one."""
 
     def __getattr__(name: str) -> Any:
-        if name not in exports:
-            raise AttributeError(f"module {package!r} has no attribute {name!r}")
-        return getattr(importlib.import_module(f"{package}.{exports[name]}"), name)
+        if name in exports:
+            return getattr(importlib.import_module(f"{package}.{exports[name]}"), name)
+        if not name.startswith("_") and importlib.util.find_spec(f"{package}.{name}"):
+            return importlib.import_module(f"{package}.{name}")  # `circuits.patching` ...
+        raise AttributeError(f"module {package!r} has no attribute {name!r}")
 
     module = sys.modules.get(package)
     if module is not None and "__dir__" not in vars(module):

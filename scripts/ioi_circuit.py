@@ -30,6 +30,8 @@ import torch  # noqa: E402
 
 from circuits._io import stored, write_csv, write_json  # noqa: E402
 from circuits.discovery import DiscoveryConfig, circuit_graph, discover  # noqa: E402
+from circuits.discovery.protocol import protocol  # noqa: E402
+from circuits.discovery.recorded import record_pairs  # noqa: E402
 from circuits.graph.io import read, write  # noqa: E402
 from circuits.models import load_model  # noqa: E402
 from circuits.tasks.ioi import ioi_pairs  # noqa: E402
@@ -162,6 +164,7 @@ def run(model, pairs, prompts, method: str, args, out: Path) -> None:
     plot_curve(circuit.curve, summary, out / "curve.png")
     graph = circuit_graph(circuit, model, data="IOI pairs (circuits.tasks.ioi)",
                           metric_spec={"metric": "pairs"})  # fmt: skip
+    record_pairs(graph, "ioi", "abc", protocol("library"))  # ioi_pairs' defaults
     write(graph, out / "circuit.json", lean=True)
     write_heads(model, graph, held, out)
     summary["seconds_with_judgement"] = round(time.time() - t0, 1)

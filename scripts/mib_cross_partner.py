@@ -64,6 +64,7 @@ def main() -> None:
     import torch
 
     from circuits._io import atomic_write, stored
+    from circuits._owned import add_to_run
     from circuits.discovery.protocol import read_run
     from circuits.graph.io import read
     from circuits.models import load_model
@@ -91,6 +92,7 @@ def main() -> None:
         name = f"under_{args.partner}.json"
         with atomic_write(run / name, "w") as fh:
             fh.write(json.dumps(stamped(out, record), indent=1) + "\n")
+        add_to_run(run, run / name)  # the run's next replacement takes it too
         print(f"{run.name} -> {name}: " + ", ".join(
             f"{k} f {v['faithfulness']:.3f} {[round(x, 3) for x in v['faithfulness_ci']]} "
             f"random {v['random_faithfulness']:.3f}" for k, v in out.items()))  # fmt: skip

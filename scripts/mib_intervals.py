@@ -189,6 +189,7 @@ def main() -> None:
     import torch
 
     from circuits._io import atomic_write
+    from circuits._owned import add_to_run
     from circuits.discovery.protocol import read_run
     from circuits.models import load_model
     from circuits.provenance import code_identity, provenance, stamped
@@ -218,6 +219,7 @@ def main() -> None:
         record["rejudged"] = {"folder": str(run), "original": summary["provenance"]}
         with atomic_write(run / name, "w") as fh:
             fh.write(json.dumps(stamped(out, record), indent=1) + "\n")
+        add_to_run(run, run / name)  # the run's next replacement takes it too
         print(f"{run.name} -> {name}: " + ", ".join(
             f"{k} {out[k]:.4f} {out[k + '_ci']}" for k in out if f"{k}_ci" in out))  # fmt: skip
 

@@ -78,6 +78,7 @@ def run(args: argparse.Namespace) -> dict:
     from circuits._io import atomic_folder, write_json
     from circuits.discovery import circuit_graph, discover
     from circuits.discovery.protocol import write_mib
+    from circuits.discovery.recorded import record_pairs
     from circuits.discovery.submission import IMPORTANCES
     from circuits.graph.eap_ig import shape_of
     from circuits.graph.io import write
@@ -98,6 +99,7 @@ def run(args: argparse.Namespace) -> dict:
                        checkpoint=args.checkpoint)  # fmt: skip
     source = f"task ioi, partner {partner} (seed {args.pair_seed})"
     graph = circuit_graph(circuit, model, data=source, metric_spec={"metric": "pairs"})
+    record_pairs(graph, "ioi", partner, proto)
     summary = {"protocol": proto.name, "model": args.model, "partner": partner,
                "n_tokens": int(pairs.shape[1]), **circuit.summary(),
                "seconds": time.perf_counter() - t0,

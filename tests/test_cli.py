@@ -157,7 +157,7 @@ def test_faithfulness_takes_the_graphs_model_and_checks_texts_before_loading(
 def test_sigterm_leaves_no_half_written_folder(tmp_path):
     out = tmp_path / "run"
     out.mkdir()
-    (out / "old.txt").write_text("an earlier run")
+    (out / "old.csv").write_text("an earlier run")
     (out / MARKER).write_text(json.dumps({"written_by": "circuits"}))  # an earlier run's
     proc = subprocess.Popen(
         [sys.executable, "-m", "circuits.cli", "p0", "--out", str(out)],
@@ -174,7 +174,7 @@ def test_sigterm_leaves_no_half_written_folder(tmp_path):
     assert err.strip().splitlines()[-1].startswith("circuits p0: interrupted")
     # Steps finished before the signal stay in run.steps, for --resume.
     assert {p.name for p in tmp_path.iterdir()} <= {"run", "run.steps"}
-    assert sorted(p.name for p in out.iterdir()) == [MARKER, "old.txt"]
+    assert sorted(p.name for p in out.iterdir()) == [MARKER, "old.csv"]
 
 
 def test_every_model_command_takes_device_and_dtype():

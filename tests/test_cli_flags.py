@@ -19,7 +19,8 @@ from circuits.cli.renames import RENAMED
 
 ROOT = Path(__file__).resolve().parents[1]
 CASES = [(r.old, r.new, c) for r in RENAMED for c in r.commands]
-REQUIRED = {"discover": ["--task", "ioi"], "p0": [], "secondary": []}
+REQUIRED = {"discover": ["--task", "ioi"], "p0": [], "secondary": [], "sinks": [],
+            "faithfulness": ["c.json", "--task", "ioi"]}  # fmt: skip
 
 
 def _value(action) -> list[str]:
@@ -41,9 +42,14 @@ def test_a_renamed_flag_does_what_the_new_one_does_and_says_so(old, new, command
     value = _value(action)
     parsed = vars(parser.parse_args([*base, new, *value]))
     assert capsys.readouterr().err == ""
+    try:
+        before = getattr(parser.parse_args(base), action.dest)
+    except SystemExit:  # the flag names the command's required input (sinks --texts)
+        before = None
+    capsys.readouterr()
     again = vars(cli.build_parser().parse_args([*base, old, *value, old, *value]))
     assert again == parsed
-    assert again[action.dest] != getattr(parser.parse_args(base), action.dest)  # it changed
+    assert again[action.dest] != before  # it changed
     err = capsys.readouterr().err
     assert err.count("\n") == 1  # one note, even when given twice
     assert err.startswith(f"circuits {command}: note: {old} is now {new}")
@@ -131,7 +137,7 @@ REFUSALS = [
     (["p0", "--model", "smollm", "--threads", "1"], "unknown model key 'smollm'"),
     (["sinks", "--device", "tpu", "--text", "a"], "--device tpu is not a device"),
     (["p0", "--texts", "missing.txt"], "--texts missing.txt: no such file"),
-    (["sinks", "--file", "missing.jsonl"], "--file missing.jsonl: no such file"),
+    (["sinks", "--texts", "missing.jsonl"], "--texts missing.jsonl: no such file"),
     (["discover", "--pairs", "missing.jsonl"], "--pairs missing.jsonl: no such file"),
     (["secondary", "--traces", "missing.jsonl"], "--traces missing.jsonl: no such file"),
     (["claims", "--secondary", "missing"], "--secondary missing: no such file"),
@@ -188,3 +194,39 @@ def test_an_unknown_model_is_refused_quickly_by_the_installed_command(tmp_path):
     assert run.returncode == 2 and run.stderr.count("\n") == 1
     assert run.stderr.startswith("circuits sinks: error: unknown model key 'nope'")
     assert seconds < 5, seconds
+
+
+def test_no_flag_is_taken_by_a_prefix(capsys):
+    parser = cli.build_parser()
+    assert not parser.allow_abbrev
+    assert all(not command.allow_abbrev for command in parser.commands.values())
+    with pytest.raises(SystemExit):
+        cli.main(["kv", "--budget", "64", "--out", "o"])
+    err = capsys.readouterr().err.rstrip().splitlines()[-1]
+    assert err.endswith("unrecognized arguments: --budget 64 (did you mean --budgets?)")
+
+
+def test_the_target_band_help_says_the_size_rule_reads_the_fit_texts():
+    for name in ("p0", "discover"):
+        action = cli.build_parser().commands[name]._option_string_actions["--edge-target-band"]
+        assert "f on the fit texts lies in it" in " ".join(action.help.split()), name
+
+
+def test_help_lists_the_commands_as_a_newcomer_uses_them(capsys):
+    assert list(cli.build_parser().commands)[:4] == ["p0", "sinks", "discover", "faithfulness"]
+    with pytest.raises(SystemExit):
+        cli.main(["--help"])
+    shown = " ".join(capsys.readouterr().out.split())
+    assert "p0 trace the P0-sink circuit and write a report (start here: p0 --quick)" in shown
+    assert "Start with `circuits p0 --quick`" in shown
+    assert "`circuits discover --pairs FILE` for the circuit of your own" in shown
+
+
+def test_the_readmes_two_commands_are_two():
+    text = (ROOT / "README.md").read_text(encoding="utf-8")
+    section = text.split("## Set-up: two commands", 1)[1].split("\n## ", 1)[0]
+    block = section.split("```sh\n", 1)[1].split("```", 1)[0]
+    commands = [line.split("#")[0].strip() for line in block.splitlines() if line.strip()]
+    assert commands == ["make demo", "make test"]
+    makefile = (ROOT / "Makefile").read_text(encoding="utf-8")
+    assert all(f"\n{c.split()[1]}:" in makefile for c in commands)

@@ -6,6 +6,7 @@ circuit, ten circuits at MIB's sizes), and an ungrouped MIB file judged edge for
 from __future__ import annotations
 
 import json
+from pathlib import Path
 
 import pytest
 from test_mib import FLIP, LONGER, SHORTER
@@ -16,6 +17,7 @@ from circuits.discovery.config import DiscoveryConfig
 from circuits.discovery.dag import mib_edge_count
 from circuits.graph.eap_ig import from_eap_ig
 
+ROOT = Path(__file__).resolve().parents[1]
 # Eight pairs of three lengths (MIB's padding), the flip partner: 5 fit, 3 held out.
 ROWS = [*FLIP[:3], LONGER, *FLIP[3:], SHORTER]
 FAST = ["--edge-n-fit", "5", "--edge-n-heldout", "3", "--edge-ig-steps", "2", "--edge-n-boot",
@@ -251,3 +253,109 @@ def test_export_mib_sizes_writes_ten_circuits_as_mibs_evaluator_makes_them(run, 
         assert cli.main(bad) == 2
         err = capsys.readouterr().err
         assert message in err and err.count("\n") == 1, err
+
+
+# -- a saved circuit is judged under what it was found with -----------------------------------
+
+FLIP_RUN = ROOT / "docs/mib/runs/smollm2-135m-s2_io_flip-eap_ig_inputs-100"
+"""A committed MIB run (scripts/mib_ioi.py, before graphs recorded their partner): its graph
+names the partner only in `data`, its summary.json the protocol."""
+
+
+def _pairs_made(monkeypatch, capsys, argv) -> tuple[int, dict, str]:
+    """(exit code, what ioi_pairs was asked for, stderr) of `circuits faithfulness ARGV`,
+    stopped at the pairs."""
+    import circuits.tasks.ioi as ioi
+
+    seen = {}
+
+    def pairs(model, n, seed=0, **kw):
+        seen.update(n=n, **kw)
+        raise ValueError("stopped at the pairs")
+
+    monkeypatch.setattr(ioi, "ioi_pairs", pairs)
+    rc = cli.main(["faithfulness", *map(str, argv), "--threads", "1"])
+    return rc, seen, capsys.readouterr().err
+
+
+def test_a_saved_ioi_circuit_is_judged_with_the_partner_and_protocol_it_was_found_with(
+    tiny_loads, monkeypatch, capsys
+):
+    circuit = FLIP_RUN / "circuit.json.gz"
+    rc, seen, err = _pairs_made(monkeypatch, capsys, [circuit, "--task", "ioi", "--n-pairs", 8])
+    assert rc == 2 and "note:" not in err, err
+    assert seen == {"n": 8, "partner": "s2_io_flip", "pad": True, "bos": True}
+    # another partner or protocol is taken, with one note a setting before the result
+    argv = [circuit, "--task", "ioi", "--partner", "abc", "--protocol", "library"]
+    rc, seen, err = _pairs_made(monkeypatch, capsys, argv)
+    assert seen == {"n": 32, "partner": "abc", "pad": False, "bos": None}
+    notes = [line for line in err.splitlines() if "note:" in line]
+    assert len(notes) == 4, err
+    assert "judged under partner abc, not s2_io_flip (found under it)" in err
+    assert "judged under protocol library, not mib" in err and "padding off, not on" in err
+
+
+def test_a_circuit_whose_partner_is_unknown_or_of_another_task_is_refused(
+    tiny_loads, tmp_path, monkeypatch, capsys
+):
+    from circuits.graph.io import read, write
+
+    graph = read(FLIP_RUN / "circuit.json.gz")
+    graph.graph["data"] = "IOI pairs (circuits.tasks.ioi)"  # as docs/ioi's graphs name it
+    write(graph, tmp_path / "circuit.json")
+    rc, seen, err = _pairs_made(monkeypatch, capsys, [tmp_path / "circuit.json", "--task", "ioi"])
+    assert rc == 2 and not seen and err.count("\n") == 1
+    assert "does not record the partner" in err and "--partner" in err and "--protocol" in err
+    rc, seen, _ = _pairs_made(monkeypatch, capsys, [tmp_path / "circuit.json", "--task", "ioi",
+                                                    "--protocol", "mib"])  # fmt: skip
+    assert seen["partner"] == "s2_io_flip"
+    graph.graph["task"] = "pairs"  # found on a --pairs file
+    write(graph, tmp_path / "circuit.json")
+    rc, seen, err = _pairs_made(monkeypatch, capsys, [tmp_path / "circuit.json", "--task", "ioi"])
+    assert rc == 2 and not seen and "found on a --pairs file, not on task ioi" in err
+
+
+def test_new_graphs_record_task_partner_protocol_padding_and_bos(run, tiny_loads, monkeypatch,
+                                                                 capsys):  # fmt: skip
+    graph = json.loads((run / "circuit.json").read_text())["graph"]
+    assert (graph["task"], graph["partner"], graph["pad"], graph["bos"]) == (
+        "pairs", "", "true", "true")  # fmt: skip
+    # an EAP-IG / MIB file names none of them: judged under --protocol (mib) and says so
+    rc, seen, err = _pairs_made(monkeypatch, capsys, [run / "importances.mib.json", "--task",
+                                                      "ioi", "--model", "qwen2.5-0.5b"])  # fmt: skip
+    assert seen == {"n": 32, "partner": "s2_io_flip", "pad": True, "bos": True}
+    assert "note: an EAP-IG / MIB graph JSON does not say how its pairs were made: judged " \
+           "under protocol mib (partner s2_io_flip" in err  # fmt: skip
+
+
+def test_judge_saved_makes_a_tasks_pairs_as_the_circuit_was_found(tiny, monkeypatch):
+    import circuits.tasks.ioi as ioi
+    from circuits.discovery.saved import TASK_PAIRS, judge_saved
+
+    seen = {}
+
+    def pairs(model, n, seed=0, **kw):
+        seen.update(n=n, seed=seed, **kw)
+        raise ValueError("stopped at the pairs")
+
+    monkeypatch.setattr(ioi, "ioi_pairs", pairs)
+    with pytest.raises(ValueError, match="stopped at the pairs"):
+        judge_saved(tiny, FLIP_RUN / "circuit.json.gz", "ioi", seed=3)
+    assert seen == {"n": TASK_PAIRS, "seed": 3, "partner": "s2_io_flip", "pad": True, "bos": True}
+
+
+@pytest.mark.slow
+def test_the_committed_mib_flip_circuit_judged_without_flags_gives_its_flip_number(
+    tmp_path, capsys
+):
+    """SmolLM2's committed MIB circuit (held-out f 0.86 on 200 flip pairs, 0.10 under ABC:
+    under_abc.json), judged on 16 new pairs with no --partner / --protocol."""
+    argv = ["faithfulness", str(FLIP_RUN / "circuit.json.gz"), "--task", "ioi", "--n-pairs",
+            "16", "--pair-seed", "1", "--edge-n-random", "1", "--edge-n-boot", "100",
+            "--threads", "1", "--out", str(tmp_path / "f")]  # fmt: skip
+    assert cli.main(argv) == 0
+    result = json.loads((tmp_path / "f" / "faithfulness.json").read_text())
+    found = json.loads((FLIP_RUN / "summary.json").read_text())["heldout_faithfulness"]
+    assert (result["protocol"], result["partner"]) == ("mib", "s2_io_flip")
+    assert result["faithfulness"] == pytest.approx(found, abs=0.15)
+    assert result["faithfulness_ci"][0] > 0.5  # ABC's 0.10 [0.05, 0.15] is far below

@@ -372,6 +372,11 @@ def test_a_saved_circuit_is_judged_on_new_texts(planted, planted_circuit, tmp_pa
            "Jon met 4 pals at the town library."]  # fmt: skip
     got = judge_saved(model, back, new, n_random=5)
     assert got["n_edges"] == planted_circuit.n_edges and got["n_texts"] == 3
+    # the graph's path and a texts file do as the graph and the list
+    (tmp_path / "new.txt").write_text("\n".join(new) + "\n")
+    assert judge_saved(model, tmp_path / "c.graphml", str(tmp_path / "new.txt"), n_random=5) == got
+    with pytest.raises(FileNotFoundError, match="missing.graphml: no such circuit graph file"):
+        judge_saved(model, tmp_path / "missing.graphml", new)
     assert got["faithfulness"] >= 0.8 and got["random_faithfulness"] < 0.2
     lo, hi = got["faithfulness_ci"]
     assert lo <= got["faithfulness"] <= hi

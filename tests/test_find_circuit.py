@@ -145,3 +145,18 @@ def test_import_circuits_loads_no_torch():
     )
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
     assert out.stdout.split() == ["True", "False"]
+
+
+def test_import_circuits_reaches_the_modules_the_readme_uses():
+    code = (
+        "import sys, circuits\n"
+        "fresh = 'circuits.patching' not in sys.modules\n"
+        "print(fresh, circuits.patching.p0_attention.__name__, circuits.threads.set_threads.__name__,"
+        " circuits.graph.convention.__name__, circuits.discovery.methods.__name__)\n"
+        "try:\n    circuits.no_such_module\nexcept AttributeError as err:\n    print(err)\n"
+    )
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    assert out.stdout.splitlines() == [
+        "True p0_attention set_threads circuits.graph.convention circuits.discovery.methods",
+        "module 'circuits' has no attribute 'no_such_module'",
+    ]

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 import math
+from pathlib import Path
 
 import pandas as pd
 import pytest
@@ -146,7 +147,9 @@ def texts_file(tmp_path):
     return path
 
 
-def test_kv_command_writes_a_table_a_summary_and_a_figure(tiny, texts_file, tmp_path, monkeypatch):
+def test_kv_command_writes_a_table_a_summary_and_a_figure(
+    tiny, texts_file, tmp_path, monkeypatch, capsys
+):
     from circuits import cli
     from circuits.cli import loading
 
@@ -163,6 +166,25 @@ def test_kv_command_writes_a_table_a_summary_and_a_figure(tiny, texts_file, tmp_
     summary = json.loads((out / "summary.json").read_text())
     assert summary["provenance"]["settings"]["budgets"] == [8, 32]
     assert (out / "kv.png").stat().st_size > 0
+    # the sinks the sink-aware policy kept, per text, as runs of layers covering every layer
+    kept = summary["sinks_kept"]
+    assert [k["text"] for k in kept] == [0, 1]
+    for k in kept:
+        runs = k["by_layers"]
+        assert runs[0]["layers"][0] == 0 and runs[-1]["layers"][1] == tiny.cfg.n_layers - 1
+        assert all(
+            a["layers"][1] + 1 == b["layers"][0] for a, b in zip(runs, runs[1:], strict=False)
+        )
+        assert all(r["positions"] and r["positions"][0] == runs[0]["positions"][0] for r in runs)
+    assert "text 0, sinks kept (positions per layer): layers 0-" in capsys.readouterr().out
+
+
+def test_kv_default_texts_are_the_bundled_ones_from_any_folder(tmp_path, monkeypatch):
+    from circuits import cli
+
+    monkeypatch.chdir(tmp_path)
+    args = cli.app.parse(["kv", "--out", "o"])
+    assert Path(args.texts).is_file() and Path(args.texts).name == "long.jsonl"
 
 
 @pytest.mark.parametrize(

@@ -5,6 +5,7 @@ exact patching where the metric is linear, bad input fails before any forward pa
 from __future__ import annotations
 
 import itertools
+import re
 
 import pandas as pd
 import pytest
@@ -555,6 +556,26 @@ def test_metric_reading_a_hook_that_never_fires_is_refused(tiny, forwards):
             tiny, toks, [[Intervention(Site("head", 0), Value.zero())]], metric, progress=False
         )
     assert len(forwards) == 1  # only the unpatched forward that shows which hooks fire
+
+
+def test_a_metric_on_a_layer_or_head_the_model_lacks_is_refused_naming_it(tiny, forwards):
+    from circuits.discovery.forward import EdgeRunner
+    from circuits.patching.metrics import p0_attention, resid_norm
+
+    toks = tiny.to_tokens(["abcdefgh", "hgfedcba"])
+    cases = [
+        (p0_attention(40), "reads layer 40; this model has 4 layers (0-3)"),
+        (resid_norm(4, 0), "reads layer 4; this model has 4 layers (0-3)"),
+        (p0_attention(1, heads=[0, 9]), "reads head 9; this model has 4 heads a layer (0-3)"),
+    ]
+    for metric, message in cases:
+        with pytest.raises(ValueError, match=re.escape(message)):
+            EdgeRunner(tiny, toks, metric, positions=[0])
+        with pytest.raises(ValueError, match=re.escape(message)):
+            run_interventions(
+                tiny, toks, [[Intervention(Site("head", 0), Value.zero())]], metric, progress=False
+            )
+    assert not forwards  # refused before any forward
 
 
 # --- labelled results -----------------------------------------------------------------------

@@ -227,7 +227,7 @@ def test_sinks_file_errors_name_the_file_and_line(tmp_path, monkeypatch, capsys)
     for name, (content, where, why) in cases.items():
         path = tmp_path / name
         (path.write_bytes if isinstance(content, bytes) else path.write_text)(content)
-        argv = ["sinks", "--file", str(path), "--out", str(tmp_path / "o")]
+        argv = ["sinks", "--texts", str(path), "--out", str(tmp_path / "o")]
         assert cli.main(argv) == 2
         err = _err(capsys)
         assert f"{path.parent}/{where}" in err and why in err and err.count("\n") == 1, err

@@ -160,4 +160,9 @@ def test_checkpoint_folder_is_checked_before_the_model_loads(tmp_path, capsys, m
     (tmp_path / "out.steps" / "key.json").write_text("{}")
     assert cli.main(out) == 2
     err = capsys.readouterr().err
-    assert "out.steps holds the checkpoints of an earlier run: pass --resume" in err
+    # the user gave no --checkpoints: the refusal names the folder and --resume, not the flag
+    assert "out.steps holds the finished steps of an earlier run into this --out" in err
+    assert "pass --resume" in err and "--checkpoints" not in err and err.count("\n") == 1
+    assert cli.main([*out, "--checkpoints", str(tmp_path / "out.steps")]) == 2
+    err = capsys.readouterr().err
+    assert "--checkpoints " + str(tmp_path / "out.steps") + " holds the checkpoints" in err

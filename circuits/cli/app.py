@@ -7,6 +7,7 @@ import argparse
 import signal
 import sys
 
+from circuits._owned import writing_as
 from circuits.cli import (
     claims,
     discover,
@@ -27,10 +28,19 @@ from circuits.cli.parser import CommandParser
 from circuits.cli.renames import renamed_in
 
 COMMANDS = (
-    models, export, generate, p0, faithfulness, sinks, trigger, secondary, claims, train_lm,
-    emergence, discover, kv,
+    p0, sinks, discover, faithfulness, export, secondary, claims, kv, trigger, generate, train_lm,
+    emergence, models,
 )  # fmt: skip
-"""The command modules, in the order `circuits --help` lists them: each has `add(sub)`."""
+"""The command modules, in the order `circuits --help` lists them, as a newcomer uses them: the
+P0-sink circuit first (`p0 --quick`), then sinks, circuits of one's own pairs, judging and
+exporting a circuit, the further studies, and last the tools; each has `add(sub)`."""
+START = (
+    "Start with `circuits p0 --quick` (a rough P0-sink circuit of the default model in a few "
+    "minutes; `circuits p0` for the documented run), `circuits discover --pairs FILE` for the "
+    "circuit of your own counterfactual pairs, and `circuits faithfulness` to judge a saved "
+    "circuit on new texts or pairs. `circuits COMMAND --help` for each command."
+)
+"""What `circuits --help` says below the list of commands."""
 
 
 class Version(argparse.Action):
@@ -51,7 +61,9 @@ class Version(argparse.Action):
 def build_parser() -> CommandParser:
     """The parser of every command, with its renamed flags; imports no model code."""
     parser = CommandParser(
-        prog="circuits", description="Mechanistic circuit analysis of attention sinks."
+        prog="circuits",
+        description="Mechanistic circuit analysis of attention sinks.",
+        epilog=START,
     )
     parser.add_argument("--version", action=Version, help="print the version and the commit")
     sub = parser.add_commands()
@@ -90,7 +102,8 @@ def main(argv: list[str] | None = None) -> int:
             from circuits.threads import set_threads
 
             set_threads(args.threads)
-        return args.func(args)
+        with writing_as(f"circuits {args.command}", force=getattr(args, "force", False)):
+            return args.func(args)
     except (KeyboardInterrupt, Interrupted):
         # On a line of its own: a progress bar may be half-drawn. A command that keeps its
         # finished parts says where (`args.kept`).

@@ -20,14 +20,23 @@ def check_out(path: str) -> Path:
     return check_out_folder(path)
 
 
-def check_checkpoints(path: str, resume: bool, option: str = "--checkpoints") -> Path:
-    """A folder for a command's checkpoints, refused at once when it cannot be written, or when
-    it already holds an earlier run's and `resume` is not set (nothing is silently reused or
-    overwritten)."""
+def check_checkpoints(
+    given: str | None, default: str, resume: bool, option: str = "--checkpoints"
+) -> Path:
+    """A folder for a command's finished steps (`given` as `option`, else `default`, beside
+    --out), refused at once when it cannot be written, or when it already holds an earlier
+    run's and `resume` is not set (nothing is silently reused or overwritten). The refusal
+    names `option` only when the user gave it."""
     from circuits._io import check_writable_folder
 
-    folder = check_writable_folder(path, option)
+    named = option if given is not None else "the steps folder"
+    folder = check_writable_folder(given or default, named)
     if not resume and folder.is_dir() and any(folder.iterdir()):
+        if given is None:
+            raise ValueError(
+                f"{folder} holds the finished steps of an earlier run into this --out (killed or "
+                "failed): pass --resume to continue it, or delete that folder to start again"
+            )
         raise ValueError(
             f"{option} {folder} holds the checkpoints of an earlier run: pass --resume to "
             "continue it, or delete the folder"

@@ -25,6 +25,7 @@ from circuits.cli.parser import command
 from circuits.config import flat_fields
 from circuits.discovery.config import DiscoveryConfig
 from circuits.discovery.protocol import PROTOCOLS, protocol
+from circuits.discovery.recorded import record_pairs
 
 PREFIX = "edge_"
 """The prefix of the discovery settings, as in p0's and secondary's `--edge-` options."""
@@ -108,6 +109,7 @@ def run(args: argparse.Namespace) -> int:
     )
     graph = circuit_graph(circuit, model, data=source, metric_spec={"metric": "pairs"})
     graph.graph["protocol"] = json.dumps(proto_record, sort_keys=True)
+    record_pairs(graph, args.task, partner(args, proto) if args.task else None, proto)
     summary = {"pairs": source, "protocol": proto_record, "n_tokens": int(pairs.shape[1]),
                **circuit.summary()}  # fmt: skip
     summary.pop("positions", None)  # every position
@@ -126,7 +128,7 @@ def add(sub) -> None:
     p = command(
         sub,
         "discover",
-        "edge circuit of a behaviour given as counterfactual text pairs (or --task ioi)",
+        "edge circuit of your own behaviour, given as counterfactual text pairs (or --task ioi)",
         "Find the edge circuit of logit(answer) - logit(wrong) at the last position on clean / "
         "corrupted text pairs (each ablated edge takes its value in the partner text, at every "
         "position), fitted on --edge-n-fit pairs and judged on --edge-n-heldout others. "

@@ -11,6 +11,7 @@ from circuits.cli.options import (
     config_options,
     corpus_option,
     device_option,
+    out_option,
     texts_option,
     threads_option,
 )
@@ -51,7 +52,7 @@ def add(sub) -> None:
         help="in training order: a run folder of `circuits train-lm` (all its checkpoints), "
         "model folders, owner/name@revision (hub), model keys",
     )
-    p.add_argument("--out", required=True, help="output folder (replaced as a whole)")
+    out_option(p, "one row a checkpoint, plots, phases")
     texts_option(p, f"{TEXTS_HELP} (default: windows of the held-out part of --corpus)")
     corpus_option(p, "the training corpus whose held-out part gives the default texts")
     p.add_argument(

@@ -4,6 +4,7 @@ circuit found on pairs, or an EAP-IG / MIB graph JSON)."""
 from __future__ import annotations
 
 import argparse
+import sys
 from pathlib import Path
 
 from circuits.cli import loading
@@ -12,6 +13,7 @@ from circuits.cli.options import TEXTS_HELP, count_int, model_options, texts_opt
 from circuits.cli.output import print_summary
 from circuits.cli.pairs import PAIRS_HELP, make_pairs, pair_options, read_pair_rows
 from circuits.cli.parser import command
+from circuits.discovery.protocol import PROTOCOLS
 
 
 def _graph_model(graph, given: str | None) -> str:
@@ -68,9 +70,47 @@ def _on_texts(args: argparse.Namespace):
     return loading.load(args), graph, texts
 
 
+def _pairs_judging(args: argparse.Namespace, graph):
+    """What a saved pairs circuit is judged under (`circuits.discovery.recorded`): its recorded
+    task, partner and protocol unless --partner / --protocol say otherwise; checked before the
+    model loads. `args.partner` is set to the partner chosen (for --task)."""
+    from circuits.discovery.recorded import found_under, judging_under
+    from circuits.patching.metrics import PAIRS_SPEC
+
+    if graph.graph.get("metric_spec") != PAIRS_SPEC:
+        raise ValueError(
+            "this circuit was not found on text pairs (its metric is "
+            f"{graph.graph.get('metric', '?')!r}); judge it on --texts, not on pairs"
+        )
+    how = judging_under(found_under(graph, args.circuit), args.task, args.protocol, args.partner)
+    if args.task is not None:
+        args.partner = how.partner
+    return how
+
+
+def _eap_ig_judging(args: argparse.Namespace):
+    """An EAP-IG / MIB graph JSON names no partner, padding or BOS: judged under --protocol
+    (default mib) and its partner unless --partner, and says so."""
+    from circuits.discovery.protocol import protocol
+    from circuits.discovery.recorded import Judging
+
+    proto = protocol(args.protocol or "mib")
+    partner = args.partner or proto.partner
+    if args.task is not None:
+        args.partner = partner
+    made = f"partner {partner}, " if args.task is not None else ""
+    note = (
+        f"an EAP-IG / MIB graph JSON does not say how its pairs were made: judged under protocol "
+        f"{proto.name} ({made}padding {'on' if proto.pad else 'off'}, BOS "
+        f"{'first' if proto.bos else 'as the model does'}; --protocol to change)"
+    )
+    return Judging(proto, partner, (note,))
+
+
 def _on_pairs(args: argparse.Namespace):
-    """(model, graph, pairs) for --pairs / --task: a circuit found on pairs, or an EAP-IG graph
-    file, which names no model (then --model)."""
+    """(model, graph, pairs, judging) for --pairs / --task: a circuit found on pairs, judged on
+    pairs made as its own were (`_pairs_judging`), or an EAP-IG graph file, which names no
+    model (then --model)."""
     from circuits.graph.eap_ig import read_json_if_eap_ig
 
     rows = read_pair_rows(args)  # checked before the model loads
@@ -81,15 +121,20 @@ def _on_pairs(args: argparse.Namespace):
 
         graph = read(args.circuit)
         args.model = _graph_model(graph, args.model)
+        how = _pairs_judging(args, graph)
     elif args.model is None:
         raise ValueError(f"{args.circuit} is an EAP-IG graph, which names no model; pass --model")
+    else:
+        how = _eap_ig_judging(args)
+    for note in how.notes:  # before the model loads: the result comes after
+        print(f"circuits faithfulness: note: {note}", file=sys.stderr)
     model = loading.load(args)
-    pairs = make_pairs(model, args, rows, args.n_pairs, shuffle=False)
+    pairs = make_pairs(model, args, rows, args.n_pairs, shuffle=False, proto=how.protocol)
     if data is not None:
         from circuits.discovery.saved import eap_ig_circuit
 
         graph = eap_ig_circuit(data, model, str(args.circuit))
-    return model, graph, pairs
+    return model, graph, pairs, how
 
 
 def run(args: argparse.Namespace) -> int:
@@ -101,19 +146,30 @@ def run(args: argparse.Namespace) -> int:
     existing(args.pairs, "--pairs", f"a {PAIRS_HELP}")
     # faithfulness.json is written into the folder (the folder is never replaced).
     out = check_writable_folder(args.out) if args.out else None
-    model, graph, texts = _on_pairs(args) if args.texts is None else _on_texts(args)
+    if args.texts is not None and (args.protocol or args.partner):
+        given = "--protocol" if args.protocol else "--partner"
+        raise ValueError(f"{given} says how pairs are made; a circuit judged on --texts takes "
+                         f"none: leave out {given}")  # fmt: skip
+    if args.texts is None:
+        model, graph, texts, how = _on_pairs(args)
+        judged = {"protocol": how.protocol.name, **({"partner": how.partner} if args.task else {})}
+    else:
+        (model, graph, texts), how, judged = _on_texts(args), None, {}
     from circuits._io import write_json
+    from circuits._owned import add_to_run
     from circuits.discovery.saved import judge_saved
 
     result = judge_saved(
-        model, graph, texts, n_random=args.n_random, n_boot=args.n_boot, seed=args.seed,
-        progress=True,
+        model, graph, texts, n_random=args.edge_n_random, n_boot=args.edge_n_boot,
+        seed=args.edge_seed, progress=True,
     )  # fmt: skip
-    result = {"circuit": str(args.circuit), "model": args.model, **result}
+    notes = {"notes": list(how.notes)} if how and how.notes else {}
+    result = {"circuit": str(args.circuit), "model": args.model, **judged, **notes, **result}
     print_summary(result)
     if out is not None:
         out.mkdir(parents=True, exist_ok=True)
         write_json(out / "faithfulness.json", result)
+        add_to_run(out, out / "faithfulness.json")  # a run folder: listed as its run's
         print(f"wrote {out / 'faithfulness.json'}")
     return 0
 
@@ -122,10 +178,12 @@ def add(sub) -> None:
     p = command(
         sub,
         "faithfulness",
-        "judge a saved circuit graph on new texts (faithfulness, interval, baselines)",
-        "Judge a circuit written by `circuits p0` on new texts: the model and the token length "
-        "are the graph's own (the texts are cut to that length). A circuit found on pairs, or "
-        "an EAP-IG / MIB graph JSON, is judged on --pairs or --task.",
+        "judge a saved circuit on new texts or pairs (faithfulness, interval, baselines)",
+        "Judge a circuit written by `circuits p0` on new texts: the model, the token length, "
+        "the ablation and the metric are the graph's own (the texts are cut to that length). A "
+        "circuit found on pairs, or an EAP-IG / MIB graph JSON, is judged on --pairs or --task, "
+        "with pairs made as its own were (task, partner, protocol, padding, BOS): a setting "
+        "given that differs from the recorded one is noted before the result.",
     )
     p.add_argument(
         "circuit",
@@ -135,13 +193,31 @@ def add(sub) -> None:
     model_options(p, default=None, default_help="default: the one the graph names")
     src = p.add_mutually_exclusive_group(required=True)
     texts_option(src)
-    pair_options(src, p)
+    pair_options(src, p, partner_default="the one the circuit was found with")
     p.add_argument("--out", help="folder to write faithfulness.json into (optional)")
     p.add_argument(
-        "--n-random", type=count_int, default=10, help="random circuits of its size (%(default)s)"
+        "--protocol",
+        choices=tuple(PROTOCOLS),
+        help="how the pairs are made (partner, padding, BOS; circuits.discovery.protocol) "
+        "(default: the one the circuit was found under, as its graph or its run's summary.json "
+        "records it; mib for an EAP-IG / MIB graph JSON)",
     )
     p.add_argument(
-        "--n-boot", type=count_int, default=1000, help="bootstrap resamples of texts (%(default)s)"
+        "--edge-n-random",
+        type=count_int,
+        default=10,
+        help="random circuits of its size (%(default)s)",
     )
-    p.add_argument("--seed", type=count_int, default=0, help="random seed (%(default)s)")
+    p.add_argument(
+        "--edge-n-boot",
+        type=count_int,
+        default=1000,
+        help="bootstrap resamples of texts (%(default)s)",
+    )
+    p.add_argument(
+        "--edge-seed",
+        type=count_int,
+        default=0,
+        help="seed of the random circuits and the bootstrap (%(default)s)",
+    )
     p.set_defaults(func=run)

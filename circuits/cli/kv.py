@@ -9,9 +9,11 @@ from circuits.cli import loading
 from circuits.cli.checks import check_out, existing
 from circuits.cli.options import TEXTS_HELP, config_from, config_options, model_options, out_option
 from circuits.cli.parser import command
+from circuits.core.texts import DATA
 from circuits.kv.config import KVRunConfig, check_plan
 
-DEFAULT_TEXTS = "data/texts/long.jsonl"
+DEFAULT_TEXTS = str(DATA / "long.jsonl")
+"""The bundled long texts (found from any working folder, as p0's default texts are)."""
 
 
 def run(args: argparse.Namespace) -> int:
@@ -22,6 +24,7 @@ def run(args: argparse.Namespace) -> int:
     from circuits._io import atomic_folder, write_csv, write_json
     from circuits.core.texts import read_kinded_texts
     from circuits.kv.run import policy_table, pooled
+    from circuits.kv.sinks import kept_by_layers
     from circuits.provenance import provenance, stamped
     from circuits.report.draw import save_figure
     from circuits.report.kv_plots import budget_figure
@@ -35,13 +38,19 @@ def run(args: argparse.Namespace) -> int:
         raise ValueError(f"texts {short} have no tokens after --score-from {config.kv.score_from}")
     table = policy_table(model, rows, config, kinds)
     record = provenance(model, texts, kinds, settings=config.to_dict(), source=args.texts)
-    summary = {"pooled": pooled(table).to_dict(orient="records")}
+    kept = {t: kept_by_layers(sinks) for t, sinks in table.attrs.get("sinks", {}).items()}
+    summary = {"pooled": pooled(table).to_dict(orient="records"),
+               "sinks_kept": [{"text": t, "by_layers": runs} for t, runs in kept.items()]}  # fmt: skip
     with atomic_folder(out, {"measured": "kv", "model": args.model}, record) as tmp:
         write_csv(tmp / "policies.csv", table)
         write_json(tmp / "summary.json", stamped(summary, record))
         save_figure(budget_figure(table, f"{args.model}: {len(texts)} texts"), tmp / "kv.png")
     print(pooled(table).to_string(index=False))
-    print(f"wrote policies.csv, summary.json and kv.png to {out}")
+    for t, runs in kept.items():
+        shown = "; ".join(f"layers {a}-{b}: {p}" for (a, b), p in
+                          ((r["layers"], r["positions"]) for r in runs))  # fmt: skip
+        print(f"text {t}, sinks kept (positions per layer): {shown}")
+    print(f"wrote policies.csv, summary.json (pooled perplexities, sinks kept) and kv.png to {out}")
     return 0
 
 
@@ -56,7 +65,12 @@ def add(sub) -> None:
         "measures, each at its layers, + a window). Positions are kept, not re-indexed.",
     )
     model_options(p)
-    p.add_argument("--texts", default=DEFAULT_TEXTS, help=f"{TEXTS_HELP} (%(default)s)")
+    p.add_argument(
+        "--texts",
+        metavar="PATH",
+        default=DEFAULT_TEXTS,
+        help=f"{TEXTS_HELP} (default: the bundled data/texts/long.jsonl)",
+    )
     out_option(p, "policies.csv, summary.json, kv.png")
     config_options(p, KVRunConfig)
     p.set_defaults(func=run)

@@ -78,12 +78,24 @@ def model_options(
 
 
 def out_option(p: argparse.ArgumentParser, what: str) -> None:
-    """--out, a folder checked (writable, not a file) before any work."""
+    """--out, a folder checked (writable, not a file) before any work, and --force."""
     p.add_argument(
         "--out",
         required=True,
-        help=f"output folder: {what} (replaced as a whole: only a new or empty folder, or one "
-        "an earlier circuits run wrote)",
+        help=f"output folder: {what} (a new or empty folder, or an earlier run of this command, "
+        "whose files are replaced; a folder holding anything else is refused)",
+    )
+    force_option(p)
+
+
+def force_option(p: argparse.ArgumentParser) -> None:
+    """--force: an --out folder holding other files than its run's (or another command's run)
+    gets only that run's listed files replaced (`circuits._owned`)."""
+    p.add_argument(
+        "--force",
+        action="store_true",
+        help="--out holds files its run did not write, or another command's run: replace only "
+        "that run's own files and keep every other file",
     )
 
 
@@ -183,6 +195,7 @@ __all__ = [
     "corpus_option",
     "count_int",
     "device_option",
+    "force_option",
     "given_options",
     "model_options",
     "nonneg_float",

@@ -51,7 +51,7 @@ def _texts(args: argparse.Namespace, config: P0Config):
 def run(args: argparse.Namespace) -> int:
     existing(args.texts, "--texts", f"a {TEXTS_HELP}")
     out = check_out(args.out)
-    steps = check_checkpoints(args.checkpoints or f"{out}.steps", args.resume)
+    steps = check_checkpoints(args.checkpoints, f"{out}.steps", args.resume)
     config = _config(args)
     texts, kinds = _texts(args, config)
     from circuits.discovery.distributed import writer_paths
@@ -85,7 +85,7 @@ def add(sub) -> None:
     p = command(
         sub,
         "p0",
-        "trace the P0-sink circuit and write a report",
+        "trace the P0-sink circuit and write a report (start here: p0 --quick)",
         "First-token variants, position vs content, where the P0 state forms, which heads and "
         "MLPs make it, causal confirmation; then the edge circuit, fitted on --edge-n-fit texts "
         "and judged on --edge-n-heldout others. Each finished step is checkpointed (--resume).",

@@ -23,9 +23,16 @@ PAIRS_HELP = (
 )
 
 
-def pair_options(group, p: argparse.ArgumentParser, n_pairs: bool = True) -> None:
+PROTOCOL_PARTNER = "the protocol's: abc, s2_io_flip with --protocol mib"
+"""--partner's default in `discover`: the protocol's partner."""
+
+
+def pair_options(
+    group, p: argparse.ArgumentParser, n_pairs: bool = True, partner_default: str = PROTOCOL_PARTNER
+) -> None:
     """--pairs FILE or --task NAME in `group` (mutually exclusive), --partner (IOI's corrupted
-    prompt), --pair-seed and (with `n_pairs`) --n-pairs, the number of task pairs, on `p`."""
+    prompt; `partner_default` says what it defaults to), --pair-seed and (with `n_pairs`)
+    --n-pairs, the number of task pairs, on `p`."""
     group.add_argument("--pairs", metavar="PATH", help=PAIRS_HELP)
     group.add_argument("--task", choices=TASKS, help="a standard task's generated pairs (ioi)")
     p.add_argument(
@@ -33,8 +40,7 @@ def pair_options(group, p: argparse.ArgumentParser, n_pairs: bool = True) -> Non
         choices=PARTNERS,
         help="the corrupted prompt of --task ioi: abc (three other names, Wang et al.), "
         "s2_io_flip (the second S replaced by IO, MIB's) or abc_before_s2 (a control: the IO "
-        "and S1 names replaced, S2 kept) (default: the protocol's: abc, s2_io_flip with "
-        "--protocol mib)",
+        f"and S1 names replaced, S2 kept) (default: {partner_default})",
     )
     p.add_argument(
         "--pair-seed", type=count_int, default=0, help="seed of the split / task (%(default)s)"

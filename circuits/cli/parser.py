@@ -1,6 +1,7 @@
-"""The parser every `circuits` command is built on: argparse's, plus renamed flags (hidden, still
-working, with a note naming the new flag), "did you mean" for an unknown flag or choice (with
-the subcommand's own usage), and a description on every subcommand."""
+"""The parser every `circuits` command is built on: argparse's without abbreviations (a prefix of
+a flag is an unknown flag, with "did you mean"), plus renamed flags (hidden, still working, with
+a note naming the new flag), "did you mean" for an unknown flag or choice (with the
+subcommand's own usage), and a description on every subcommand."""
 
 from __future__ import annotations
 
@@ -38,6 +39,7 @@ class CommandParser(argparse.ArgumentParser):
     subcommand's name to its parser once `add_commands` made them."""
 
     def __init__(self, *args, **kw) -> None:
+        kw.setdefault("allow_abbrev", False)  # a prefix (--budget for --budgets) is unknown
         super().__init__(*args, **kw)
         self.commands: dict[str, CommandParser] = {}
         self.noted: set[str] = set()
@@ -57,7 +59,9 @@ class CommandParser(argparse.ArgumentParser):
         else:
             kw.update(type=target.type, nargs=target.nargs, choices=target.choices,
                       metavar=target.metavar)  # fmt: skip
-        self.add_argument(old, action=RenamedFlag, new=new, **kw)
+        # In the new flag's mutually exclusive group, if it has one (a required input).
+        groups = [g for g in self._mutually_exclusive_groups if target in g._group_actions]
+        (groups[0] if groups else self).add_argument(old, action=RenamedFlag, new=new, **kw)
 
     def spellings(self) -> dict[str, str]:
         """Every long flag, shown or renamed, -> the flag `--help` shows for it."""

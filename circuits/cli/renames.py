@@ -26,11 +26,15 @@ EDGE_FIT = (
 """The discovery settings that took the `--edge-` prefix in p0 and secondary."""
 DISCOVER_ONLY = ("gradient-at", "ig-grid", "kv-inputs", "size-rule", "seed")
 """Discovery settings that `discover` spelled bare and the tracers never did."""
+JUDGING = ("n-random", "n-boot", "seed")
+"""The judging settings `faithfulness` spelled bare and p0 and discover spell `--edge-`."""
 TRACERS = ("p0", "secondary")
 SPLIT = "fcc9641"
 """The commit that gave the tracers' edge-circuit settings the `--edge-` prefix."""
 ONE_SPELLING = "0b950cb"
 """The commit that made `discover` spell them as p0 does (the `circuits/cli/` package)."""
+JUDGED_UNDER = "0412e7c"
+"""The commit that spelled `faithfulness`'s and `sinks`'s flags as the other commands do."""
 
 
 def _edge(name: str) -> str:
@@ -49,6 +53,8 @@ RENAMED: tuple[Rename, ...] = (
     Rename("--edge-tokens", "--edge-n-tokens", TRACERS, SPLIT),
     *_edge_renames(TRACERS, SPLIT, ("n-fit", "n-heldout", *EDGE_FIT)),
     *_edge_renames(("discover",), ONE_SPELLING, ("n-fit", "n-heldout", *EDGE_FIT, *DISCOVER_ONLY)),
+    *_edge_renames(("faithfulness",), JUDGED_UNDER, JUDGING),
+    Rename("--file", "--texts", ("sinks",), JUDGED_UNDER),
 )
 
 

@@ -12,7 +12,7 @@ from circuits.cli.parser import command
 
 
 def run(args: argparse.Namespace) -> int:
-    existing(args.file, "--file", "a traces or problems file (.jsonl) or a text file")
+    existing(args.texts, "--texts", "a traces or problems file (.jsonl) or a text file")
     out = check_out(args.out)  # before torch is imported, so a bad --out is refused at once
     from circuits._io import atomic_folder
     from circuits.core.traces import read_corpus
@@ -23,7 +23,7 @@ def run(args: argparse.Namespace) -> int:
     given = {"tau": args.tau, "eps": args.eps}
     given = {k: v for k, v in given.items() if v is not None}
     Settings.from_options(given)  # thresholds checked before the model loads
-    corpus = [args.text] if args.text is not None else read_corpus(args.file)[: args.n]
+    corpus = [args.text] if args.text is not None else read_corpus(args.texts)[: args.n]
     # Given a key, measure_corpus checks the texts and options before it loads the model.
     default = (args.device, args.dtype) == ("cpu", "float32")
     report = measure_corpus(
@@ -55,9 +55,11 @@ def add(sub) -> None:
     model_options(p)
     src = p.add_mutually_exclusive_group(required=True)
     src.add_argument("--text", help="one text to measure")
-    src.add_argument("--file", help="traces or problems (.jsonl) or a text file (one a line)")
+    src.add_argument(
+        "--texts", metavar="PATH", help="traces or problems (.jsonl) or a text file (one a line)"
+    )
     out_option(p, "sinks.json, CSVs and PNGs")
-    p.add_argument("--n", type=positive_int, help="measure only the first N texts of --file")
+    p.add_argument("--n", type=positive_int, help="measure only the first N texts of --texts")
     p.add_argument("--tau", type=float, help="secondary-sink cosine threshold (0.95)")
     p.add_argument("--eps", type=float, help="Gu et al.'s alpha threshold (0.3)")
     p.add_argument("--offset", type=count_int, default=0, help="leading tokens to exclude (0)")

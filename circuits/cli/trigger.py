@@ -49,7 +49,7 @@ def _experiment(args: argparse.Namespace, runs):
 def run(args: argparse.Namespace) -> int:
     out = check_out(args.out)
     _check(args)
-    runs = check_checkpoints(args.runs_dir or f"{out}.runs", args.resume, "--runs-dir")
+    runs = check_checkpoints(args.runs_dir, f"{out}.runs", args.resume, "--runs-dir")
     from circuits._io import atomic_folder
     from circuits.report.trigger_plots import plot_trigger_experiment
     from circuits.trigger import save_experiment

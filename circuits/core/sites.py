@@ -114,6 +114,12 @@ def hook_layer(name: str, n_layers: int) -> int:
     return n_layers if name.startswith(FINAL_PREFIXES) else -1
 
 
+def hook_block(name: str) -> int | None:
+    """The block of a hook inside one ("blocks.3.attn.hook_z" -> 3); None for any other."""
+    m = _BLOCK_HOOK.match(name)
+    return int(m.group(1)) if m else None
+
+
 def parse_hook(name: str) -> tuple[str, int] | None:
     """(kind, layer) of a hook name `hook_name` makes, e.g. "blocks.3.attn.hook_pattern" ->
     ("pattern", 3); None for any other name."""
@@ -129,6 +135,7 @@ __all__ = [
     "PATCH_KINDS",
     "SITES",
     "SiteInfo",
+    "hook_block",
     "hook_layer",
     "hook_name",
     "hook_names",

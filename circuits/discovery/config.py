@@ -136,8 +136,9 @@ class DiscoveryConfig(Config):
     )
     target_band: tuple[float, ...] = option(
         (0.9, 1.1),
-        "held-out faithfulness band [low, high]: the smallest evaluated circuit inside it is "
-        "reported beside the target circuit (f near 1, neither short of nor beyond the model)",
+        "faithfulness band [low, high] (f near 1, neither short of nor beyond the model): "
+        "size_rule band_by_kind takes the smallest circuit whose f on the fit texts lies in it; "
+        "the smallest curve circuit whose held-out f lies in it is reported beside (band_*)",
         low=0,
     )
     size_rule: str = option(

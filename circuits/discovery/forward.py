@@ -42,7 +42,7 @@ from circuits.discovery.feed import SPARSE_SHARE, Feed, ungrouped_attention
 from circuits.discovery.pairs import Pairs
 from circuits.discovery.where import derangement, position_index, reference_mask, take
 from circuits.patching.forward import MetricReady, capture_run, forward_from, hook_layer, tile
-from circuits.patching.metrics import Metric
+from circuits.patching.metrics import Metric, check_metric_range
 
 
 @dataclass
@@ -101,6 +101,7 @@ class EdgeRunner:
         self.where = position_index(positions, n_batch, n_pos)
         uniform = bool((self.where == self.where[0]).all())
         self.positions = self.where[0].tolist() if uniform else self.where.tolist()
+        check_metric_range(model, metric)
         self.model, self.tokens, self.metric = model, tokens, metric
         self.space: EdgeSpace = build_space(
             model, metric, self.positions if uniform else None, kv_inputs

@@ -5,7 +5,9 @@ from __future__ import annotations
 
 import json
 import re
+import warnings
 from collections.abc import Sequence
+from pathlib import Path
 
 import networkx as nx
 import torch
@@ -73,10 +75,14 @@ pairs), the clean run (with the ablation's activations), and the circuits: the c
 empty one, its complement and the random ones, with the bootstrap interval."""
 
 
+TASK_PAIRS = 32
+"""Pairs `judge_saved` makes when it is given a task's name (`circuits faithfulness --n-pairs`)."""
+
+
 def judge_saved(
     model,
-    graph: nx.DiGraph,
-    texts: Sequence[str] | Pairs,
+    graph: nx.DiGraph | str | Path,
+    texts: Sequence[str] | Pairs | str | Path,
     *,
     n_random: int = N_RANDOM,
     n_boot: int = N_BOOT,
@@ -84,12 +90,16 @@ def judge_saved(
     batch_size: int = 64,
     progress: bool = False,
 ) -> dict:
-    """Faithfulness of the circuit in `graph` on `texts` (cut to the graph's `n_tokens`, with
-    its first token at position 0 when it has one), with a bootstrap interval over texts, the
-    mean and spread of `n_random` random circuits of the same number of edges and the
-    complement's faithfulness. A circuit found on counterfactual pairs (metric_spec
-    {"metric": "pairs"}, e.g. IOI, or read from an EAP-IG file) is judged on `Pairs`. With
-    `progress`, a bar on stderr names each step (`JUDGE_STEPS`)."""
+    """Faithfulness of the circuit in `graph` (a graph, or the path of a saved one) on `texts`
+    (cut to the graph's `n_tokens`, with its first token at position 0 when it has one), with a
+    bootstrap interval over texts, the mean and spread of `n_random` random circuits of the
+    same number of edges and the complement's faithfulness. `texts`: a list, the path of a
+    texts file, `Pairs`, or a task's name ("ioi"): `TASK_PAIRS` pairs of it (seed `seed`) made
+    as the circuit's own were (its partner, protocol, padding and BOS:
+    `circuits.discovery.recorded.judging_pairs`). A circuit found on counterfactual pairs
+    (metric_spec {"metric": "pairs"}, e.g. IOI, or read from an EAP-IG file) is judged on pairs.
+    With `progress`, a bar on stderr names each step (`JUDGE_STEPS`)."""
+    graph, texts, judged = _inputs(model, graph, texts, seed)
     pairs = graph.graph.get("metric_spec") == PAIRS_SPEC or isinstance(texts, Pairs)
     if not pairs:
         _check_text_graph(graph)
@@ -98,7 +108,34 @@ def judge_saved(
             runner, mask = steps.run("clean run", _judge_pairs, model, graph, texts, batch_size)
         else:
             runner, mask = _text_runner(steps, model, graph, texts, seed)
-        return steps.run("circuits", _summary, runner, mask, n_random, n_boot, seed, batch_size)
+        result = steps.run("circuits", _summary, runner, mask, n_random, n_boot, seed, batch_size)
+    return {**judged, **result}
+
+
+def _inputs(model, graph, texts, seed: int) -> tuple:
+    """(graph, texts or pairs, what the pairs were made under) from `judge_saved`'s arguments: a
+    graph's path read, a task's name made into pairs as the circuit's were (each setting that
+    differs from the record a UserWarning), a texts file read."""
+    from circuits._io import stored
+    from circuits.core.texts import read_texts
+    from circuits.discovery.recorded import judging_pairs
+    from circuits.graph.io import read
+    from circuits.tasks import TASKS
+
+    path = None
+    if isinstance(graph, str | Path):
+        path = stored(graph)
+        if not path.is_file():
+            raise FileNotFoundError(f"{graph}: no such circuit graph file")
+        graph = read(path)
+    if isinstance(texts, str) and texts in TASKS:
+        texts, how = judging_pairs(model, graph, texts, TASK_PAIRS, seed, path=path)
+        for note in how.notes:
+            warnings.warn(note, UserWarning, stacklevel=3)
+        return graph, texts, {"protocol": how.protocol.name, "partner": how.partner}
+    if isinstance(texts, str | Path):
+        texts = read_texts(texts)
+    return graph, texts, {}
 
 
 def _check_text_graph(graph: nx.DiGraph) -> None:
@@ -220,4 +257,4 @@ def _summary(runner: EdgeRunner, mask, n_random: int, n_boot: int, seed: int, ba
     }
 
 
-__all__ = ["JUDGE_STEPS", "check_model", "eap_ig_circuit", "judge_saved"]
+__all__ = ["JUDGE_STEPS", "TASK_PAIRS", "check_model", "eap_ig_circuit", "judge_saved"]

@@ -28,14 +28,17 @@ def policy_table(
     progress=print,
 ) -> pd.DataFrame:
     """One row per text, policy and budget (the full cache once per text, at its length):
-    `COLUMNS`. Sinks are measured once per text when a policy reads them. `progress` (None:
-    silent) gets one line per row."""
+    `COLUMNS`. Sinks are measured once per text when a policy reads them; the table's
+    `attrs["sinks"]` holds them (text -> per layer the positions kept, `layer_sinks`).
+    `progress` (None: silent) gets one line per row."""
     kinds = list(kinds) if kinds is not None else ["text"] * len(rows)
-    out = []
+    out, kept = [], {}
     for t, tokens in enumerate(rows):
         tokens = tokens[: run.tokens]
         needs_sinks = any(p in READS_SINKS for p in run.policies)
         sinks = measured_sinks(model, tokens.tolist(), run.kv) if needs_sinks else None
+        if sinks is not None:
+            kept[t] = sinks
         jobs = [("full", len(tokens))]
         jobs += [(p, b) for p in run.policies if p != "full" for b in run.budgets]
         for policy, budget in jobs:
@@ -45,7 +48,9 @@ def policy_table(
             out.append({**row, "seconds": round(time.perf_counter() - t0, 2)})
             if progress:
                 progress(f"text {t} {policy} budget {budget}: perplexity {result.perplexity:.3f}")
-    return pd.DataFrame(out, columns=list(COLUMNS))
+    table = pd.DataFrame(out, columns=list(COLUMNS))
+    table.attrs["sinks"] = kept
+    return table
 
 
 def pooled(table: pd.DataFrame) -> pd.DataFrame:

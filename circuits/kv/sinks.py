@@ -38,4 +38,16 @@ def measured_sinks(model, tokens, config) -> tuple[tuple[int, ...], ...]:
     return layer_sinks(text.sink.position, text.events, report.n_layers, config.sink_labels)
 
 
-__all__ = ["layer_sinks", "measured_sinks"]
+def kept_by_layers(per_layer: Sequence[Sequence[int]]) -> list[dict]:
+    """`layer_sinks`' per-layer positions as runs of layers keeping the same positions:
+    [{"layers": [first, last], "positions": [...]}, ...] (what a summary lists)."""
+    runs: list[dict] = []
+    for layer, positions in enumerate(per_layer):
+        if runs and runs[-1]["positions"] == list(positions):
+            runs[-1]["layers"][1] = layer
+        else:
+            runs.append({"layers": [layer, layer], "positions": list(positions)})
+    return runs
+
+
+__all__ = ["kept_by_layers", "layer_sinks", "measured_sinks"]

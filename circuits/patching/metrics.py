@@ -19,7 +19,7 @@ import torch
 from jaxtyping import Float
 from torch import Tensor
 
-from circuits.core.sites import hook_name, hook_names
+from circuits.core.sites import hook_block, hook_name, hook_names
 
 Acts = Mapping[str, Tensor]
 
@@ -84,6 +84,26 @@ def _layers(layers: int | Sequence[int]) -> tuple[int, ...]:
             f"layers must be a non-negative int or a non-empty list of them: {layers!r}"
         )
     return out
+
+
+def check_metric_range(model, metric: Metric) -> None:
+    """Refuse a metric that reads a layer or a head `model` does not have, naming the layer or
+    head asked and the model's range (before any hook is looked up)."""
+    n_layers, n_heads = model.cfg.n_layers, model.cfg.n_heads
+    for hook in metric.hooks:
+        layer = hook_block(hook)
+        if layer is not None and not 0 <= layer < n_layers:
+            raise ValueError(
+                f"metric {metric.name!r} reads layer {layer}; this model has {n_layers} layers "
+                f"(0-{n_layers - 1})"
+            )
+    heads = (metric.spec or {}).get("heads") or []
+    bad = [h for h in heads if not 0 <= int(h) < n_heads]
+    if bad:
+        raise ValueError(
+            f"metric {metric.name!r} reads head {bad[0]}; this model has {n_heads} heads a layer "
+            f"(0-{n_heads - 1})"
+        )
 
 
 def _resid_hook(layer: int, kind: str) -> str:
@@ -267,6 +287,7 @@ __all__ = [
     "PAIRS_SPEC",
     "Metric",
     "build_metric",
+    "check_metric_range",
     "cosine_to",
     "logit_diff",
     "logits_metric",

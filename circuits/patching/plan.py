@@ -28,7 +28,7 @@ from circuits.patching.interventions import (
     check_site,
     resolve_positions,
 )
-from circuits.patching.metrics import Metric
+from circuits.patching.metrics import Metric, check_metric_range
 
 # The order in which a block's hooks fire; a run's interventions are sorted by (block, this).
 _FIRING = (
@@ -186,6 +186,7 @@ def _plan_run(model, run, n_prompts: int, n_pos: int) -> list[Step]:
 def _check_metric(model, metric: Metric) -> None:
     if not isinstance(metric, Metric):
         raise ValueError(f"metric must be a circuits.patching.Metric, got {type(metric).__name__}")
+    check_metric_range(model, metric)
     known = model.hook_dict
     n_layers = model.cfg.n_layers
     for name in metric.hooks:
