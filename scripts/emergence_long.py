@@ -100,6 +100,13 @@ def so_far(rows: list[dict]) -> dict:
     }
 
 
+def formation_text(formation: dict | None, rule: PhaseRuleConfig) -> str:
+    """The formation checkpoint in words, for the docs."""
+    if formation is None:
+        return f"not yet (no checkpoint with a rate >= {rule.formed_rate:g})"
+    return f"step {formation['step']:,}"
+
+
 def report(args: argparse.Namespace) -> int:
     """<run>/checkpoints.csv (one line a measured checkpoint) and <run>/summary.json (the phase
     rule's reading of the checkpoints so far, the run's progress and peaks, provenance)."""
@@ -118,6 +125,7 @@ def report(args: argparse.Namespace) -> int:
         "trained_tokens": state_step * tokens_per_step, "tokens": config.steps * tokens_per_step,
         "finished": state_step == config.steps, "rule": rule.to_dict(),
         "n_checkpoints_measured": len(rows), "so_far": so_far(rows), "verdicts": verdicts,
+        "formation_text": formation_text(verdicts["formation"], rule),
     }  # fmt: skip
     settings = {"run": name, "lm": lm.to_dict(), "train": config.to_dict()}
     write_csv(run / "checkpoints.csv", checkpoints_frame(rows, verdicts["phases"]))
