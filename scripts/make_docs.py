@@ -16,6 +16,12 @@ Two kinds of marks (HTML comments, invisible when the Markdown is rendered):
 
     python scripts/make_docs.py           # rewrite every marked doc in place (atomically)
     python scripts/make_docs.py --check   # exit 1 and list each mark that differs from its run
+                                          # and each typed number on a page of STRICT_PAGES
+    python scripts/make_docs.py --typed   # typed numbers per page (--typed PAGE: each one)
+
+A typed number is a number in a page's prose (README.md, docs/*/*.md) outside code, marks,
+link targets, versions, model names, dates, references, file names and the allow-listed
+CONSTANTS (`typed_numbers`); `--check` fails on them for the pages in STRICT_PAGES only.
 
 `tests/test_docs_from_runs.py` runs the check, so a number typed by hand over a mark, or a run
 re-made without regenerating the docs, fails the tests.
@@ -399,14 +405,207 @@ def differences(path: Path) -> list[str]:
     return out
 
 
+# ---------------------------------------------------------------------------------------------
+# Typed numbers: a number in a page's prose that no run wrote
+
+
+CONSTANTS: dict[str, tuple[str, str | None, object]] = {
+    "95 %": (
+        "coverage of every bootstrap interval the docs show",
+        "circuits.discovery.evaluation.CI",
+        0.95,
+    ),
+    "[0.9, 1.1]": (
+        "the size rule's faithfulness band, option `target_band`",
+        "circuits.discovery.config.DiscoveryConfig.target_band",
+        (0.9, 1.1),
+    ),
+    "GPT2-XL 77.00 %": (
+        "Gu et al.'s sink rate at epsilon 0.3 for GPT2-XL: Gu et al. 2025, Table 1 (original "
+        "weights, their texts; the reference row of scripts/paper_protocols.py)",
+        None,
+        None,
+    ),
+}
+"""The short allow-list of constants a page may type: the text as a page writes it -> (what it
+is, the code that defines it or None for a published number, its value there). A published
+number names its paper and table in the first field; a code source is checked by the tests.
+The whole text is the constant: its numbers pass only where a page writes all of it."""
+
+STRICT_PAGES: list[str] = []
+"""Pages on which `--check` fails for a typed number (the gate, turned on page by page)."""
+
+GENERATED_PAGES = ("docs/ioi/RESULTS.md",)  # written whole by scripts/ioi_docs.py
+
+_FAMILIES = (
+    r"SmolLM2?|Qwen[\d.]*|Gemma(?:-?[123]\b|\s3\b)?|GPT-?2|GPT-?J|GPT-?Neo[X]?|Llama(?:-?[123])?"
+    r"|Pythia|Mistral|Mixtral|OPT|Phi(?:-?\d)?|OLMo"
+)
+_SOFTWARE = (
+    r"Python|TransformerLens|PyTorch|torch|transformers|kvpress|numpy|pandas|CUDA|ruff|pytest"
+    r"|networkx|jaxtyping|safetensors|scipy|matplotlib|circuitsvis|llama\.cpp|Debian|Ubuntu"
+)
+_REFERENCE = (
+    r"issues?|items?|seeds?|sections?|tables?|figures?|figs?\.|appendix|eqs?\.|equations?"
+    r"|footnotes?|PRs?|rows?|lines?|arXiv:?"
+)
+_ITEM = r"#?\d[\w.]*"
+_NUMS = (  # "37", "35-37", "35 and 37", "2, 12, 13" (after a comma, not one a word follows)
+    rf"{_ITEM}(?:(?:\s*[-–/]\s*|\s+(?:and|or)\s+){_ITEM}"
+    rf"|,\s*{_ITEM}(?![ \t]+(?!(?:and|or)\b)[A-Za-z]))*"
+)
+_MONTH = r"(?:Jan|Feb|Mar|Apr|May|Jun|Jul|Aug|Sep|Oct|Nov|Dec)[a-z]*\.?"
+
+NOT_A_RESULT: dict[str, re.Pattern] = {
+    "list marker": re.compile(r"^\s*\d+[.)](?=\s)", re.M),
+    "version": re.compile(
+        rf"\b\d+\.\d+\.\d+(?:\.\d+)*\b|(?<=\w)(?:==|>=|<=|~=|<|>)\d+(?:\.\d+)*"
+        rf"|\bv\d+(?:\.\d+)*\b|\b(?:{_SOFTWARE})\s+\d+(?:\.\d+)*"
+    ),
+    "model name": re.compile(
+        rf"\b(?:{_FAMILIES})(?:[-_.][A-Za-z0-9.]+)*(?:\s\d+(?:\.\d+)?[MB]\b)?", re.I
+    ),
+    "date": re.compile(
+        rf"\b\d{{4}}-\d{{2}}-\d{{2}}\b|\b\d{{1,2}}\s+{_MONTH}\s+\d{{4}}\b"
+        rf"|\b{_MONTH}\s+(?:\d{{1,2}},?\s+)?\d{{4}}\b|et al\.?(?:'s)?,?\s*\(?(?:19|20)\d{{2}}[a-z]?"
+    ),
+    "reference": re.compile(rf"(?:\b(?:{_REFERENCE})[\s-]*|§\s*){_NUMS}|#\d+\b", re.I),
+    "file or path": re.compile(
+        r"(?<![^\s(\[\"'])[A-Za-z_.~][^\s()\[\],;\"']*/[^\s()\[\],;\"']*"
+        r"|[\w.-]+\.(?:py|md|jsonl?|csv|png|svg|pdf|pt|safetensors|txt|toml|ya?ml|ipynb|gguf|html)\b"
+    ),
+    "commit": re.compile(r"\b(?=[0-9a-f]*[a-f])[0-9a-f]{7,40}\b"),
+    "constant": re.compile(
+        "|".join(rf"(?<![\w.]){re.escape(text)}(?![\w.]*\d)" for text in CONSTANTS)
+    ),
+}
+"""Numbers in prose that are not results, each by a named rule; every other number is typed."""
+
+NUMBER = re.compile(r"(?<![\w.])[-+−]?\d(?:[\d,]*\d)?(?:\.\d+)?(?:[eE][-+−]?\d+)?")
+
+_HIDDEN = (
+    TABLE,
+    VALUE,
+    re.compile(r"<!--.*?-->", re.S),  # other comments do not render
+    re.compile(r"(`+)(?:(?!\n\s*\n).)+?\1", re.S),  # inline code, across a line break
+    re.compile(r"</?[A-Za-z][^>\n]*>"),  # HTML tags and autolinks
+    re.compile(r"(?<=\])\([^)\s]*(?:\s+\"[^\"]*\")?\)"),  # link and image targets
+    re.compile(r"^\s{0,3}\[[^\]]+\]:\s+\S+", re.M),  # reference-style link definitions
+    re.compile(r"https?://\S+|\{#[^}]*\}|\[\^[^\]]+\]"),  # bare URLs, heading ids, footnotes
+)
+
+
+def _blank(text: str, start: int, end: int) -> str:
+    """`text` with [start, end) turned into spaces, its line breaks kept (lines stay lines)."""
+    return text[:start] + re.sub(r"[^\n]", " ", text[start:end]) + text[end:]
+
+
+def _code_block_lines(lines: list[str]) -> set[int]:
+    """Indices of the lines of fenced code blocks (fences included) and of indented code blocks
+    (4+ spaces after a blank line, outside a list: inside one such a line is the item's text)."""
+    code, fence, in_list, prev_blank, prev_code = set(), None, False, True, False
+    for i, line in enumerate(lines):
+        opened = re.match(r"\s{0,3}(`{3,}|~{3,})", line)
+        if fence or opened:
+            code.add(i)
+            fence = None if fence and line.strip().startswith(fence) else (fence or opened[1])
+            continue
+        blank = not line.strip()
+        indent = len(line) - len(line.lstrip(" "))
+        if not blank and indent < 4:
+            in_list = bool(re.match(r"\s*(?:[-*+]|\d+[.)])\s", line)) or (in_list and indent > 0)
+        is_code = not blank and indent >= 4 and (prev_blank or prev_code) and not in_list
+        if is_code or (blank and prev_code):
+            code.add(i)
+        prev_code = is_code or (blank and prev_code)
+        prev_blank = blank
+    return code
+
+
+def prose(text: str) -> str:
+    """`text` with all that is not typed prose blanked out: code blocks and inline code, value
+    and table marks, comments, HTML tags, link targets, URLs."""
+    lines = text.split("\n")
+    code = _code_block_lines(lines)
+    text = "\n".join(" " * len(line) if i in code else line for i, line in enumerate(lines))
+    for pattern in _HIDDEN:
+        for m in list(pattern.finditer(text)):
+            text = _blank(text, *m.span())
+    return text
+
+
+def typed_numbers(text: str) -> list[tuple[int, str, str]]:
+    """(line, number, the line) for each number of `text`'s prose that no rule of NOT_A_RESULT
+    excuses."""
+    shown = prose(text)
+    excused = [m.span() for rule in NOT_A_RESULT.values() for m in rule.finditer(shown)]
+    lines, out = text.split("\n"), []
+    for m in NUMBER.finditer(shown):
+        if not any(a <= m.start() and m.end() <= b for a, b in excused):
+            line = shown.count("\n", 0, m.start())
+            out.append((line + 1, m[0], lines[line].strip()))
+    return out
+
+
+def typed_pages() -> list[Path]:
+    """The pages the typed-number rule reads: README.md, docs/*/README.md and the other prose
+    pages docs/*/*.md (not GENERATED_PAGES; run folders' own files lie deeper)."""
+    pages = [ROOT / "README.md", *sorted((ROOT / "docs").glob("*/*.md"))]
+    return [p for p in pages if p.is_file() and str(p.relative_to(ROOT)) not in GENERATED_PAGES]
+
+
+def typed_report(page: str | None) -> int:
+    """`--typed`: the number of typed numbers per page (strict pages marked), or with PAGE each
+    one with its line; 2 for a page that is not one of `typed_pages()`."""
+    if page is None:
+        for path in typed_pages():
+            name = str(path.relative_to(ROOT))
+            found = typed_numbers(path.read_text(encoding="utf-8"))
+            print(f"{len(found):5d}  {name}" + ("  (strict)" if name in STRICT_PAGES else ""))
+        return 0
+    path = ROOT / page
+    if path not in typed_pages():
+        known = ", ".join(str(p.relative_to(ROOT)) for p in typed_pages())
+        print(f"error: {page} is not a page the rule reads; those are: {known}", file=sys.stderr)
+        return 2
+    found = typed_numbers(path.read_text(encoding="utf-8"))
+    for line, number, text in found:
+        print(f"{page}:{line}: {number}  | {text}")
+    print(f"{len(found)} typed number(s) in {page}")
+    return 0
+
+
+def strict_failures() -> list[str]:
+    """One line per typed number on a page of STRICT_PAGES."""
+    pages = [str(p.relative_to(ROOT)) for p in typed_pages()]
+    unknown = [page for page in STRICT_PAGES if page not in pages]
+    if unknown:
+        raise ValueError(f"STRICT_PAGES names {', '.join(unknown)}: not a page the rule reads")
+    return [
+        f"{page}:{line}: typed number {number} (not from a run, not an allowed constant)"
+        for page in STRICT_PAGES
+        for line, number, _ in typed_numbers((ROOT / page).read_text(encoding="utf-8"))
+    ]
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument(
         "--check", action="store_true", help="change nothing; exit 1 on a difference"
     )
+    parser.add_argument(
+        "--typed",
+        nargs="?",
+        const="",
+        metavar="PAGE",
+        help="change nothing; count the numbers typed by hand per page, or list PAGE's",
+    )
     args = parser.parse_args(argv)
+    if args.typed is not None:
+        return typed_report(args.typed or None)
     try:
         bad = [line for path in marked_docs() for line in differences(path)]
+        bad += strict_failures() if args.check else []
         if not args.check:
             for path in marked_docs():
                 text = path.read_text(encoding="utf-8")
@@ -423,7 +622,9 @@ def main(argv: list[str] | None = None) -> int:
     for line in bad:
         print(line)
     print(
-        f"{len(bad)} marked line(s) differ from their runs" if bad else "docs agree with their runs"
+        f"{len(bad)} marked line(s) differ from their runs or hold a typed number"
+        if bad
+        else "docs agree with their runs"
     )
     return 1 if bad else 0
 

@@ -182,3 +182,130 @@ def test_the_ioi_results_page_is_what_its_generator_writes():
     )  # fmt: skip
     page = (ROOT / "docs" / "ioi" / "RESULTS.md").read_text(encoding="utf-8")
     assert made.stdout == page, "regenerate: scripts/ioi_docs.py docs/ioi > docs/ioi/RESULTS.md"
+
+
+# ---------------------------------------------------------------------------------------------
+# Typed numbers: a number in a page's prose that no run wrote
+
+TYPED = "The circuit keeps 0.82 of the sink."
+
+
+def test_a_typed_number_in_prose_is_found_with_its_line(make_docs):
+    found = make_docs.typed_numbers(f"# A page\n\n{TYPED}\nblock-3 grows 6.5x, 1e-5, 3/5\n")
+    assert [(line, n) for line, n, _ in found] == [
+        (3, "0.82"), (4, "3"), (4, "6.5"), (4, "1e-5"), (4, "3"), (4, "5")
+    ]  # fmt: skip
+    assert found[0][2] == TYPED
+
+
+@pytest.mark.parametrize(
+    ("rule", "text"),
+    [
+        ("value mark", "f <!--v docs/p0/m heldout_faithfulness .2f-->0.82<!--/v--> held out"),
+        ("table mark", "<!--table p0_headline docs/p0/m-->\n| 0.82 | 1,234 |\n<!--/table-->"),
+        ("fenced code", "```sh\ncircuits p0 --n-fit 16  # 0.82\n```"),
+        ("indented code", "Run:\n\n    circuits p0 --n-fit 16\n    --threads 1\n\nThen"),
+        ("inline code", "`--option target=0.82` and `circuits p0\n--quick 6`"),
+        ("comment", "<!-- 0.82 is the old value -->"),
+        ("link target", "[the run](docs/p0/README.md#held-out-f-1-08) and ![x](a/fig_2.png)"),
+        ("url", "https://arxiv.org/abs/2309.17453 and <https://example.org/v1.2>"),
+        ("version", "Python 3.11, TransformerLens 4.3, torch==2.13.0, resolved 5.2.0, v2"),
+        ("model name", "SmolLM2-135M, Qwen2.5-0.5B, Qwen2.5-Coder-0.5B-Instruct, Gemma 3 270M"),
+        ("model name", "GPT-2, GPT2-XL, Llama-3-8B, gemma-3-270m, Gemma 3 applies"),
+        ("date", "on 2026-12-07, on 4 December 2026, in Dec 2026 (Gu et al., 2024)"),
+        ("reference", "issue 37, issues 35 and 37, seed 001, seeds 0-4, item 4, Table 1, #58"),
+        ("reference", "lines 2, 12, 13: the German ones; the issue-23 verdict"),
+        ("file or path", "`x` in docs/p0/smollm2-135m and p0_circuit_2.png, rows.csv"),
+        ("constant", "a 95 % interval; the band [0.9, 1.1]; GPT2-XL 77.00 % in the paper"),
+        ("list marker", "1. first\n2. second"),
+        ("identifier", "P0 and L0.H0, L23.MLP, bf16, d64"),
+        ("commit", "as of commit 523ba48"),
+    ],
+)
+def test_a_number_a_rule_excuses_is_not_typed_and_the_rest_still_is(make_docs, rule, text):
+    """Each rule excuses its numbers and leaves a typed one beside them flagged (so a rule that
+    blanked everything would fail)."""
+    found = make_docs.typed_numbers(f"{text}\n\n{TYPED}")
+    assert [n for _, n, _ in found] == ["0.82"], rule
+
+
+@pytest.mark.parametrize(
+    ("text", "typed"),
+    [
+        ("SmolLM2 block 1", ["1"]),  # a model name does not reach past a space
+        ("Gemma 2 of 5 splits", ["2", "5"]),  # only Gemma 3 is a name written with a space
+        ("see issue 35, 256 tokens", ["256"]),  # a count after a reference is a count
+        ("a 95.5 % share, 195 % and 0.95 %", ["95.5", "195", "0.95"]),  # constants are exact
+        ("GPT2-XL's 77.00 %", ["77.00"]),  # a published constant only as the list writes it
+        ("at position 0, 8k edges, 1.2k", ["0", "8", "1.2"]),
+    ],
+)
+def test_where_a_rule_cannot_tell_the_number_is_flagged(make_docs, text, typed):
+    assert [n for _, n, _ in make_docs.typed_numbers(text)] == typed
+
+
+def test_an_item_of_a_list_inside_a_list_item_is_prose_not_code(make_docs):
+    text = "- an item\n\n    its second paragraph: 0.82 of the sink\n"
+    assert [n for _, n, _ in make_docs.typed_numbers(text)] == ["0.82"]
+
+
+def test_every_allowed_constant_names_its_source_and_the_code_still_holds_it(make_docs):
+    import importlib
+
+    for text, (what, source, value) in make_docs.CONSTANTS.items():
+        assert make_docs.NUMBER.search(text) and len(what) > 20, text
+        if source is None:  # a published number: paper and table
+            assert "Table" in what and "et al." in what, text
+            continue
+        parts = source.split(".")
+        for i in range(len(parts), 0, -1):  # the longest importable prefix, then attributes
+            try:
+                obj = importlib.import_module(".".join(parts[:i]))
+            except ModuleNotFoundError:
+                continue
+            for name in parts[i:]:
+                obj = getattr(obj, name)
+            break
+        assert obj == value, f"{text}: {source} is {obj!r}, the list says {value!r}"
+        numbers = value if isinstance(value, tuple) else (value,)
+        shown = [f"{v:g}" for v in numbers] if isinstance(value, tuple) else [f"{value:.0%}"]
+        assert all(s.replace("%", " %") in text for s in shown), text
+
+
+def test_typed_lists_every_page_or_one_pages_numbers(make_docs, fake_root, capsys):
+    (fake_root / "README.md").write_text(f"{TYPED}\n")
+    (fake_root / "docs" / "p0" / "README.md").write_text("`1` only\n")
+    (fake_root / "docs" / "ioi").mkdir()
+    (fake_root / "docs" / "ioi" / "RESULTS.md").write_text("written by its script: 7\n")
+    assert make_docs.main(["--typed"]) == 0
+    assert capsys.readouterr().out.splitlines() == ["    1  README.md", "    0  docs/p0/README.md"]
+    assert make_docs.main(["--typed", "README.md"]) == 0
+    assert capsys.readouterr().out.splitlines() == [
+        f"README.md:1: 0.82  | {TYPED}",
+        "1 typed number(s) in README.md",
+    ]
+    assert make_docs.main(["--typed", "docs/ioi/RESULTS.md"]) == 2
+    assert "not a page the rule reads" in capsys.readouterr().err
+
+
+def test_check_fails_on_typed_numbers_only_on_strict_pages(
+    make_docs, fake_root, monkeypatch, capsys
+):
+    (fake_root / "README.md").write_text(f"{TYPED}\n")
+    (fake_root / "docs" / "p0" / "README.md").write_text(
+        "f <!--v docs/p0/m heldout_faithfulness .2f-->0.82<!--/v-->\n"
+    )
+    assert make_docs.main(["--check"]) == 0
+    monkeypatch.setattr(make_docs, "STRICT_PAGES", ["docs/p0/README.md"])
+    assert make_docs.main(["--check"]) == 0
+    monkeypatch.setattr(make_docs, "STRICT_PAGES", ["README.md", "docs/p0/README.md"])
+    capsys.readouterr()
+    assert make_docs.main(["--check"]) == 1
+    assert "README.md:1: typed number 0.82" in capsys.readouterr().out
+    monkeypatch.setattr(make_docs, "STRICT_PAGES", ["docs/nope.md"])
+    assert make_docs.main(["--check"]) == 2
+    assert "STRICT_PAGES names docs/nope.md" in capsys.readouterr().err
+
+
+def test_the_repos_strict_pages_hold_no_typed_number(make_docs):
+    assert make_docs.strict_failures() == []
