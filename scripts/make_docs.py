@@ -441,12 +441,10 @@ _FAMILIES = (
     r"SmolLM2?|Qwen[\d.]*|Gemma(?:-?[123]\b|\s3\b)?|GPT-?2|GPT-?J|GPT-?Neo[X]?|Llama(?:-?[123])?"
     r"|Pythia|Mistral|Mixtral|OPT|Phi(?:-?\d)?|OLMo"
 )
-_SOFTWARE = (
-    r"Python|TransformerLens|PyTorch|torch|transformers|kvpress|numpy|pandas|CUDA|ruff|pytest"
-    r"|networkx|jaxtyping|safetensors|scipy|matplotlib|circuitsvis|llama\.cpp|Debian|Ubuntu"
-)
-_REFERENCE = (
-    r"issues?|items?|seeds?|sections?|tables?|figures?|figs?\.|appendix|eqs?\.|equations?"
+_SOFTWARE = r"Python|TransformerLens|PyTorch|torch|CUDA|Debian|Ubuntu"  # never a result here
+# (a tool that is also measured, as kvpress, passes only with a full x.y.z version)
+_REFERENCE = (  # a paper's Table / Figure capitalised ("tables" is also a kind of text)
+    r"issues?|items?|seeds?|sections?|(?-i:Tables?|Figures?|Figs?\.)|appendix|eqs?\.|equations?"
     r"|footnotes?|PRs?|rows?|lines?|arXiv:?"
 )
 _ITEM = r"#?\d[\w.]*"
@@ -471,7 +469,8 @@ NOT_A_RESULT: dict[str, re.Pattern] = {
     ),
     "reference": re.compile(rf"(?:\b(?:{_REFERENCE})[\s-]*|§\s*){_NUMS}|#\d+\b", re.I),
     "file or path": re.compile(
-        r"(?<![^\s(\[\"'])[A-Za-z_.~][^\s()\[\],;\"']*/[^\s()\[\],;\"']*"
+        r"(?<![^\s(\[\"'])[A-Za-z_.~][^\s()\[\],;\"']*/"
+        r"[^\s()\[\],;\"']*[A-Za-z_][^\s()\[\],;\"']*"
         r"|[\w.-]+\.(?:py|md|jsonl?|csv|png|svg|pdf|pt|safetensors|txt|toml|ya?ml|ipynb|gguf|html)\b"
     ),
     "commit": re.compile(r"\b(?=[0-9a-f]*[a-f])[0-9a-f]{7,40}\b"),
@@ -482,6 +481,8 @@ NOT_A_RESULT: dict[str, re.Pattern] = {
 """Numbers in prose that are not results, each by a named rule; every other number is typed."""
 
 NUMBER = re.compile(r"(?<![\w.])[-+−]?\d(?:[\d,]*\d)?(?:\.\d+)?(?:[eE][-+−]?\d+)?")
+"""A number as prose writes it (-0.55, 1,613, 3e-7; "6.5x", "8k" and "1/5" hold numbers); digits
+glued to a letter before them are part of a name, not a number (P0, L0.H0, bf16, d64, lr0.006)."""
 
 _HIDDEN = (
     TABLE,

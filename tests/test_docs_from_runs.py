@@ -235,6 +235,9 @@ def test_a_number_a_rule_excuses_is_not_typed_and_the_rest_still_is(make_docs, r
         ("SmolLM2 block 1", ["1"]),  # a model name does not reach past a space
         ("Gemma 2 of 5 splits", ["2", "5"]),  # only Gemma 3 is a name written with a space
         ("see issue 35, 256 tokens", ["256"]),  # a count after a reference is a count
+        ("prose 0.91, tables 0.86", ["0.91", "0.86"]),  # a kind of text, not a paper's Table
+        ("kvpress 6.7132, kvpress 0.5.5", ["6.7132"]),  # a measured tool's version is x.y.z
+        ("correct/5 of them", ["5"]),  # a path has a name after its slash
         ("a 95.5 % share, 195 % and 0.95 %", ["95.5", "195", "0.95"]),  # constants are exact
         ("GPT2-XL's 77.00 %", ["77.00"]),  # a published constant only as the list writes it
         ("at position 0, 8k edges, 1.2k", ["0", "8", "1.2"]),
