@@ -9,9 +9,9 @@ names that are not paths are left as they are, so rewriting twice changes nothin
 
 `portable_path` rewrites one path, `portable_text` every absolute path in a free text (a command
 line, a report title), `portable` a whole JSON-like value (keys too; in a result's body only
-the strings that are paths as a whole, `is_path`). `recorded_file` reads a
-recorded path back: the file it names on this machine, or None where it cannot be found (an
-`<outside>` path, or a file that is gone). The repository is the checkout (or snapshot) that
+the strings that are paths as a whole, `is_path`). `recorded_file` reads a recorded path back:
+the file it names on this machine, or None where it cannot be found (an `<outside>` path, or a
+file that is gone). The repository is the checkout (or snapshot) that
 holds this package; an installed copy has none, and every absolute path is then outside.
 """
 
@@ -33,7 +33,8 @@ EMBEDDED = re.compile(
     rf"(?<![\w.~:/\\<>+-])(?:/{_PART}+(?:/{_PART}*)+|[A-Za-z]:\\{_PART}+(?:\\{_PART}*)*)"
 )
 """An absolute path inside a free text: POSIX with at least two components (`/a/b`, so a lone
-`/s` in prose is not one), or Windows (`C:\\a`); not the tail of a URL, of a relative path or of base64 data."""
+`/s` in prose is not one), or Windows (`C:\\a`); not the tail of a URL, of a relative path or
+of base64 data."""
 _WHOLE = re.compile(r"(?:/|[A-Za-z]:[\\/])[^\n]*")
 
 Roots = Sequence[str | Path] | None
@@ -55,7 +56,7 @@ def _pure(path: str) -> PurePath:
 def _roots(roots: Roots) -> list[PurePath]:
     if roots is None:
         root = repository_root()
-        roots = [root, root.resolve()] if root is not None else []
+        roots = [root] if root is not None else []
     return [_pure(str(r)) for r in roots]
 
 
