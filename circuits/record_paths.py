@@ -30,12 +30,16 @@ PROJECT_FILE = "pyproject.toml"
 
 _PART = r"[^\s\"'`,;:()\[\]{}<>|*?/\\]"
 EMBEDDED = re.compile(
-    rf"(?<![\w.~:/\\<>+-])(?:/{_PART}+(?:/{_PART}*)+|[A-Za-z]:\\{_PART}+(?:\\{_PART}*)*)"
+    rf"(?:(?<![\w.~:/\\<>+-])|(?<=[A-Za-z]{{2}}:))"
+    rf"(?:/{_PART}+(?:/{_PART}*)+|[A-Za-z]:\\{_PART}+(?:\\{_PART}*)*)"
 )
 """An absolute path inside a free text: POSIX with at least two components (`/a/b`, so a lone
-`/s` in prose is not one), or Windows (`C:\\a`); not the tail of a URL, of a relative path or
-of base64 data."""
+`/s` in prose is not one), or Windows (`C:\\a`), also after a word and a colon (`folder:/a/b`);
+not the tail of a URL (`https://a/b`), of a relative path or of base64 data."""
 _WHOLE = re.compile(r"(?:/|[A-Za-z]:[\\/])[^\n]*")
+_SCHEME = re.compile(r"[A-Za-z][\w+.-]+:(?=/[^/])")
+"""A word and a colon before an absolute POSIX path (`folder:/a/b`, how a loader names the
+folder it read), not a URL's scheme (`https://`) nor a Windows drive (`C:`)."""
 
 Roots = Sequence[str | Path] | None
 
@@ -67,19 +71,26 @@ def is_absolute(text: str) -> bool:
     return _WHOLE.fullmatch(text) is not None and _pure(text).is_absolute()
 
 
+def _scheme(text: str) -> tuple[str, str]:
+    """(`folder:`, the path after it) for a path named with a word and a colon, else ("", text)."""
+    found = _SCHEME.match(text)
+    return (found[0], text[found.end() :]) if found else ("", text)
+
+
 def portable_path(path: str | Path, roots: Roots = None, keep: int = 1) -> str:
     """`path` as a record writes it: relative to the first of `roots` (default: the repository,
     `repository_root`) that holds it, "." for a root itself, else `<outside>/` + its last `keep`
-    components; a relative path as it is (as text, with "/" between components)."""
-    text = str(path)
+    components; a relative path as it is (as text, with "/" between components). A word and a
+    colon before the path (`folder:/a/b`) stay before it."""
+    scheme, text = _scheme(str(path))
     if not is_absolute(text):
-        return text
+        return scheme + text
     pure = _pure(text)
     for root in _roots(roots):
         if type(root) is type(pure) and (pure == root or root in pure.parents):
-            return pure.relative_to(root).as_posix()
+            return scheme + pure.relative_to(root).as_posix()
     tail = pure.parts[1:]  # parts[0] is the anchor ("/", "C:\\"); "/" alone names no folder
-    return "/".join([OUTSIDE, *tail[-keep:]]) if tail else text
+    return scheme + "/".join([OUTSIDE, *tail[-keep:]]) if tail else scheme + text
 
 
 def portable_text(text: str, roots: Roots = None) -> str:
@@ -101,7 +112,9 @@ def portable_text(text: str, roots: Roots = None) -> str:
 
 def is_path(text: str) -> bool:
     """Whether `text` is, as a whole, an absolute path of two or more components with no
-    whitespace (`/a/b`, `C:\\a\\b`): what `portable` rewrites with `embedded` False."""
+    whitespace (`/a/b`, `C:\\a\\b`, `folder:/a/b`): what `portable` rewrites with `embedded`
+    False."""
+    text = _scheme(text)[1]
     return is_absolute(text) and not re.search(r"\s", text) and len(_pure(text).parts) > 2
 
 

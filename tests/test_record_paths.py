@@ -44,6 +44,9 @@ def test_a_path_becomes_relative_to_the_repository_or_outside():
         f"{REPO}-other/docs": f"{OUTSIDE}/docs",  # a sibling folder is not the repository
         "C:\\Users\\someone\\model.gguf": f"{OUTSIDE}/model.gguf",
         "/tmp": f"{OUTSIDE}/tmp",
+        f"folder:{REPO}/runs/r": "folder:runs/r",  # how a loader names the folder it read
+        "folder:/home/someone/.cache/rounded/q4_0": f"folder:{OUTSIDE}/q4_0",
+        "https://example.org/a/b": "https://example.org/a/b",
         "/": "/",
         "runs/x/checkpoints/step_000010": "runs/x/checkpoints/step_000010",
         "smollm2-135m": "smollm2-135m",
