@@ -25,6 +25,9 @@ from pathlib import Path, PurePath, PurePosixPath, PureWindowsPath
 
 OUTSIDE = "<outside>"
 """How a path outside the repository starts in a record (followed by its last component)."""
+PACKAGE_FILES = ("__main__.py", "__init__.py")
+"""Files named for their package: outside the repository they keep two folders above them
+(`<outside>/circuits/cli/__main__.py`, the program `python -m circuits.cli` ran)."""
 PROJECT_FILE = "pyproject.toml"
 """A folder holding this package and this file is a checkout (or snapshot) of the repository."""
 
@@ -80,8 +83,8 @@ def _scheme(text: str) -> tuple[str, str]:
 def portable_path(path: str | Path, roots: Roots = None, keep: int = 1) -> str:
     """`path` as a record writes it: relative to the first of `roots` (default: the repository,
     `repository_root`) that holds it, "." for a root itself, else `<outside>/` + its last `keep`
-    components; a relative path as it is (as text, with "/" between components). A word and a
-    colon before the path (`folder:/a/b`) stay before it."""
+    components (three for `PACKAGE_FILES`); a relative path as it is (as text, with "/" between
+    components). A word and a colon before the path (`folder:/a/b`) stay before it."""
     scheme, text = _scheme(str(path))
     if not is_absolute(text):
         return scheme + text
@@ -90,6 +93,7 @@ def portable_path(path: str | Path, roots: Roots = None, keep: int = 1) -> str:
         if type(root) is type(pure) and (pure == root or root in pure.parents):
             return scheme + pure.relative_to(root).as_posix()
     tail = pure.parts[1:]  # parts[0] is the anchor ("/", "C:\\"); "/" alone names no folder
+    keep = max(keep, 3) if pure.name in PACKAGE_FILES else keep  # circuits/cli/__main__.py
     return scheme + "/".join([OUTSIDE, *tail[-keep:]]) if tail else scheme + text
 
 
@@ -152,6 +156,7 @@ def recorded_file(recorded: str | Path | None, roots: Roots = None) -> Path | No
 __all__ = [
     "EMBEDDED",
     "OUTSIDE",
+    "PACKAGE_FILES",
     "PROJECT_FILE",
     "is_absolute",
     "is_path",

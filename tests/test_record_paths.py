@@ -47,6 +47,7 @@ def test_a_path_becomes_relative_to_the_repository_or_outside():
         f"folder:{REPO}/runs/r": "folder:runs/r",  # how a loader names the folder it read
         "folder:/home/someone/.cache/rounded/q4_0": f"folder:{OUTSIDE}/q4_0",
         "https://example.org/a/b": "https://example.org/a/b",
+        "/venv/lib/site-packages/circuits/cli/__main__.py": f"{OUTSIDE}/circuits/cli/__main__.py",
         "/": "/",
         "runs/x/checkpoints/step_000010": "runs/x/checkpoints/step_000010",
         "smollm2-135m": "smollm2-135m",
@@ -90,6 +91,18 @@ def test_a_value_is_rewritten_keys_too_and_a_body_keeps_its_texts():
     assert portable(body, ROOTS, embedded=False) == {**body, "model": f"{OUTSIDE}/w.bin"}
     with pytest.raises(ValueError, match="the same path"):
         portable({"/a/x/f": 1, "/b/y/f": 2}, ROOTS)
+
+
+def test_a_portable_command_names_the_same_program():
+    # A rerun into a run folder compares the program its marker's command ran.
+    from circuits._owned import program
+
+    for argv in (
+        ["/venv/lib/site-packages/circuits/cli/__main__.py", "p0", "--out", "/tmp/x/o"],
+        ["/home/u/.venv/bin/circuits", "kv"],
+        [f"{REPO}/scripts/mib_ioi.py", "--model", "smollm2-135m"],
+    ):
+        assert program(portable(argv, ROOTS)) == program(argv) is not None
 
 
 def test_a_recorded_path_is_read_back_where_it_can_be(tmp_path):
