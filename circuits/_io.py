@@ -34,6 +34,7 @@ from circuits.provenance import (
     finished,
     schema_stamp,
 )
+from circuits.record_paths import portable
 
 NON_FINITE_KEY = "non_finite"
 """Top-level key of a strict JSON document listing the paths whose value was NaN / inf (now null)."""
@@ -212,13 +213,14 @@ def read_marker(folder: str | Path) -> dict | None:
 def run_record(
     identity: dict | None, record: dict | None = None, files: list[str] | None = None
 ) -> dict:
-    """What `MARKER` holds: who wrote the folder, the schema version, the run's `identity`, its
-    provenance (`record`, from `circuits.provenance.provenance`, ended now), the program that
-    wrote it (`circuits._owned.writer`) and the `files` it wrote (relative paths)."""
+    """What `MARKER` holds: who wrote the folder, the schema version, the run's `identity` (a
+    path in it written as `circuits.record_paths.portable` does), its provenance (`record`, from
+    `circuits.provenance.provenance`, ended now), the program that wrote it
+    (`circuits._owned.writer`) and the `files` it wrote (relative paths)."""
     return {
         "written_by": "circuits",
         **schema_stamp(),
-        "run": identity or {},
+        "run": portable(identity or {}, embedded=False),
         "provenance": finished(record),
         "writer": writer(),
         "files": sorted(files or []),

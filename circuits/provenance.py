@@ -4,7 +4,9 @@
 uncommitted changes), the command line, the software (python, torch, transformers,
 transformer_lens) and torch's threads, the times, the model (`circuits.models.identity`: key,
 exact name, quantisation, weights sha256, device, dtype), the texts (source file if known,
-sha256 of the texts and kinds used, count, fit / held-out indices) and the settings. `SCHEMA_VERSION` numbers the layout of
+sha256 of the texts and kinds used, count, fit / held-out indices) and the settings. Paths in
+it name no machine: relative to the repository, or `<outside>/NAME` (`circuits.record_paths`;
+records written before read as they are). `SCHEMA_VERSION` numbers the layout of
 saved results; `check_schema_version` lets a reader load the previous layout and refuse a newer
 one in one line. Light: nothing here imports torch (a loaded one is asked for its threads).
 Checking a saved folder's record for gaps is `circuits.audit`.
@@ -29,6 +31,7 @@ from importlib.metadata import PackageNotFoundError, version
 from pathlib import Path
 
 from circuits.core.texts import texts_sha256, texts_source
+from circuits.record_paths import portable, portable_path
 
 SCHEMA_VERSION = 2
 """Layout of saved results (summary.json, .circuits-run.json, graph files). 1: the layout before
@@ -174,7 +177,7 @@ def texts_identity(
         source = texts_source(texts)
     items = "texts" if all(isinstance(t, str) for t in texts) else "token-id rows"
     record = {
-        "source": str(source) if source is not None else None,
+        "source": portable_path(source) if source is not None else None,
         "sha256": texts_sha256(texts, kinds),
         "sha256_of": f"JSON of [{items}, kinds]" if kinds is not None else f"JSON of {items}",
         "n": len(texts),
@@ -201,7 +204,7 @@ def provenance(
     start. Call `finished` on it when the result is written to set the end time then."""
     record = {
         "code": code_identity(),
-        "command": list(sys.argv),
+        "command": portable(list(sys.argv)),
         "environment": environment(),
         "time": times(started),
     }
@@ -218,18 +221,22 @@ def provenance(
 
 def finished(record: dict | None) -> dict:
     """`record` (default: a `provenance()` with nothing given) with its end time set to now and
-    torch's current threads; the record passed in is left as it was."""
+    torch's current threads, and every path in it written as `circuits.record_paths.portable`
+    does (the folders and files a script put in its settings too); the record passed in is
+    left as it was."""
     if record is None:
         return provenance()
     started = record.get("time", {}).get("started_epoch")
     env = {**record.get("environment", {}), **environment()}
-    return {**record, "environment": env, "time": times(started)}
+    return portable({**record, "environment": env, "time": times(started)})
 
 
 def stamped(doc: dict, record: dict | None = None) -> dict:
     """`doc` as a saved document (e.g. a summary.json): `schema_version` and `provenance` (the
-    `record`, ended now; see `finished`) first, then `doc`'s own keys."""
-    return {**schema_stamp(), "provenance": finished(record), **doc}
+    `record`, ended now; see `finished`) first, then `doc`'s own keys, where a string that is
+    a path as a whole (a model folder, an input file) is written as `portable` does; texts and
+    tokens in `doc` are data and stay as they are."""
+    return {**schema_stamp(), "provenance": finished(record), **portable(doc, embedded=False)}
 
 
 def dirty_note(record: dict | None) -> str | None:

@@ -24,6 +24,7 @@ from circuits._io import write_json
 from circuits.audit import RECONSTRUCTED_FILE, provenance_gaps, run_folders
 from circuits.models.registry import MODELS
 from circuits.provenance import MARKER_NAME, SUMMARY_NAME, UNKNOWN, schema_stamp
+from circuits.record_paths import portable
 
 ROOT = Path(__file__).resolve().parents[1]
 PIN_COMMIT = "3c0a81610316f9007d50c703d66faad68ccad943"
@@ -175,7 +176,7 @@ def reconstruct(folder: Path) -> dict:
             record["committed_in"] = first
             record["code"] = {**record["code"], "commit": UNKNOWN, "at_or_before": first}
             record["command"], record["command_from"], record["time"] = UNKNOWN, None, UNKNOWN
-    return {**schema_stamp(), "provenance": record}
+    return {**schema_stamp(), "provenance": portable(record)}
 
 
 def partial(rel: str, own: dict, summary: dict, model, texts) -> tuple:

@@ -411,3 +411,16 @@ def test_a_run_is_measured_as_it_goes_and_catches_up_after_a_kill(tmp_path):
     again = read_rows(run)
     assert [r["step"] for r in again] == [r["step"] for r in rows]
     assert again[-1]["gu_rate"] == rows[-1]["gu_rate"]
+
+
+def test_an_emergence_checkpoint_keeps_its_run_name():
+    # rows.json names a checkpoint outside the repository with its run (circuits.record_paths).
+    from circuits.emergence.series import recorded_spec, run_name
+    from circuits.emergence.specs import CheckpointSpec
+    from circuits.record_paths import OUTSIDE
+
+    spec = CheckpointSpec("/data/x/llama/checkpoints/step_000010", "folder", 10, "step 10")
+    recorded = CheckpointSpec(recorded_spec(spec), "folder", 10, "step 10")
+    assert recorded.spec == f"{OUTSIDE}/llama/checkpoints/step_000010"
+    assert run_name(recorded) == run_name(spec) == "llama"
+    assert recorded_spec(CheckpointSpec("smollm2-135m", "model", None, "m")) == "smollm2-135m"

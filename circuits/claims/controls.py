@@ -31,14 +31,16 @@ from circuits.claims.secondary import premise
 from circuits.claims.secondary_tables import SecondaryTables
 from circuits.claims.verdict import bootstrap
 from circuits.core.sites import hook_name
+from circuits.record_paths import recorded_file
 from circuits.stats import variance_spectrum
 from circuits.tracing.secondary.corpus import make_corpus, project_traces, unique_positions
 
 
 def trace_rows(model: TransformerBridge, folder: str | Path) -> list[list[int]]:
     """The token rows a saved `circuits secondary` run traced: the traces file its provenance
-    names, else the project's traces of this model (`data/traces/KEY.jsonl`), as many as it
-    traced; checked against its events (each event's token must sit at its position)."""
+    names (`recorded_file`), else (none named, or not found here) the project's traces of this
+    model (`data/traces/KEY.jsonl`), as many as it traced; checked against its events (each
+    event's token must sit at its position)."""
     from circuits.core.traces import read_traces
 
     folder = Path(folder)
@@ -47,7 +49,8 @@ def trace_rows(model: TransformerBridge, folder: str | Path) -> list[list[int]]:
     n = doc.get("settings", {}).get("n_texts")
     info = getattr(model, "circuits_info", None)
     key = info.key if info else model.cfg.model_name
-    traces = read_traces(source)[:n] if source else project_traces(key, n)
+    found = recorded_file(source)  # a relative path from the repository; <outside>: not here
+    traces = read_traces(found)[:n] if found else project_traces(key, n)
     rows = make_corpus(model, traces).rows
     events = pd.read_csv(stored(folder / "events.csv"), keep_default_na=False, dtype={"token": str})
     for e in events.itertuples():

@@ -27,6 +27,7 @@ from circuits.claims.secondary import secondary_claims
 from circuits.claims.secondary_tables import read_secondary
 from circuits.claims.table import ClaimsTable
 from circuits.provenance import provenance
+from circuits.record_paths import portable_path
 from circuits.tracing.p0.formation import Formation
 from circuits.tracing.result import read_summary
 
@@ -102,8 +103,9 @@ def rejudge(
         table = table + secondary_claims(found, config)
     run = {k: v for k, v in doc["summary"].items() if k not in ("n_claims", "n_hold", "by_paper",
                                                                  "verdicts", "model")}  # fmt: skip
-    run |= {"rejudged_from": str(folder), **({"secondary": str(secondary)} if secondary else {})}
-    result = Claims(doc["summary"]["model"], config, table, run,
+    run |= {"rejudged_from": portable_path(folder),
+            **({"secondary": portable_path(secondary)} if secondary else {})}  # fmt: skip
+    result = Claims(portable_path(doc["summary"]["model"]), config, table, run,
                     seconds={"rejudge": time.perf_counter() - t})  # fmt: skip
     result.provenance = provenance(settings=result.settings()) | {
         "rejudged": {"folder": str(folder), "original": doc.get("provenance")}

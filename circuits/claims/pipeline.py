@@ -26,6 +26,7 @@ from circuits.claims.reading import reading_claims, score_split, writers
 from circuits.claims.secondary import secondary_claims
 from circuits.claims.table import ClaimsTable
 from circuits.provenance import provenance, stamped
+from circuits.record_paths import portable_path
 from circuits.report import write_trace
 from circuits.report.trace import trace_record
 from circuits.steps import Steps
@@ -171,10 +172,10 @@ def claims(
         if secondary is not None:
             measured = steps.run("secondary controls", secondary_controls, model, secondary, config)
             table = table + secondary_claims({**secondary, **measured}, config)
-            run["secondary"] = str(getattr(secondary, "folder", None) or "given tables")
+            run["secondary"] = portable_path(getattr(secondary, "folder", None) or "given tables")
     seconds = steps.seconds
     info = getattr(model, "circuits_info", None)
-    name = info.key if info else model.cfg.model_name
+    name = portable_path(info.key if info else model.cfg.model_name)  # a folder: no machine path
     result = Claims(name, config, table, run, seconds=seconds)
     result.provenance = provenance(model, texts[: config.n_texts], settings=result.settings())
     return result

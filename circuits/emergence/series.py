@@ -20,6 +20,7 @@ from circuits.emergence.figures import emergence_figure
 from circuits.emergence.measure import measure_checkpoint
 from circuits.emergence.specs import CheckpointSpec, check_hub, expand_specs, load_checkpoint
 from circuits.emergence.summary import run_summary, summary_text, trajectory_markdown
+from circuits.record_paths import portable_path
 
 TEXT_CHARS_PER_TOKEN = 8
 """Held-out windows are this many characters per token long, so that any tokenizer (one byte a
@@ -107,7 +108,7 @@ class EmergenceResult:
         with atomic_folder(out) as tmp:
             write_csv(tmp / "table.csv", self.table())
             write_csv(tmp / "loss.csv", self.loss, lean=True)
-            checkpoints = [s.to_dict() for s in self.checkpoints]
+            checkpoints = [s.to_dict() | {"spec": recorded_spec(s)} for s in self.checkpoints]
             write_json(tmp / "rows.json", {"checkpoints": checkpoints, "rows": self.rows})
             doc = {"config": self.config.to_dict(), "texts": self.texts, "seconds": self.seconds}
             write_json(tmp / "summary.json", doc | {"runs": self.summaries()})
@@ -135,6 +136,13 @@ def load_result(folder: str | Path) -> EmergenceResult:
     specs = [CheckpointSpec(**c) for c in rows["checkpoints"]]
     return EmergenceResult(specs, rows["rows"], EmergenceConfig(**doc["config"]), doc["texts"],
                            loss, doc["seconds"])  # fmt: skip
+
+
+def recorded_spec(spec: CheckpointSpec) -> str:
+    """How rows.json names a checkpoint: a path under the repository relative to it, one
+    outside as `<outside>/RUN/checkpoints/step_N` (`portable_path`, keeping what `run_name`
+    reads); a registry key or hub name as it is."""
+    return portable_path(spec.spec, keep=3 if run_name(spec) else 1)
 
 
 def run_name(spec: CheckpointSpec) -> str:
