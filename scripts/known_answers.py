@@ -181,16 +181,16 @@ def planted_md(cells: list[dict]) -> str:
 
 def planted_truth_md(checks: list[dict]) -> str:
     header = ["model", "late P0 attention: clean / planted edges only / none",
-              "planted edges (exact effect alone)", "weakest planted |effect|",
+              "planted edges (exact effect alone)", "weakest planted effect (abs)",
               "strongest other edge (effect)", "other edges >= 1 % of the largest planted",
               "largest three of them (effect)"]  # fmt: skip
     rows = []
     for c in checks:
-        others = sorted(c["others_used"].items(), key=lambda kv: -abs(kv[1]))
+        others = [(o["edge"], o["effect"]) for o in c["others_used"]]
         rows.append([
             c["model"], f"{c['clean_metric']:.3f} / {c['planted_circuit_metric']:.3f} / "
             f"{c['empty_circuit_metric']:.3f}",
-            ", ".join(f"{n} ({v:+.3f})" for n, v in c["true_effects"].items()),
+            ", ".join(f"{t['edge']} ({t['effect']:+.3f})" for t in c["true_effects"]),
             f"{c['weakest_true_effect']:.3f}",
             f"{c['strongest_other']} ({c['strongest_other_effect']:+.2g})", len(others),
             ", ".join(f"{n} ({v:+.3f})" for n, v in others[:3]) or "-",

@@ -31,9 +31,10 @@ def test_planted_truth_is_what_exact_patching_finds(planted):
     check = truth_check(runner, truth)
     assert check["clean_metric"] == pytest.approx(1.0, abs=1e-3)
     # The head -> MLP edge carries the whole sink; each sink key a quarter (4 key heads).
-    assert check["true_effects"]["L0.H0->L1.MLP"] == pytest.approx(-1.0, abs=1e-3)
+    effects = {t["edge"]: t["effect"] for t in check["true_effects"]}
+    assert effects["L0.H0->L1.MLP"] == pytest.approx(-1.0, abs=1e-3)
     assert check["weakest_true_effect"] == pytest.approx(0.25, abs=1e-3)
-    assert abs(check["strongest_other_effect"]) < 1e-3 and check["others_used"] == {}
+    assert abs(check["strongest_other_effect"]) < 1e-3 and check["others_used"] == []
     # The planted edges alone keep the whole sink; without any edge it is gone.
     assert check["planted_circuit_metric"] == pytest.approx(1.0, abs=1e-3)
     assert check["empty_circuit_metric"] < 0.02

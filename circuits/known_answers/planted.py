@@ -20,6 +20,7 @@ import torch
 from jaxtyping import Bool, Int
 from torch import Tensor
 
+from circuits.core.nodes import node_id
 from circuits.core.tokens import token_rows
 from circuits.discovery.config import DiscoveryConfig
 from circuits.discovery.forward import EdgeRunner
@@ -48,12 +49,18 @@ def planted_truth(planted: PlantedP0) -> list[str]:
     cfg = planted.model.cfg
     layer, head = planted.head
     kv = head // (cfg.n_heads // cfg.n_key_value_heads)
+    mlp = node_id("mlp", planted.mlp)
     keys = [
-        f"L{planted.mlp}.MLP->L{s}.H{k}.k"
+        node_id("head", s, k, part="k")
         for s in planted.sink_layers
         for k in range(cfg.n_key_value_heads)
     ]
-    return [f"embed->L{layer}.H{kv}.v", f"L{layer}.H{head}->L{planted.mlp}.MLP", *keys]
+    pairs = [
+        (node_id("embed"), node_id("head", layer, kv, part="v")),
+        (node_id("head", layer, head), mlp),
+        *((mlp, k) for k in keys),
+    ]
+    return [f"{sender}->{receiver}" for sender, receiver in pairs]
 
 
 def planted_tokens(planted: PlantedP0) -> Int[Tensor, "text pos"]:
@@ -85,8 +92,9 @@ share of the largest planted edge's."""
 
 def truth_check(runner: EdgeRunner, truth: list[str]) -> dict:
     """Each edge ablated alone (exact path patching, mean over texts): the smallest |effect| of
-    a planted edge and the largest of any other edge, named, beside the clean metric; and every
-    other edge at least `OTHER_SHARE` of the largest planted |effect|; and the metric with only
+    a planted edge and the largest of any other edge, named, beside the clean metric; every
+    other edge at least `OTHER_SHARE` of the largest planted |effect| (largest first); the metric
+    with only
     the planted edges kept (every other ablated) and with none kept."""
     effects = edge_effects(runner, range(runner.space.n_edges)).mean(1)
     mask = truth_mask_of(runner, truth)
@@ -99,11 +107,13 @@ def truth_check(runner: EdgeRunner, truth: list[str]) -> dict:
     return {
         "clean_metric": float(runner.clean.metric.mean()),
         "planted_circuit_metric": float(kept[0]), "empty_circuit_metric": float(kept[1]),
-        "true_effects": {names[i]: float(effects[i]) for i in range(len(names)) if mask[i]},
+        "true_effects": [{"edge": names[i], "effect": float(effects[i])}
+                         for i in range(len(names)) if mask[i]],
         "weakest_true": names[weakest], "weakest_true_effect": float(size[weakest]),
         "strongest_other": names[other], "strongest_other_effect": float(effects[other]),
-        "others_used": {names[i]: float(effects[i]) for i in range(len(names))
-                        if not mask[i] and size[i] >= OTHER_SHARE * float(size[mask].max())},
+        "others_used": [{"edge": names[i], "effect": float(effects[i])}
+                        for i in size.argsort(descending=True).tolist()
+                        if not mask[i] and size[i] >= OTHER_SHARE * float(size[mask].max())],
     }  # fmt: skip
 
 
