@@ -26,7 +26,6 @@ from circuits.known_answers.planted import (
     ABLATION,
     AMPLIFY,
     N_TOKENS,
-    planted_cell_dict,
     planted_models,
     planted_runner,
     planted_truth,
@@ -207,7 +206,7 @@ def run_planted(out: Path) -> None:
         runner, truth = planted_runner(planted), planted_truth(planted)
         checks.append({"model": name, **truth_check(runner, truth)})
         for method in ALL_METHODS:
-            cells.append(planted_cell_dict(score_planted(name, runner, truth, method)))
+            cells.append(cell_dict(score_planted(name, runner, truth, method)))
             print(f"{name} {method}: AUC {cells[-1]['auc']:.3f}", flush=True)
     settings = {"amplify": list(AMPLIFY), "seed": SEED, "n_tokens": N_TOKENS,
                 "ablation": f"{ABLATION} at position 0", "methods": list(ALL_METHODS),

@@ -14,7 +14,7 @@ so their P0 query edges are not true. `truth_check` measures every edge alone wi
 
 from __future__ import annotations
 
-from dataclasses import asdict, dataclass
+from dataclasses import dataclass
 
 import torch
 from jaxtyping import Bool, Int
@@ -146,17 +146,12 @@ def planted_models(folder=None) -> dict[str, PlantedP0]:
     return {planted_name(a): planted_p0_model(folder=folder, amplify=a) for a in AMPLIFY}
 
 
-def planted_cell_dict(cell: PlantedCell) -> dict:
-    return asdict(cell)
-
-
 __all__ = [
     "ABLATION",
     "AMPLIFY",
     "N_TOKENS",
     "OTHER_SHARE",
     "PlantedCell",
-    "planted_cell_dict",
     "planted_models",
     "planted_name",
     "planted_runner",

@@ -189,7 +189,8 @@ def circuit_faithfulness(compiled: CompiledModel, ablation: str) -> dict:
             "mse_true_circuit": float(values[0]), "mse_empty_circuit": float(values[1])}  # fmt: skip
 
 
-def cell_dict(cell: Cell) -> dict:
+def cell_dict(cell) -> dict:
+    """A `Cell` (or `circuits.known_answers.planted.PlantedCell`) as a JSON-ready dict."""
     return asdict(cell)
 
 
