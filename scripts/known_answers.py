@@ -3,6 +3,11 @@ truth itself beside ACDC's, and the design sinks. Writes the run folder docs/gro
 (summary.json with provenance, and the Markdown tables docs/ground_truth/README.md includes).
 
     python scripts/known_answers.py [--out docs/ground_truth/run] [--programs reverse hist]
+    python scripts/known_answers.py --planted [--out docs/ground_truth/planted]
+
+`--planted` scores the same methods on the planted P0-sink models instead
+(`circuits.known_answers.planted`: the P0 study's metric and ablation) and writes its own run
+folder, docs/ground_truth/planted.
 
 Everything runs on one CPU core in a few minutes (the compiled models have at most 41
 residual dimensions and 77 edges).
@@ -17,6 +22,16 @@ from pathlib import Path
 import torch
 
 from circuits._io import atomic_folder, write_json
+from circuits.known_answers.planted import (
+    ABLATION,
+    AMPLIFY,
+    N_TOKENS,
+    planted_models,
+    planted_runner,
+    planted_truth,
+    score_planted,
+    truth_check,
+)
 from circuits.known_answers.scoring import (
     ALL_METHODS,
     cell_dict,
@@ -33,6 +48,7 @@ from circuits.models.compiled import load_compiled
 from circuits.provenance import provenance, stamped
 
 OUT = Path(__file__).resolve().parents[1] / "docs" / "ground_truth" / "run"
+PLANTED_OUT = OUT.parent / "planted"
 PROGRAMS = ("reverse", "frac_prevs", "hist", "sort")
 ACDC_TASK = {"reverse": "tracr-reverse", "frac_prevs": "tracr-xproportion"}
 PUBLISHED = {
@@ -153,13 +169,70 @@ def run(programs, out: Path) -> None:
     print(f"wrote {out}")
 
 
+def planted_md(cells: list[dict]) -> str:
+    header = ["model", "method", "edges", "true", "AUC", "P = R at true size", "missed",
+              "added", "seconds"]  # fmt: skip
+    rows = [[c["model"], c["method"], c["n_edges"], c["n_true"], f"{c['auc']:.3f}",
+             f"{c['precision_at_true_size']:.2f}", ", ".join(c["missed"]) or "-",
+             ", ".join(c["added"]) or "-", f"{c['seconds']:.1f}"] for c in cells]  # fmt: skip
+    return _table(header, rows)
+
+
+def planted_truth_md(checks: list[dict]) -> str:
+    header = ["model", "late P0 attention: clean / planted edges only / none",
+              "planted edges (exact effect alone)", "weakest planted effect (abs)",
+              "strongest other edge (effect)", "other edges >= 1 % of the largest planted",
+              "largest three of them (effect)"]  # fmt: skip
+    rows = []
+    for c in checks:
+        others = [(o["edge"], o["effect"]) for o in c["others_used"]]
+        rows.append([
+            c["model"], f"{c['clean_metric']:.3f} / {c['planted_circuit_metric']:.3f} / "
+            f"{c['empty_circuit_metric']:.3f}",
+            ", ".join(f"{t['edge']} ({t['effect']:+.3f})" for t in c["true_effects"]),
+            f"{c['weakest_true_effect']:.3f}",
+            f"{c['strongest_other']} ({c['strongest_other_effect']:+.2g})", len(others),
+            ", ".join(f"{n} ({v:+.3f})" for n, v in others[:3]) or "-",
+        ])  # fmt: skip
+    return _table(header, rows)
+
+
+def run_planted(out: Path) -> None:
+    """Every method on each planted P0-sink model against the planted edges."""
+    started = time.time()
+    torch.set_num_threads(1)
+    cells, checks = [], []
+    for name, planted in planted_models().items():
+        runner, truth = planted_runner(planted), planted_truth(planted)
+        checks.append({"model": name, **truth_check(runner, truth)})
+        for method in ALL_METHODS:
+            cells.append(cell_dict(score_planted(name, runner, truth, method)))
+            print(f"{name} {method}: AUC {cells[-1]['auc']:.3f}", flush=True)
+    settings = {"amplify": list(AMPLIFY), "seed": SEED, "n_tokens": N_TOKENS,
+                "ablation": f"{ABLATION} at position 0", "methods": list(ALL_METHODS),
+                "metric": "late P0 attention (p0_attention of the sink layers)"}  # fmt: skip
+    record = provenance(settings=settings, started=started)
+    with atomic_folder(out, {"report": "known answers, planted"}, record) as tmp:
+        write_json(tmp / "summary.json", stamped({"cells": cells, "truth": checks}, record))
+        (tmp / "methods.md").write_text(planted_md(cells))
+        (tmp / "truth.md").write_text(planted_truth_md(checks))
+    print(f"wrote {out}")
+
+
 def main(argv=None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--out", type=Path, default=OUT)
+    parser.add_argument("--out", type=Path, default=None,
+                        help=f"run folder (default {OUT.name}, or {PLANTED_OUT.name} with "
+                        "--planted, under docs/ground_truth)")  # fmt: skip
     parser.add_argument("--programs", nargs="+", default=list(PROGRAMS), choices=PROGRAMS)
+    parser.add_argument("--planted", action="store_true",
+                        help="score the methods on the planted P0-sink models instead")  # fmt: skip
     args = parser.parse_args(argv)
     try:
-        run(args.programs, args.out)
+        if args.planted:
+            run_planted(args.out or PLANTED_OUT)
+        else:
+            run(args.programs, args.out or OUT)
     except ValueError as err:
         parser.exit(2, f"{err}\n")
     return 0

@@ -73,6 +73,39 @@ def method_scores(
 
 
 @dataclass
+class Ranking:
+    """How one method's edge scores rank a set of true edges."""
+
+    auc: float
+    precision_at_true_size: float
+    missed: list[str]
+    """True edges outside the top |truth| edges."""
+    added: list[str]
+    """Edges outside the truth inside the top |truth| edges."""
+
+
+def rank_against(
+    scores: Float[Tensor, " edge"], truth: Bool[Tensor, " edge"], names: list[str]
+) -> Ranking:
+    """ROC AUC (ties pessimistic), precision = recall at the true size, and the true edges
+    missed and false edges added at that size, named."""
+    top = set(top_at_size(scores, truth))
+    missed = [names[i] for i in range(len(names)) if truth[i] and i not in top]
+    added = [names[i] for i in sorted(top) if not truth[i]]
+    return Ranking(roc_auc(scores, truth), precision_at_size(scores, truth), missed, added)
+
+
+def timed_scores(
+    runner: EdgeRunner, method: str, config: DiscoveryConfig
+) -> tuple[Float[Tensor, " edge"], float]:
+    """`method_scores` (seeded with `SEED`, detached, fp32) and the seconds they took."""
+    started = time.perf_counter()
+    torch.manual_seed(SEED)
+    scores = method_scores(runner, method, config).detach().float()
+    return scores, time.perf_counter() - started
+
+
+@dataclass
 class Cell:
     """One method on one program under one ablation."""
 
@@ -129,25 +162,19 @@ def score_cell(compiled: CompiledModel, ablation: str, method: str, config=None)
     config = config or DiscoveryConfig(ablation=ablation, seed=SEED)
     runner = runner_for(compiled, ablation)
     truth = truth_mask(compiled, runner, ablation)
-    started = time.perf_counter()
-    torch.manual_seed(SEED)
-    scores = method_scores(runner, method, config).detach().float()
-    seconds = time.perf_counter() - started
+    scores, seconds = timed_scores(runner, method, config)
     empty = empty_components(compiled)
     touches = torch.tensor([
         s in empty or r.rsplit(".", 1)[0] in empty or r in empty
         for s, r in (n.split("->") for n in runner.space.edge_names())
     ])  # fmt: skip
     used = used_mask(runner, truth)
-    names = runner.space.edge_names()
-    top = set(top_at_size(scores, used))
-    missed = [names[i] for i in range(len(names)) if used[i] and i not in top]
-    added = [names[i] for i in sorted(top) if not used[i]]
+    by_used = rank_against(scores, used, runner.space.edge_names())
     return Cell(
         compiled.name, ablation, method, runner.space.n_edges, int(truth.sum()),
         int(touches.sum()), roc_auc(scores, truth), roc_auc(scores[~touches], truth[~touches]),
-        precision_at_size(scores, truth), int(used.sum()), roc_auc(scores, used),
-        precision_at_size(scores, used), missed, added, seconds,
+        precision_at_size(scores, truth), int(used.sum()), by_used.auc,
+        by_used.precision_at_true_size, by_used.missed, by_used.added, seconds,
     )  # fmt: skip
 
 
@@ -162,21 +189,25 @@ def circuit_faithfulness(compiled: CompiledModel, ablation: str) -> dict:
             "mse_true_circuit": float(values[0]), "mse_empty_circuit": float(values[1])}  # fmt: skip
 
 
-def cell_dict(cell: Cell) -> dict:
+def cell_dict(cell) -> dict:
+    """A `Cell` (or `circuits.known_answers.planted.PlantedCell`) as a JSON-ready dict."""
     return asdict(cell)
 
 
 __all__ = [
     "ALL_METHODS",
     "Cell",
+    "Ranking",
     "cell_dict",
     "circuit_faithfulness",
     "empty_components",
     "method_scores",
     "precision_at_size",
+    "rank_against",
     "roc_auc",
     "top_at_size",
     "runner_for",
+    "timed_scores",
     "score_cell",
     "truth_mask",
     "used_mask",
