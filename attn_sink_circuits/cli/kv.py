@@ -28,31 +28,17 @@ def run(args: argparse.Namespace) -> int:
     config = config_from(args, KVRunConfig)
     check_plan(config)
     from attn_sink_circuits.core.texts import read_kinded_texts
-    from attn_sink_circuits.report.draw import save_figure
-    from attn_sink_circuits.runs.io import atomic_folder, write_csv, write_json
-    from attn_sink_circuits.runs.provenance import provenance, stamped
-    from attn_sink_circuits.studies.kv.plots import budget_figure
-    from attn_sink_circuits.studies.kv.run import policy_table, pooled
-    from attn_sink_circuits.studies.kv.sinks import kept_by_layers
+    from attn_sink_circuits.studies.kv.run import pooled
+    from attn_sink_circuits.studies.kv.study import run_kv
 
     texts, kinds = read_kinded_texts(args.texts)
     texts, kinds = texts[: config.n_texts], kinds[: config.n_texts]
     model = loading.load(args)
-    rows = [model.to_tokens(t, truncate=False, move_to_device=False)[0] for t in texts]
-    short = [i for i, r in enumerate(rows) if len(r) <= config.kv.score_from]
-    if short:
-        raise ValueError(f"texts {short} have no tokens after --score-from {config.kv.score_from}")
-    table = policy_table(model, rows, config, kinds)
-    record = provenance(model, texts, kinds, settings=config.to_dict(), source=args.texts)
-    kept = {t: kept_by_layers(sinks) for t, sinks in table.attrs.get("sinks", {}).items()}
-    summary = {"pooled": pooled(table).to_dict(orient="records"),
-               "sinks_kept": [{"text": t, "by_layers": runs} for t, runs in kept.items()]}  # fmt: skip
-    with atomic_folder(out, {"measured": "kv", "model": args.model}, record) as tmp:
-        write_csv(tmp / "policies.csv", table)
-        write_json(tmp / "summary.json", stamped(summary, record))
-        save_figure(budget_figure(table, f"{args.model}: {len(texts)} texts"), tmp / "kv.png")
-    print(pooled(table).to_string(index=False))
-    for t, runs in kept.items():
+    result = run_kv(model, texts, kinds, config, source=args.texts)
+    identity = {"measured": "kv", "model": args.model}
+    result.save(out, identity, f"{args.model}: {len(texts)} texts")
+    print(pooled(result.table).to_string(index=False))
+    for t, runs in result.kept().items():
         shown = "; ".join(f"layers {a}-{b}: {p}" for (a, b), p in
                           ((r["layers"], r["positions"]) for r in runs))  # fmt: skip
         print(f"text {t}, sinks kept (positions per layer): {shown}")

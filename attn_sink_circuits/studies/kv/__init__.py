@@ -8,7 +8,8 @@ a policy, through attention-score hooks; `positions`: kept keys at their own pos
 re-indexed inside the cache (StreamingLLM); `blocking`: the sinks blocked against as many random
 keys; `stream`: bounded-memory streaming of long texts (chunks of queries, no whole pattern);
 `passkey` / `retrieval`: a pass key told once, asked for after the cache is compressed;
-`config`: `KVConfig`.
+`config`: `KVConfig`; `study`: the study end to end (`run_kv` -> `KVResult`, saved as one
+folder), which `circuits kv` runs; `plots`: its figure.
 Names resolve lazily: importing this package loads no model code.
 """
 
@@ -37,6 +38,8 @@ _EXPORTS = {
     "streaming_nll": "stream",
     "policy_table": "run",
     "pooled": "run",
+    "KVResult": "study",
+    "run_kv": "study",
     "MIN_FULL_ACCURACY": "retrieval",
     "PasskeyPrompt": "passkey",
     "RetrievalRow": "retrieval",
