@@ -23,6 +23,7 @@ from tqdm.auto import tqdm
 from attn_sink_circuits.core.identity import model_key, recorded_info, weights_sha256
 from attn_sink_circuits.core.texts import texts_sha256
 from attn_sink_circuits.runs.io import atomic_write, strict_json, write_json
+from attn_sink_circuits.runs.renames import current_module
 
 KEY_FILE = "key.json"
 """In a checkpoint folder: the key of the run its steps belong to (strict JSON)."""
@@ -101,6 +102,10 @@ class _Unpickler(pickle.Unpickler):
     def persistent_load(self, pid: Any) -> Any:
         kind, name = pid
         return self.shared[name] if kind == "shared" else _Dropped(name)
+
+    def find_class(self, module: str, name: str) -> Any:
+        # A checkpoint written before the package's move names its classes' old modules.
+        return super().find_class(current_module(module), name)
 
 
 def _rng_state() -> dict:
