@@ -63,3 +63,16 @@ def test_a_checkpoint_written_before_the_move_loads(tmp_path):
     with Steps(1, "x", False, checkpoint=tmp_path, key=key) as steps:
         got = steps.run("config", lambda: None)
     assert got == P0Config(n_tokens=16) and steps.resumed == ["config"]
+
+
+def test_the_default_texts_are_package_data():
+    # An installed package (a wheel holds what package-data names) finds the texts its
+    # defaults read; in a checkout they are the repository's data/texts.
+    import attn_sink_circuits.core as core
+    from attn_sink_circuits.core.texts import DEFAULT_TEXTS
+
+    inside = Path(core.__file__).parent / "data" / "texts"
+    globs = META["tool"]["setuptools"]["package-data"]["attn_sink_circuits.core"]
+    shipped = {p.name for g in globs for p in inside.parent.parent.glob(g) if p.is_file()}
+    assert {"mix.jsonl", "long.jsonl", "README.md"} <= shipped
+    assert DEFAULT_TEXTS == (inside / "mix.jsonl").resolve() == ROOT / "data/texts/mix.jsonl"

@@ -14,7 +14,9 @@ import numpy as np
 
 from attn_sink_circuits.core.lines import json_object, read_lines
 
-DATA = Path(__file__).resolve().parents[2] / "data" / "texts"
+DATA = (Path(__file__).resolve().parent / "data" / "texts").resolve()
+"""The texts the defaults read: package data (in a checkout, a link to the repository's
+data/texts)."""
 DEFAULT_TEXTS = DATA / "mix.jsonl"
 """Texts of four kinds (English prose, Python source, German prose, tables), interleaved
 (`scripts/make_texts.py`; sources and licences in data/texts/README.md)."""
