@@ -16,9 +16,10 @@ MAX_TOP_ENTRIES = 20
 """Modules and packages at the package top (27 before the studies had their floor)."""
 ABOVE_THE_ENGINE = ("studies", "cli", "circuit")
 SHELLS = ("cli", "circuit")
-BACK_IMPORTS_PENDING = {("runs", "models")}
+BACK_IMPORTS_PENDING = {("runs", "models"), ("discovery", "studies.ioi")}
 """(room, room it imports) running back up, to be removed: runs' provenance and audit read a
-model's identity and the registry (function-level imports); the models write through runs."""
+model's identity and the registry (function-level imports); the models write through runs.
+`judge_saved` and `discovery.recorded` make a task's pairs themselves (IOI's are a study's)."""
 
 
 def room(rel: tuple[str, ...]) -> str:
