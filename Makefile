@@ -47,12 +47,12 @@ docs: install
 		--rule library --out docs/secondary/qwen2.5-0.5b-long-library
 
 lint: install
-	$(VENV)/bin/ruff check circuits tests scripts
-	$(VENV)/bin/ruff format --check circuits tests scripts
+	$(VENV)/bin/ruff check attn_sink_circuits tests scripts
+	$(VENV)/bin/ruff format --check attn_sink_circuits tests scripts
 
 format: install
-	$(VENV)/bin/ruff format circuits tests scripts
-	$(VENV)/bin/ruff check --fix circuits tests scripts
+	$(VENV)/bin/ruff format attn_sink_circuits tests scripts
+	$(VENV)/bin/ruff check --fix attn_sink_circuits tests scripts
 
 test: lint
 	@command -v dot >/dev/null || echo "note: Graphviz dot is not installed, so the tests that \

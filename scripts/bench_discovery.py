@@ -37,7 +37,7 @@ from pathlib import Path
 
 import torch
 
-from circuits.discovery import (
+from attn_sink_circuits.discovery import (
     DEFAULT_TEXTS,
     DiscoveryConfig,
     EdgeRunner,
@@ -47,10 +47,10 @@ from circuits.discovery import (
     edge_effects,
     read_texts,
 )
-from circuits.discovery.components import project_qkv
-from circuits.discovery.methods.mask import sweep
-from circuits.models import load_model
-from circuits.patching.metrics import p0_attention
+from attn_sink_circuits.discovery.components import project_qkv
+from attn_sink_circuits.discovery.methods.mask import sweep
+from attn_sink_circuits.models import load_model
+from attn_sink_circuits.patching.metrics import p0_attention
 
 
 def windows(model, n: int, n_tokens: int) -> torch.Tensor:
@@ -153,8 +153,8 @@ def _score_in_child(send, model, tokens, metric, steps: int, batch: int) -> None
 
 
 def _judge_in_child(send, model, pairs, chunked: bool) -> None:
-    from circuits.discovery.chunk_runner import ChunkRunner
-    from circuits.discovery.evaluation import evaluate, random_masks
+    from attn_sink_circuits.discovery.chunk_runner import ChunkRunner
+    from attn_sink_circuits.discovery.evaluation import evaluate, random_masks
 
     start, t = peak_rss_gb(), time.perf_counter()
     runner = (ChunkRunner(model, pairs, chunk=32, kv_inputs="ungrouped") if chunked else
@@ -166,7 +166,7 @@ def _judge_in_child(send, model, pairs, chunked: bool) -> None:
 
 def held_out(model, n_pairs: int) -> None:
     """8: peak RSS and time of judging held-out pairs held whole or a chunk at a time."""
-    from circuits.tasks.ioi import ioi_pairs
+    from attn_sink_circuits.studies.ioi.prompts import ioi_pairs
 
     pairs, _ = ioi_pairs(model, n_pairs, partner="s2_io_flip", pad=True, bos=True)
     ctx = multiprocessing.get_context("fork")
@@ -261,9 +261,9 @@ def main() -> None:
 
 def judging(model, reps: int = 3) -> None:
     """7."""
-    import circuits.discovery.feed as feed
-    from circuits.discovery.evaluation import evaluate, random_masks
-    from circuits.tasks.ioi import ioi_pairs
+    import attn_sink_circuits.discovery.feed as feed
+    from attn_sink_circuits.discovery.evaluation import evaluate, random_masks
+    from attn_sink_circuits.studies.ioi.prompts import ioi_pairs
 
     def fresh(self, n, device):  # before the running sum: every group summed afresh
         return sum(delta.to(device).float() for delta in self.deltas[:n])

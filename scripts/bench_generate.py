@@ -16,10 +16,10 @@ from pathlib import Path
 
 import torch
 
-from circuits.core.traces import load_problems
-from circuits.decoding import Decoding
-from circuits.generation import generate_long_traces
-from circuits.models import load_model
+from attn_sink_circuits.core.traces import load_problems
+from attn_sink_circuits.decoding import Decoding
+from attn_sink_circuits.generation import generate_long_traces
+from attn_sink_circuits.models import load_model
 
 
 def main() -> None:

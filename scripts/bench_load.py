@@ -15,12 +15,12 @@ import subprocess
 import sys
 import tempfile
 
-from circuits.models.gguf import weights_installed
-from circuits.models.registry import MODELS
+from attn_sink_circuits.models.gguf import weights_installed
+from attn_sink_circuits.models.registry import MODELS
 
 CHILD = """
 import json, resource, time, torch
-from circuits.models import load_model, model_info
+from attn_sink_circuits.models import load_model, model_info
 t = time.perf_counter()
 m = load_model({key!r})
 with torch.no_grad():

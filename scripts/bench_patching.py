@@ -1,10 +1,10 @@
-"""Benchmark: circuits.patching against TransformerLens's own activation patching.
+"""Benchmark: attn_sink_circuits.patching against TransformerLens's own activation patching.
 
 The same sweeps done two ways in one run, on each model:
   (a) transformer_lens.patching (get_act_patch_attn_head_out_by_pos, get_act_patch_resid_pre):
       one full forward per patched cell; a hook hands the internal activation to its
       logits-only metric function. Run under torch.no_grad (its best case).
-  (b) circuits.patching.sweep: batched, truncated forwards; and attribute(), attribution patching.
+  (b) attn_sink_circuits.patching.sweep: batched, truncated forwards; and attribute(), attribution patching.
 Sweeps: heads x positions (attn.hook_z) and resid_pre x positions, denoising (clean run patched
 into the corrupt run), with the metric read at a middle layer (P0 attention there) and at the
 logits (logit difference). TransformerLens is too slow to run whole grids here, so it runs a
@@ -34,8 +34,8 @@ import pandas as pd  # noqa: E402
 import torch  # noqa: E402
 from transformer_lens import patching as tl_patching  # noqa: E402
 
-from circuits.models import load_model  # noqa: E402
-from circuits.patching import (  # noqa: E402
+from attn_sink_circuits.models import load_model  # noqa: E402
+from attn_sink_circuits.patching import (  # noqa: E402
     Value,
     attribute,
     check_attribution,

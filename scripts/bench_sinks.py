@@ -4,7 +4,7 @@
 Each (model, variant) runs in a fresh subprocess. Memory is the process's resident set, sampled
 every 5 ms from /proc (Linux) while the variant runs; "peak +GB" is that peak minus the RSS
 after the model was loaded and warmed up on one short text. Variants:
-- measure:         circuits.sinks.measure_corpus, batched (default chunking);
+- measure:         attn_sink_circuits.sinks.measure_corpus, batched (default chunking);
 - measure b=1:     the same, one text per forward;
 - run_with_cache:  one text per forward, `run_with_cache(tokens)` with no names_filter, then the
                    same metric functions on the cached patterns and block outputs.
@@ -56,7 +56,7 @@ class PeakRSS:
 
 
 def corpus_for(key: str, n: int | None):
-    from circuits.core.traces import PROBLEMS_PATH, read_corpus
+    from attn_sink_circuits.core.traces import PROBLEMS_PATH, read_corpus
 
     traces = ROOT / "data" / "traces" / f"{key}.jsonl"
     return read_corpus(traces if traces.is_file() else PROBLEMS_PATH)[:n]
@@ -66,9 +66,9 @@ def cache_all(model, corpus):
     """The plain way: cache every hook of one text at a time, then the same metrics."""
     import torch
 
-    from circuits.core.identity import model_key
-    from circuits.core.traces import Trace
-    from circuits.sinks import SinkReport, TextSinks, gu_alpha, sink_score
+    from attn_sink_circuits.core.identity import model_key
+    from attn_sink_circuits.core.traces import Trace
+    from attn_sink_circuits.sinks import SinkReport, TextSinks, gu_alpha, sink_score
 
     texts = []
     n_layers = model.cfg.n_layers
@@ -95,8 +95,8 @@ def cache_all(model, corpus):
 def worker(key: str, variant: str, n: int | None) -> None:
     import torch
 
-    from circuits.models import load_model
-    from circuits.sinks import Batching, measure, measure_corpus
+    from attn_sink_circuits.models import load_model
+    from attn_sink_circuits.sinks import Batching, measure, measure_corpus
 
     model = load_model(key)
     corpus = corpus_for(key, n)

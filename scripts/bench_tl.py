@@ -5,7 +5,7 @@
 TransformerLens refuses grouped-query attention for edges (`attribution_patch` and the k/v
 components of `get_act_patch_direct_path` raise on n_key_value_heads != n_heads), so neither
 SmolLM2 nor Qwen2.5 can be compared: the model here is the seeded random Llama of
-`circuits.models.tiny` with as many key/value heads as query heads (MHA) and its byte tokenizer,
+`attn_sink_circuits.models.tiny` with as many key/value heads as query heads (MHA) and its byte tokenizer,
 which TransformerLens accepts. Same texts (clean / corrupt pairs of one length), same metric
 (logit(answer) - logit(wrong) at the last position, one token pair for all texts), same ablation
 (each ablated sender takes its value in the partner text, at every position).
@@ -44,10 +44,10 @@ from transformer_lens.tools.analysis.attribution_patching import (
     faithfulness,
 )
 
-from circuits._io import write_json
-from circuits.discovery import EdgeRunner, eap, edge_effects, evaluate
-from circuits.discovery.pairs import Pairs, tokenize
-from circuits.models.tiny import tiny_model
+from attn_sink_circuits.discovery import EdgeRunner, eap, edge_effects, evaluate
+from attn_sink_circuits.discovery.pairs import Pairs, tokenize
+from attn_sink_circuits.models.tiny import tiny_model
+from attn_sink_circuits.runs.io import write_json
 
 NAMES = "ABCDEFGHIJKLMNOP"
 PAGE = 4096
@@ -262,8 +262,8 @@ def main() -> None:
 
 
 def gqa_path_patching(args) -> None:
-    from circuits.models import load_model
-    from circuits.tasks.ioi import ioi_pairs
+    from attn_sink_circuits.models import load_model
+    from attn_sink_circuits.studies.ioi.prompts import ioi_pairs
 
     model = load_model(args.model)
     model.eval()

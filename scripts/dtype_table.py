@@ -3,7 +3,7 @@ of one model loaded in float32, bfloat16 and float16 (every metric and score is 
 float32 whatever the weights' dtype), printed as a markdown table of differences.
 
 Texts: the first `--n` paragraphs of `data/texts/python_reference.jsonl`.
-- sinks: `circuits.sinks.measure` on the texts, whole; per-layer P0 mass (mean over heads and
+- sinks: `attn_sink_circuits.sinks.measure` on the texts, whole; per-layer P0 mass (mean over heads and
   texts), Gu et al.'s sink rate (eps 0.3) and the sink score of every position (mean over heads
   and later queries), cosines with the sink state; the largest |dtype - float32| of each.
 - P0 edge circuit: the saved circuit `docs/p0/<model>/circuit.graphml` judged on the texts
@@ -31,14 +31,14 @@ DTYPES = ("float32", "bfloat16", "float16")
 
 def figures(key: str, dtype: str, texts: list[str], ig_steps: int) -> dict:
     """Every figure of one dtype (raw tensors; compared to float32 later)."""
-    from circuits.core.tokens import token_rows
-    from circuits.discovery.attribution import eap, eap_ig
-    from circuits.discovery.forward import EdgeRunner
-    from circuits.discovery.saved import judge_saved
-    from circuits.graph import io as graph_io
-    from circuits.models import load_model
-    from circuits.patching.metrics import build_metric
-    from circuits.sinks.runner import measure
+    from attn_sink_circuits.core.tokens import token_rows
+    from attn_sink_circuits.discovery.attribution import eap, eap_ig
+    from attn_sink_circuits.discovery.forward import EdgeRunner
+    from attn_sink_circuits.discovery.saved import judge_saved
+    from attn_sink_circuits.graph import io as graph_io
+    from attn_sink_circuits.models import load_model
+    from attn_sink_circuits.patching.metrics import build_metric
+    from attn_sink_circuits.sinks.runner import measure
 
     model = load_model(key, dtype=getattr(torch, dtype))
     t_all = time.perf_counter()

@@ -1,7 +1,7 @@
 """The long emergence runs (docs/emergence/PLAN.md, "The long run", registered 2026-12-07):
 the 100 M-token 8-layer byte-level Llama (`8l`) and the 4-layer recipe retrained under the same
 code and counting (`4l`), on the standard library, each checkpoint measured as it is written
-(`circuits.emergence.watch`).
+(`attn_sink_circuits.studies.emergence.watch`).
 
     OMP_NUM_THREADS=1 python scripts/emergence_long.py train 8l --stop-at 2026-12-08T00:20
     python scripts/emergence_long.py status 8l
@@ -21,15 +21,15 @@ from pathlib import Path
 
 import torch
 
-from circuits._io import write_csv, write_json
-from circuits.cli.train_lm import utc_time
-from circuits.emergence.config import PhaseRuleConfig
-from circuits.emergence.phase_rule import run_verdicts
-from circuits.emergence.watch import CheckpointWatch, checkpoints_frame, read_rows
-from circuits.provenance import provenance, stamped
-from circuits.training.config import LMConfig, TrainConfig
-from circuits.training.corpus import load_corpus
-from circuits.training.train import Until, train_lm
+from attn_sink_circuits.cli.train_lm import utc_time
+from attn_sink_circuits.runs.io import write_csv, write_json
+from attn_sink_circuits.runs.provenance import provenance, stamped
+from attn_sink_circuits.studies.emergence.config import PhaseRuleConfig
+from attn_sink_circuits.studies.emergence.phase_rule import run_verdicts
+from attn_sink_circuits.studies.emergence.watch import CheckpointWatch, checkpoints_frame, read_rows
+from attn_sink_circuits.training.config import LMConfig, TrainConfig
+from attn_sink_circuits.training.corpus import load_corpus
+from attn_sink_circuits.training.train import Until, train_lm
 
 ROOT = Path("docs/emergence/train")
 LM = LMConfig(n_layers=8, d_model=64, n_heads=4, d_mlp=192, n_ctx=64)

@@ -11,8 +11,8 @@ import sys
 
 import torch
 
-from circuits._io import atomic_folder, write_json
-from circuits.emergence.run_phases import measure_final
+from attn_sink_circuits.runs.io import atomic_folder, write_json
+from attn_sink_circuits.studies.emergence.run_phases import measure_final
 
 OUT = "docs/emergence/real-models"
 

@@ -28,9 +28,9 @@ import matplotlib.pyplot as plt  # noqa: E402
 import numpy as np  # noqa: E402
 import pandas as pd  # noqa: E402
 
-from circuits._io import atomic_folder, write_csv, write_json  # noqa: E402
-from circuits.emergence.watch import checkpoints_frame  # noqa: E402
-from circuits.provenance import provenance  # noqa: E402
+from attn_sink_circuits.runs.io import atomic_folder, write_csv, write_json  # noqa: E402
+from attn_sink_circuits.runs.provenance import provenance  # noqa: E402
+from attn_sink_circuits.studies.emergence.watch import checkpoints_frame  # noqa: E402
 
 MAPS = {
     "p0_mass_by_layer": "P0 attention mass",
@@ -153,8 +153,8 @@ PREDICTIONS = {
 
 def real_verdicts(real: dict) -> dict[str, str]:
     """A released model's final weights: only the final location can be read (one checkpoint)."""
-    from circuits.emergence.config import PhaseRuleConfig
-    from circuits.emergence.phase_rule import EARLY, FAILS, HOLDS, has_sink
+    from attn_sink_circuits.studies.emergence.config import PhaseRuleConfig
+    from attn_sink_circuits.studies.emergence.phase_rule import EARLY, FAILS, HOLDS, has_sink
 
     formed = has_sink(real["row"], PhaseRuleConfig())
     out = dict.fromkeys(PREDICTIONS, "not testable (final weights only)")
@@ -248,7 +248,9 @@ def write_report(root: Path, out: Path, real: Path | None = None) -> pd.DataFram
         for doc in docs:
             folder = tmp / doc["run"]
             folder.mkdir()
-            write_csv(folder / "checkpoints.csv", checkpoints_frame(doc["rows"], doc["summary"]["phases"]))
+            write_csv(
+                folder / "checkpoints.csv", checkpoints_frame(doc["rows"], doc["summary"]["phases"])
+            )
             write_csv(folder / "maps.csv", maps_frame(doc), lean=True)
             keep = {k: doc[k] for k in ("run", "settings", "rule", "n_texts", "summary")}
             write_json(folder / "summary.json", keep)

@@ -26,12 +26,12 @@ from pathlib import Path
 
 import torch
 
-from circuits._io import write_json
-from circuits.emergence.config import PhaseRuleConfig
-from circuits.emergence.run_phases import measure_run
-from circuits.training.config import LMConfig, TrainConfig
-from circuits.training.corpora import named_corpus
-from circuits.training.train import train_lm
+from attn_sink_circuits.runs.io import write_json
+from attn_sink_circuits.studies.emergence.config import PhaseRuleConfig
+from attn_sink_circuits.studies.emergence.run_phases import measure_run
+from attn_sink_circuits.training.config import LMConfig, TrainConfig
+from attn_sink_circuits.training.corpora import named_corpus
+from attn_sink_circuits.training.train import train_lm
 
 LM = LMConfig(n_layers=8, d_model=64, n_heads=4, d_mlp=192, n_ctx=64)
 TRAIN = TrainConfig(

@@ -8,7 +8,7 @@ sink has formed at the first checkpoint where that attention reaches `--formed` 
 Gu et al.'s eps; `TrainResult.sink_formed_at`). Writes `trigger_emergence.csv` into `--out`.
 
 The series code (`circuits emergence`) cannot take these models: they read real vectors, not
-tokens, and are not transformers models (see `circuits.emergence.specs`).
+tokens, and are not transformers models (see `attn_sink_circuits.studies.emergence.specs`).
 
     python scripts/emergence_trigger.py --out docs/emergence/trigger
 """
@@ -21,11 +21,11 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
-from circuits._io import write_csv
-from circuits.trigger.circuit import SINK_THRESHOLD
-from circuits.trigger.data import TriggerTask
-from circuits.trigger.model import TriggerModelConfig
-from circuits.trigger.train import TriggerTrainConfig, train_model
+from attn_sink_circuits.runs.io import write_csv
+from attn_sink_circuits.studies.trigger.circuit import SINK_THRESHOLD
+from attn_sink_circuits.studies.trigger.data import TriggerTask
+from attn_sink_circuits.studies.trigger.model import TriggerModelConfig
+from attn_sink_circuits.studies.trigger.train import TriggerTrainConfig, train_model
 
 SHAPES = ((1, 1), (4, 4))
 ATTENTION = ("softmax", "relu")

@@ -47,15 +47,15 @@ def timed(fn):
 
 def run_setup(key: str, device: str, dtype: str, texts: list[str]) -> dict:
     """Every figure of one (device, dtype): name -> (value tensor, seconds)."""
-    from circuits.core.tokens import token_rows
-    from circuits.discovery.attribution import eap_ig
-    from circuits.discovery.forward import EdgeRunner
-    from circuits.discovery.saved import judge_saved
-    from circuits.graph import io as graph_io
-    from circuits.models import load_model
-    from circuits.patching import Value, head_grid, p0_attention, sweep
-    from circuits.patching.metrics import build_metric
-    from circuits.sinks.runner import Batching, measure, measure_tokens
+    from attn_sink_circuits.core.tokens import token_rows
+    from attn_sink_circuits.discovery.attribution import eap_ig
+    from attn_sink_circuits.discovery.forward import EdgeRunner
+    from attn_sink_circuits.discovery.saved import judge_saved
+    from attn_sink_circuits.graph import io as graph_io
+    from attn_sink_circuits.models import load_model
+    from attn_sink_circuits.patching import Value, head_grid, p0_attention, sweep
+    from attn_sink_circuits.patching.metrics import build_metric
+    from attn_sink_circuits.sinks.runner import Batching, measure, measure_tokens
 
     model = load_model(key, device=device, dtype=getattr(torch, dtype))
     n_layers = model.cfg.n_layers
@@ -91,7 +91,7 @@ def run_setup(key: str, device: str, dtype: str, texts: list[str]) -> dict:
 def run_p0(key: str, device: str, dtype: str) -> tuple[torch.Tensor, float]:
     """`circuits p0 --quick` end to end: its held-out faithfulness and wall seconds."""
     with tempfile.TemporaryDirectory() as tmp:
-        cmd = [sys.executable, "-m", "circuits.cli", "p0", "--model", key, "--quick"]
+        cmd = [sys.executable, "-m", "attn_sink_circuits.cli", "p0", "--model", key, "--quick"]
         cmd += ["--device", device, "--dtype", dtype, "--out", f"{tmp}/p0"]
         t0 = time.perf_counter()
         subprocess.run(cmd, check=True, cwd=ROOT)

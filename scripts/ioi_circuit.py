@@ -3,13 +3,13 @@
     .venv/bin/python scripts/ioi_circuit.py --model smollm2-135m --methods eap eap_ig \\
         --out docs/ioi/smollm2-135m      # one folder per method inside
 
-IOI pairs (clean, ABC-corrupted) from `circuits.tasks.ioi`, metric logit(IO) - logit(S) at the
+IOI pairs (clean, ABC-corrupted) from `attn_sink_circuits.studies.ioi.prompts`, metric logit(IO) - logit(S) at the
 last position, resample-from-the-partner ablation at every position. Writes summary.json (the
 circuit's summary, the model's own logit difference and accuracy, timings), curve.csv,
 edges.csv, heads.json (every head's attention from the last position to the IO and S tokens
 on the held-out clean prompts, direct effect, copy score and name-mover verdict from
-`circuits.tasks.name_movers`, and its edges in the circuit), circuit.json (the circuit graph)
-and curve.png; edges.csv and circuit.json gzip'd (NAME.gz) when large (`circuits._io.LEAN_OVER`). `--heads-only` rewrites heads.json from a saved circuit.json (no discovery).
+`attn_sink_circuits.studies.ioi.name_movers`, and its edges in the circuit), circuit.json (the circuit graph)
+and curve.png; edges.csv and circuit.json gzip'd (NAME.gz) when large (`attn_sink_circuits.runs.io.LEAN_OVER`). `--heads-only` rewrites heads.json from a saved circuit.json (no discovery).
 """
 
 from __future__ import annotations
@@ -28,14 +28,14 @@ matplotlib.use("Agg")
 import matplotlib.pyplot as plt  # noqa: E402
 import torch  # noqa: E402
 
-from circuits._io import stored, write_csv, write_json  # noqa: E402
-from circuits.discovery import DiscoveryConfig, circuit_graph, discover  # noqa: E402
-from circuits.discovery.protocol import protocol  # noqa: E402
-from circuits.discovery.recorded import record_pairs  # noqa: E402
-from circuits.graph.io import read, write  # noqa: E402
-from circuits.models import load_model  # noqa: E402
-from circuits.tasks.ioi import ioi_pairs  # noqa: E402
-from circuits.tasks.name_movers import NameMoverRule, name_mover_table  # noqa: E402
+from attn_sink_circuits.discovery import DiscoveryConfig, circuit_graph, discover  # noqa: E402
+from attn_sink_circuits.discovery.protocol import protocol  # noqa: E402
+from attn_sink_circuits.discovery.recorded import record_pairs  # noqa: E402
+from attn_sink_circuits.graph.io import read, write  # noqa: E402
+from attn_sink_circuits.models import load_model  # noqa: E402
+from attn_sink_circuits.runs.io import stored, write_csv, write_json  # noqa: E402
+from attn_sink_circuits.studies.ioi.name_movers import NameMoverRule, name_mover_table  # noqa: E402
+from attn_sink_circuits.studies.ioi.prompts import ioi_pairs  # noqa: E402
 
 
 def behaviour(model, pairs) -> dict:
@@ -162,7 +162,7 @@ def run(model, pairs, prompts, method: str, args, out: Path) -> None:
     circuit.curve.to_csv(out / "curve.csv", index=False)
     write_csv(out / "edges.csv", circuit.edges_frame(), lean=True)
     plot_curve(circuit.curve, summary, out / "curve.png")
-    graph = circuit_graph(circuit, model, data="IOI pairs (circuits.tasks.ioi)",
+    graph = circuit_graph(circuit, model, data="IOI pairs (attn_sink_circuits.studies.ioi.prompts)",
                           metric_spec={"metric": "pairs"})  # fmt: skip
     record_pairs(graph, "ioi", "abc", protocol("library"))  # ioi_pairs' defaults
     write(graph, out / "circuit.json", lean=True)

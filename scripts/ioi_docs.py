@@ -5,7 +5,7 @@
 One row per model and method (behaviour, circuit size, fit and held-out faithfulness, |1 - f|,
 random circuits, CPR / CMD where the run has them, time; an EAP-IG row names its path: over the
 edge coefficients, `eap_ig`, or over the input, `eap_ig_inputs`), then per run the heads with
-edges into the logits and every name-mover-like head (`circuits.tasks.name_movers`), then per
+edges into the logits and every name-mover-like head (`attn_sink_circuits.studies.ioi.name_movers`), then per
 model the edges into the logits four ways (`scripts/ioi_logit_edges.py`) where saved."""
 
 from __future__ import annotations
@@ -14,7 +14,7 @@ import json
 import sys
 from pathlib import Path
 
-from circuits.audit import RECONSTRUCTED_FILE
+from attn_sink_circuits.runs.audit import RECONSTRUCTED_FILE
 
 
 def fmt(x, digits: int = 2) -> str:
@@ -26,7 +26,7 @@ def fmt(x, digits: int = 2) -> str:
 
 
 PATHS = {"eap_ig": "over the edge coefficients", "eap_ig_inputs": "over the input"}
-"""The path each EAP-IG method integrates along (`circuits.discovery.attribution`)."""
+"""The path each EAP-IG method integrates along (`attn_sink_circuits.discovery.attribution`)."""
 
 
 def method(s: dict) -> str:

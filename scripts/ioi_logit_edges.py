@@ -24,11 +24,11 @@ import torch
 from ioi_docs import edge_table  # scripts/ioi_docs.py: the same table in docs/ioi/RESULTS.md
 from scipy.stats import spearmanr
 
-from circuits._io import write_json
-from circuits.discovery import EdgeRunner, eap, edge_effects
-from circuits.discovery.attribution import eap_ig, eap_ig_inputs
-from circuits.models import load_model
-from circuits.tasks.ioi import ioi_pairs
+from attn_sink_circuits.discovery import EdgeRunner, eap, edge_effects
+from attn_sink_circuits.discovery.attribution import eap_ig, eap_ig_inputs
+from attn_sink_circuits.models import load_model
+from attn_sink_circuits.runs.io import write_json
+from attn_sink_circuits.studies.ioi.prompts import ioi_pairs
 
 COLUMNS = ("exact", "eap", "eap_ig", "eap_ig_inputs")
 LABELS = {

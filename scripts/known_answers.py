@@ -6,7 +6,7 @@ truth itself beside ACDC's, and the design sinks. Writes the run folder docs/gro
     python scripts/known_answers.py --planted [--out docs/ground_truth/planted]
 
 `--planted` scores the same methods on the planted P0-sink models instead
-(`circuits.known_answers.planted`: the P0 study's metric and ablation) and writes its own run
+(`attn_sink_circuits.studies.known_answers.planted`: the P0 study's metric and ablation) and writes its own run
 folder, docs/ground_truth/planted.
 
 Everything runs on one CPU core in a few minutes (the compiled models have at most 41
@@ -21,8 +21,10 @@ from pathlib import Path
 
 import torch
 
-from circuits._io import atomic_folder, write_json
-from circuits.known_answers.planted import (
+from attn_sink_circuits.models.compiled import load_compiled
+from attn_sink_circuits.runs.io import atomic_folder, write_json
+from attn_sink_circuits.runs.provenance import provenance, stamped
+from attn_sink_circuits.studies.known_answers.planted import (
     ABLATION,
     AMPLIFY,
     N_TOKENS,
@@ -32,7 +34,7 @@ from circuits.known_answers.planted import (
     score_planted,
     truth_check,
 )
-from circuits.known_answers.scoring import (
+from attn_sink_circuits.studies.known_answers.scoring import (
     ALL_METHODS,
     cell_dict,
     circuit_faithfulness,
@@ -41,11 +43,14 @@ from circuits.known_answers.scoring import (
     truth_mask,
     used_mask,
 )
-from circuits.known_answers.sinks import design_table, p0_tracer
-from circuits.known_answers.task import SEED, TASK_LENGTH, task_tokens
-from circuits.known_answers.truth import ACDC_DIFFERENCES, ACDC_TRUTH, merged, zero_truth
-from circuits.models.compiled import load_compiled
-from circuits.provenance import provenance, stamped
+from attn_sink_circuits.studies.known_answers.sinks import design_table, p0_tracer
+from attn_sink_circuits.studies.known_answers.task import SEED, TASK_LENGTH, task_tokens
+from attn_sink_circuits.studies.known_answers.truth import (
+    ACDC_DIFFERENCES,
+    ACDC_TRUTH,
+    merged,
+    zero_truth,
+)
 
 OUT = Path(__file__).resolve().parents[1] / "docs" / "ground_truth" / "run"
 PLANTED_OUT = OUT.parent / "planted"

@@ -4,12 +4,12 @@ sink path over the same tokens).
 
 Each measurement runs in its own process (its peak RSS is its own), one after the other:
 
-    chunked     `circuits.sinks.runner.measure_tokens` on the text (the chunked sink path of
+    chunked     `attn_sink_circuits.sinks.runner.measure_tokens` on the text (the chunked sink path of
                 `docs/scale`: one forward, no whole pattern, sink scores per layer)
-    POLICY      `circuits.kv.stream.streaming_nll` of POLICY at BUDGET (perplexity of the tokens
+    POLICY      `attn_sink_circuits.studies.kv.stream.streaming_nll` of POLICY at BUDGET (perplexity of the tokens
                 from 256 on; sink_aware measures its sinks first, inside its own timing)
     check       on the first CHECK tokens: the streaming NLL of each policy against
-                `circuits.kv.evaluate`'s full-pattern NLL (max abs difference)
+                `attn_sink_circuits.studies.kv.evaluate`'s full-pattern NLL (max abs difference)
 
 The text: the rows of data/texts/long.jsonl joined in order (blank line between; no text is
 repeated) and cut to TOKENS. Prints one table with the time and memory ratios to `chunked`,
@@ -44,9 +44,9 @@ def one(args) -> dict:
     """One measurement in this process: its seconds, peak RSS and result."""
     import torch
 
-    from circuits.kv import KVConfig, keep_masks, masked_nll, measured_sinks
-    from circuits.kv.stream import streaming_nll
-    from circuits.models import load_model
+    from attn_sink_circuits.models import load_model
+    from attn_sink_circuits.studies.kv import KVConfig, keep_masks, masked_nll, measured_sinks
+    from attn_sink_circuits.studies.kv.stream import streaming_nll
 
     torch.set_num_threads(args.threads)
     model = load_model(args.model, device=args.device)
@@ -55,7 +55,7 @@ def one(args) -> dict:
     t0, cpu0 = time.perf_counter(), cpu_seconds()
     out: dict = {"name": args.one, "tokens": len(ids)}
     if args.one == "chunked":
-        from circuits.sinks.runner import measure_tokens
+        from attn_sink_circuits.sinks.runner import measure_tokens
 
         measure_tokens(model, [ids.tolist()], progress=False)
     elif args.one == "check":
@@ -134,9 +134,9 @@ def table(rows: list[dict]) -> None:
 
 
 def write(args, rows: list[dict]) -> None:
-    from circuits._io import atomic_folder, write_json
-    from circuits.models import load_model
-    from circuits.provenance import provenance, stamped
+    from attn_sink_circuits.models import load_model
+    from attn_sink_circuits.runs.io import atomic_folder, write_json
+    from attn_sink_circuits.runs.provenance import provenance, stamped
 
     model = load_model(args.model)
     ids = text_tokens(model, args.tokens)

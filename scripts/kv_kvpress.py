@@ -1,11 +1,11 @@
-"""`circuits.kv` side by side with NVIDIA's kvpress (issue 35, item 4), compress-once mode.
+"""`attn_sink_circuits.studies.kv` side by side with NVIDIA's kvpress (issue 35, item 4), compress-once mode.
 
 Per long text (data/texts/long.jsonl rows, the first TOKENS tokens as `scripts/kv_streaming.py`
 cuts them, BOS included where the model has one): the prompt is the first P tokens, the
 continuation the rest, and both sides score the same tokens, P .. TOKENS-1 (token P predicted
 by the prompt's last position):
 
-    circuits  `circuits.kv` in compress-once mode, `KVConfig(prefix=P, score_from=P)`:
+    circuits  `attn_sink_circuits.studies.kv` in compress-once mode, `KVConfig(prefix=P, score_from=P)`:
               `keep_masks` then `masked_nll` (what `score` does), for the full cache,
               `streaming_llm` (sinks 4) and `snapkv` (observation 32, pool 7) at each budget
     kvpress   `scripts/kvpress_worker.py` in kvpress's own environment (a subprocess of its
@@ -59,7 +59,7 @@ def snap_choice(
     `window[head, query, key]` (the last w queries of a P-key prompt, each a softmax over every
     key up to it): the w window keys and the `budget - w` earlier keys of highest score.
 
-    groups 1, the library's order (`circuits.kv.policies.snapkv`): the head-averaged rows
+    groups 1, the library's order (`attn_sink_circuits.studies.kv.policies.snapkv`): the head-averaged rows
     summed over the w queries, then pooled: one set per layer. groups > 1 (the kv heads),
     kvpress's order (`SnapKVPress.score`): each head's rows averaged over the w queries,
     pooled, then averaged over the heads of each group (heads grouped as `repeat_kv`): one
@@ -183,7 +183,7 @@ def kvpress_side(args, texts: dict[int, torch.Tensor], cache: Path) -> dict:
 def capture_windows(model, ids: torch.Tensor, prompt: int, w: int):
     """One full-cache forward: each layer's attention rows of the observation window
     ([head, w, P]) and the NLL of every next token (as `masked_nll` with no masks)."""
-    from circuits.core.sites import hook_name, parse_hook
+    from attn_sink_circuits.core.sites import hook_name, parse_hook
 
     windows: list = [None] * model.cfg.n_layers
 
@@ -205,7 +205,7 @@ def timed(fn):
 
 def library_rows(model, t: int, ids, args, kvp: list[dict], done: dict, save) -> None:
     """Every library measurement of text `t` not in `done` (each `save`d as it finishes)."""
-    from circuits.kv import KVConfig, keep_masks, masked_nll
+    from attn_sink_circuits.studies.kv import KVConfig, keep_masks, masked_nll
 
     p, n = args.prompt, len(ids)
     n_heads, n_layers = model.cfg.n_heads, model.cfg.n_layers
@@ -394,7 +394,7 @@ def main() -> None:
     if not args.prompt < args.tokens - 1:
         raise SystemExit("the prompt must leave at least 2 tokens of continuation")
 
-    from circuits.models import load_model
+    from attn_sink_circuits.models import load_model
 
     torch.set_num_threads(1)
     progress = args.progress or Path(f"/tmp/kvpress-{args.model}.jsonl")
@@ -440,8 +440,8 @@ def check_cached(args, measured: list[dict], kvp: dict) -> None:
 def write(args, model, texts: dict, measured: list[dict], kvp: dict) -> None:
     import pandas as pd
 
-    from circuits._io import atomic_folder, write_csv, write_json
-    from circuits.provenance import provenance, stamped
+    from attn_sink_circuits.runs.io import atomic_folder, write_csv, write_json
+    from attn_sink_circuits.runs.provenance import provenance, stamped
 
     measured = [r for r in measured if r["text"] in texts]
     kvp = {**kvp, "texts": {k: v for k, v in kvp["texts"].items() if int(k) in texts}}

@@ -1,4 +1,4 @@
-"""Passkey retrieval under cache policies, on one offline model, through `circuits.kv.retrieval`
+"""Passkey retrieval under cache policies, on one offline model, through `attn_sink_circuits.studies.kv.retrieval`
 (issue 35, item 5): can a policy that keeps perplexity still hand back a fact?
 
 PROMPTS prompts of about TOKENS tokens: a span of natural text (rows ROWS of
@@ -35,8 +35,8 @@ def budget(text: str) -> int | float:
 
 
 def settings_of(args) -> dict:
-    from circuits.kv.passkey import ANSWER, HEADER, NEEDLE, QUESTION
-    from circuits.kv.retrieval import MIN_FULL_ACCURACY
+    from attn_sink_circuits.studies.kv.passkey import ANSWER, HEADER, NEEDLE, QUESTION
+    from attn_sink_circuits.studies.kv.retrieval import MIN_FULL_ACCURACY
 
     return {"prompts": args.prompts, "tokens": args.tokens, "seed": args.seed,
             "rows": args.rows, "policies": args.policies, "budgets": args.budgets,
@@ -50,8 +50,8 @@ def settings_of(args) -> dict:
 def run(args, progress: Path, model, prompts, measure_more: bool = True) -> list[dict]:
     """Every prompt's rows: from the progress file where this run's settings made them, else
     measured now (one prompt at a time, appended to the progress file)."""
-    from circuits.kv import KVConfig
-    from circuits.kv.retrieval import retrieval_table
+    from attn_sink_circuits.studies.kv import KVConfig
+    from attn_sink_circuits.studies.kv.retrieval import retrieval_table
 
     tag = json.dumps(settings_of(args), sort_keys=True)
     done: dict[int, list[dict]] = {}
@@ -78,10 +78,10 @@ def run(args, progress: Path, model, prompts, measure_more: bool = True) -> list
 def write(out: Path, model, prompts, rows: list[dict], args) -> None:
     import pandas as pd
 
-    from circuits._io import atomic_folder, write_csv, write_json
-    from circuits.kv.passkey import LONG_TEXTS
-    from circuits.kv.retrieval import mark_applicable, pooled_accuracy
-    from circuits.provenance import provenance, stamped
+    from attn_sink_circuits.runs.io import atomic_folder, write_csv, write_json
+    from attn_sink_circuits.runs.provenance import provenance, stamped
+    from attn_sink_circuits.studies.kv.passkey import LONG_TEXTS
+    from attn_sink_circuits.studies.kv.retrieval import mark_applicable, pooled_accuracy
 
     table = mark_applicable(pd.DataFrame(rows))
     record = provenance(model, [p.tokens.tolist() for p in prompts], settings=settings_of(args),
@@ -121,8 +121,8 @@ def main() -> None:
         budget(b)
     import torch
 
-    from circuits.kv.passkey import passkey_prompts
-    from circuits.models import load_model
+    from attn_sink_circuits.models import load_model
+    from attn_sink_circuits.studies.kv.passkey import passkey_prompts
 
     torch.set_num_threads(1)
     model = load_model(args.model)

@@ -1,5 +1,5 @@
 """StreamingLLM's experiment (Xiao et al., ICLR 2024) and cache policies at equal budgets, on one
-offline model, through `circuits.kv` (issue 35, item 3). Three experiments, as jobs run in this
+offline model, through `attn_sink_circuits.studies.kv` (issue 35, item 3). Three experiments, as jobs run in this
 order (one forward each; heavy hitters two, sink-aware one more per text for the sinks):
 
     streaming   long texts (data/texts/long.jsonl) cut to TOKENS: the full cache, a window of
@@ -18,7 +18,7 @@ order (one forward each; heavy hitters two, sink-aware one more per text for the
                 (`KVConfig.sink_share`; for models whose detection marks many tokens)
     blocking    the sinks' role: the primary sink, then the secondary sinks at their layers,
                 blocked, against as many random other keys (per query) and positions, SEEDS
-                seeds each (`circuits.kv.blocking`)
+                seeds each (`attn_sink_circuits.studies.kv.blocking`)
 
 Perplexity is of the tokens from position 256 on (`KVConfig.score_from`); positions are kept
 unless a row says `positions: reindexed`. Rows go to a progress file as they finish (a rerun skips them), and at the end
@@ -132,7 +132,7 @@ def tokens_of(model, text: int, first: str):
 
 
 def measure(model, job: dict, sinks_cache: dict) -> dict:
-    from circuits.kv import KVConfig, measured_sinks, score
+    from attn_sink_circuits.studies.kv import KVConfig, measured_sinks, score
 
     ids = tokens_of(model, job["text"], job["first"])
     config = KVConfig(sinks=job["sinks"], positions=job.get("positions", "kept"),
@@ -150,7 +150,7 @@ def measure(model, job: dict, sinks_cache: dict) -> dict:
 
 def blocked(model, ids, job: dict, sinks, config) -> dict:
     """One blocking row: the job's target blocked (control "sink"), a control of it, or none."""
-    from circuits.kv.blocking import blocked_score, random_blocks, sink_blocks
+    from attn_sink_circuits.studies.kv.blocking import blocked_score, random_blocks, sink_blocks
 
     blocks = None
     if job["target"] != "none":
@@ -173,7 +173,7 @@ def run(args, progress: Path, measure_more: bool = True) -> tuple:
 
     import torch
 
-    from circuits.models import load_model
+    from attn_sink_circuits.models import load_model
 
     torch.set_num_threads(1)
     model = load_model(args.model)
@@ -198,8 +198,8 @@ def figure(rows: list[dict], path: Path, model_key: str) -> None:
     experiment's full cache and window at 256), pooled over the long texts."""
     import pandas as pd
 
-    from circuits.report.draw import save_figure
-    from circuits.report.kv_plots import budget_figure
+    from attn_sink_circuits.report.draw import save_figure
+    from attn_sink_circuits.studies.kv.plots import budget_figure
 
     table = pd.DataFrame(
         [r for r in rows if r["experiment"] in ("streaming", "budgets", "targets")
@@ -230,8 +230,8 @@ def main() -> None:
 def write(out: Path, model, rows: list[dict], args) -> None:
     import pandas as pd
 
-    from circuits._io import atomic_folder, write_csv, write_json
-    from circuits.provenance import provenance, stamped
+    from attn_sink_circuits.runs.io import atomic_folder, write_csv, write_json
+    from attn_sink_circuits.runs.provenance import provenance, stamped
 
     long = args.texts if set(args.experiments) - {"first_look"} else []
     used = ([-1] if "first_look" in args.experiments else []) + long
@@ -257,7 +257,7 @@ def write(out: Path, model, rows: list[dict], args) -> None:
 def sinks_kept(model, texts: list[int]) -> dict:
     """Per long text: the positions `sink_aware` keeps at each layer (measured again, as the
     budgets experiment measured them) and their tokens."""
-    from circuits.kv import KVConfig, measured_sinks
+    from attn_sink_circuits.studies.kv import KVConfig, measured_sinks
 
     out = {}
     for t in texts:

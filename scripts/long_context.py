@@ -37,8 +37,8 @@ def long_tokens(model, n: int) -> list[int]:
 
 
 def one(model_key: str, n: int, full: bool, chunk: int) -> dict:
-    from circuits.models import load_model
-    from circuits.sinks.runner import Batching, measure_tokens
+    from attn_sink_circuits.models import load_model
+    from attn_sink_circuits.sinks.runner import Batching, measure_tokens
 
     t0 = time.perf_counter()
     model = load_model(model_key)

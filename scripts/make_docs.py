@@ -114,10 +114,10 @@ def p0_headline(*runs: str) -> str:
 
 
 def _claims(name: str) -> Callable[..., str]:
-    """A table of `circuits.claims.compare` (NAME_markdown) over run folders given from ROOT."""
+    """A table of `attn_sink_circuits.studies.claims.compare` (NAME_markdown) over run folders given from ROOT."""
 
     def make(*runs: str) -> str:
-        from circuits.claims import compare
+        from attn_sink_circuits.studies.claims import compare
 
         return getattr(compare, f"{name}_markdown")(*(ROOT / r for r in runs))
 
@@ -143,7 +143,7 @@ def include(path: str, *columns: str) -> str:
 
 
 def kv_table(run: str, experiment: str) -> str:
-    """One `circuits.kv` experiment of a run (`scripts/kv_streaming.py`): a row per setting
+    """One `attn_sink_circuits.studies.kv` experiment of a run (`scripts/kv_streaming.py`): a row per setting
     (policy, the first tokens kept, what stood in them, keys a query reads), the perplexity per
     text row of `data/texts/long.jsonl` and pooled over the texts."""
     doc = load_doc(run)
@@ -171,7 +171,7 @@ def kv_table(run: str, experiment: str) -> str:
 
 
 def kv_blocking(run: str) -> str:
-    """The blocking experiment of a run (`scripts/kv_streaming.py`, `circuits.kv.blocking`):
+    """The blocking experiment of a run (`scripts/kv_streaming.py`, `attn_sink_circuits.studies.kv.blocking`):
     per target, the perplexity pooled over texts with the sinks blocked and with each control
     (mean and range over seeds), and the change against nothing blocked."""
     doc = load_doc(run)
@@ -249,7 +249,7 @@ def mib_cells(*runs: str) -> str:
     circuits of its size and its edge stability (the share of bootstrap resamples of the fit
     pairs that keep an edge, averaged over its edges; "-" where a method gives no per-pair
     scores to resample: the mask)."""
-    from circuits.discovery.protocol import MIB_PUBLISHED, variant_name
+    from attn_sink_circuits.discovery.protocol import MIB_PUBLISHED, variant_name
 
     rows = [
         "| model | partner | method | fit / held-out pairs | CPR held-out (fit) | CMD held-out "
@@ -279,11 +279,11 @@ def mib_targets(*runs: str) -> str:
     """One row an IOI run: its held-out CPR and CMD with their 95 % intervals, judged against
     the best published numbers for Qwen2.5-0.5B (`MIB_BEST_QWEN_IOI`) and against MIB's own row
     for the run's method on that model (the mask against UGS, named so). A verdict
-    (`circuits.claims.verdict.judge`) holds or does not hold when the whole interval lies on one
+    (`attn_sink_circuits.studies.claims.verdict.judge`) holds or does not hold when the whole interval lies on one
     side of the number, is undecided when it straddles it, not applicable below MIN_N pairs;
     "-" where MIB has no row for the method (`eap_ig`, this library's)."""
-    from circuits.claims.verdict import Interval, judge
-    from circuits.discovery.protocol import MIB_BEST_QWEN_IOI, MIB_PUBLISHED, variant_name
+    from attn_sink_circuits.discovery.protocol import MIB_BEST_QWEN_IOI, MIB_PUBLISHED, variant_name
+    from attn_sink_circuits.studies.claims.verdict import Interval, judge
 
     best_cpr, best_cmd = MIB_BEST_QWEN_IOI
     rows = [
@@ -412,12 +412,12 @@ def differences(path: Path) -> list[str]:
 CONSTANTS: dict[str, tuple[str, str | None, object]] = {
     "95 %": (
         "coverage of every bootstrap interval the docs show",
-        "circuits.discovery.evaluation.CI",
+        "attn_sink_circuits.discovery.evaluation.CI",
         0.95,
     ),
     "[0.9, 1.1]": (
         "the size rule's faithfulness band, option `target_band`",
-        "circuits.discovery.config.DiscoveryConfig.target_band",
+        "attn_sink_circuits.discovery.config.DiscoveryConfig.target_band",
         (0.9, 1.1),
     ),
     "GPT2-XL 77.00 %": (

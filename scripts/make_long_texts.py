@@ -1,5 +1,5 @@
 """Write `data/texts/long.jsonl`: six long natural texts (4k-16k tokens) of four kinds, for the
-KV-cache evaluation (`circuits.kv`), from files that ship on this machine (nothing is
+KV-cache evaluation (`attn_sink_circuits.studies.kv`), from files that ship on this machine (nothing is
 downloaded, nothing is repeated):
 
     prose    two Python Language Reference help topics, whole (`pydoc_data.topics`, PSF License)

@@ -22,10 +22,10 @@ QUICKSTART = [
     ),
     new_code_cell(
         "from IPython.display import HTML\n\n"
-        "from circuits import load_model\n"
-        "from circuits.models.identity import model_identity\n"
-        "from circuits.report.attention import attention_html, attention_views\n"
-        "from circuits.sinks import measure\n\n"
+        "from attn_sink_circuits import load_model\n"
+        "from attn_sink_circuits.models.identity import model_identity\n"
+        "from attn_sink_circuits.report.attention import attention_html, attention_views\n"
+        "from attn_sink_circuits.sinks import measure\n\n"
         "model = load_model('smollm2-135m')\n"
         "model_identity(model)  # what every saved result records about the model"
     ),
@@ -66,9 +66,9 @@ P0 = [
     new_code_cell(
         "%matplotlib inline\n"
         "from IPython.display import HTML, display\n\n"
-        "from circuits import load_model\n"
-        "from circuits.report.draw import draw_circuit\n"
-        "from circuits.tracing.p0 import trace_p0\n\n"
+        "from attn_sink_circuits import load_model\n"
+        "from attn_sink_circuits.report.draw import draw_circuit\n"
+        "from attn_sink_circuits.studies.p0 import trace_p0\n\n"
         "model = load_model('smollm2-135m')\n"
         "small = dict(n_texts=2, n_tokens=16, edge_n_fit=6, edge_n_heldout=6, edge_n_tokens=32, "
         "edge_n_stability=10, edge_n_curve=8)\n"
@@ -121,7 +121,7 @@ EDGES = [
     ),
     new_code_cell(
         "%matplotlib inline\n"
-        "import circuits\n\n"
+        "import attn_sink_circuits as circuits\n\n"
         "model = circuits.load_model('smollm2-135m')\n"
         "circuit = circuits.find_circuit(model, circuits.DEFAULT_TEXTS, quick=True, "
         "progress=False)\n"
@@ -141,7 +141,7 @@ EDGES = [
     ),
     new_code_cell("circuit.edges.edges_frame().head(15).round(4)"),
     new_code_cell(
-        "from circuits.tracing.figures import faithfulness_figure\n\n"
+        "from attn_sink_circuits.studies.figures import faithfulness_figure\n\n"
         "faithfulness_figure(circuit.edges, 'smollm2-135m')"
     ),
     new_code_cell(
@@ -170,7 +170,7 @@ CLAIMS = [
         "number with its interval over the n items behind it (texts, sink tokens, sequences), "
         "the named threshold that decides, and a verdict in four states: holds, does not hold, "
         "undecided (the interval straddles the threshold), not applicable (the premise is absent, "
-        "or n < `circuits.stats.MIN_N`). Each paper's rows are counted apart. Here live, on the "
+        "or n < `attn_sink_circuits.stats.MIN_N`). Each paper's rows are counted apart. Here live, on the "
         "planted P0 model (a tiny Llama whose head L0.H0 singles out P0 and whose MLP 1 amplifies "
         "it); then the saved table of SmolLM2-135M when `docs/claims/smollm2-135m` holds one."
     ),
@@ -178,9 +178,9 @@ CLAIMS = [
         "from pathlib import Path\n\n"
         "import pandas as pd\n"
         "from IPython.display import Image, Markdown, display\n\n"
-        "import circuits\n"
-        "from circuits.claims import ClaimsConfig, claims\n"
-        "from circuits.models.planted import P0_TEXTS, planted_p0_model\n\n"
+        "import attn_sink_circuits as circuits\n"
+        "from attn_sink_circuits.studies.claims import ClaimsConfig, claims\n"
+        "from attn_sink_circuits.models.planted import P0_TEXTS, planted_p0_model\n\n"
         "pd.set_option('display.max_colwidth', 120)\n"
         "planted = planted_p0_model(amplify=10)\n"
         "result = claims(planted.model, list(P0_TEXTS), ClaimsConfig(n_texts=8, n_tokens=24))\n"
@@ -227,14 +227,14 @@ CLAIMS_SAVED = [
         "    display(Image(filename=str(saved / f'{name}.png'), width=600))"
     ),
     new_markdown_cell(
-        "Every saved model table side by side (`circuits.claims.compare`): the verdict and the "
+        "Every saved model table side by side (`attn_sink_circuits.studies.claims.compare`): the verdict and the "
         'number it read, with its interval and n. `n/a` is "not applicable": the premise is '
         "absent (e.g. no secondary sinks) or n is below the minimum, and the model's `claims.md` "
         "says which. Then, per paper, how many rows hold, do not hold, are undecided or not "
         "applicable in each model."
     ),
     new_code_cell(
-        "from circuits.claims.compare import markdown, paper_counts, read_claims, side_by_side\n\n"
+        "from attn_sink_circuits.studies.claims.compare import markdown, paper_counts, read_claims, side_by_side\n\n"
         "folders = sorted(p for p in saved.parent.iterdir() if (p / 'summary.json').is_file() "
         "and p.name != 'trigger-task')\n"
         "tables = {p.name: read_claims(p) for p in folders}\n"
@@ -252,7 +252,7 @@ EMERGENCE = [
         "blocks. Issue 37 trained 8-layer byte-level Llamas on corpora where heads often have "
         "nothing to read (back-copy letters, back-copy mixed with the standard library's source), "
         "with and without `<bos>`, and judged every checkpoint by a phase rule fixed before the "
-        "runs (`docs/emergence/PLAN.md`, `circuits.emergence.phase_rule`). Training takes most "
+        "runs (`docs/emergence/PLAN.md`, `attn_sink_circuits.studies.emergence.phase_rule`). Training takes most "
         "of an hour a run on one core, so this notebook reads the committed measurements "
         "(`docs/emergence/sinks-8l/`), then runs the same rule on a tiny model trained here in "
         "seconds."
@@ -260,7 +260,7 @@ EMERGENCE = [
     new_code_cell(
         "from pathlib import Path\n\n"
         "import pandas as pd\n\n"
-        "import circuits\n\n"
+        "import attn_sink_circuits as circuits\n\n"
         "docs = Path(circuits.__file__).parent.parent / 'docs' / 'emergence'\n"
         "runs = pd.read_csv(docs / 'sinks-8l' / 'runs.csv')\n"
         "runs[['run', 'bos', 'tokens', 'final_loss', 'gu_final', 'formation_step', "
@@ -290,8 +290,8 @@ EMERGENCE = [
     ),
     new_code_cell(
         "import tempfile\n\n"
-        "from circuits.emergence import measure_run\n"
-        "from circuits.training import LMConfig, TrainConfig, named_corpus, train_lm\n\n"
+        "from attn_sink_circuits.studies.emergence import measure_run\n"
+        "from attn_sink_circuits.training import LMConfig, TrainConfig, named_corpus, train_lm\n\n"
         "corpus = named_corpus('backcopy')\n"
         "run = train_lm(Path(tempfile.mkdtemp()) / 'tiny', "
         "LMConfig(n_layers=3, d_model=32, n_heads=2, d_mlp=64, n_ctx=32), "

@@ -25,14 +25,14 @@ from pathlib import Path
 
 import torch
 
-from circuits._io import json_records, stored, write_json
-from circuits.circuit import p0_token
-from circuits.core.texts import read_kinded_texts, split_indices
-from circuits.core.tokens import token_rows
-from circuits.discovery import DEFAULT_TEXTS, DiscoveryConfig, discover
-from circuits.discovery.methods import METHODS
-from circuits.graph import io as graph_io
-from circuits.patching.metrics import build_metric
+from attn_sink_circuits.circuit import p0_token
+from attn_sink_circuits.core.texts import read_kinded_texts, split_indices
+from attn_sink_circuits.core.tokens import token_rows
+from attn_sink_circuits.discovery import DEFAULT_TEXTS, DiscoveryConfig, discover
+from attn_sink_circuits.discovery.methods import METHODS
+from attn_sink_circuits.graph import io as graph_io
+from attn_sink_circuits.patching.metrics import build_metric
+from attn_sink_circuits.runs.io import json_records, stored, write_json
 
 DOCS = Path(__file__).resolve().parents[1] / "docs" / "p0"
 OUT = DOCS / "methods"
@@ -50,7 +50,7 @@ def _peak_rss_gb() -> float:
 def _inputs(model_key: str, texts_file: str):
     """The model, the saved run's metric spec, the fit and held-out token rows (the CLI's
     split, stratified by kind; the BOS at P0 when the model prepends one) and their kinds."""
-    from circuits.models import load_model
+    from attn_sink_circuits.models import load_model
 
     saved = graph_io.read(DOCS / model_key / "circuit.graphml").graph
     spec = json.loads(saved["metric_spec"])

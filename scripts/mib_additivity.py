@@ -40,8 +40,8 @@ JOINT_SIZES = (1, 3, 10, 30, 100)
 
 def additivity(space, scores, curves: pd.DataFrame, run: str) -> list[dict]:
     """One row per ranking and size of MIB's curve (see the module docstring)."""
-    from circuits.discovery.areas import MIB_FRACTIONS
-    from circuits.discovery.evaluation import prune, top_mask, top_order
+    from attn_sink_circuits.discovery.areas import MIB_FRACTIONS
+    from attn_sink_circuits.discovery.evaluation import prune, top_mask, top_order
 
     total = float(scores.sum())
     rows = []
@@ -74,11 +74,11 @@ def exact_effects(model, summary: dict, scores, n_edges: int, fit) -> dict:
     import numpy as np
     import torch
 
-    from circuits.discovery.config import DiscoveryConfig
-    from circuits.discovery.evaluation import empty_metric, evaluate
-    from circuits.discovery.forward import EdgeRunner
-    from circuits.discovery.methods import scorer
-    from circuits.discovery.path_patching import edge_effects
+    from attn_sink_circuits.discovery.config import DiscoveryConfig
+    from attn_sink_circuits.discovery.evaluation import empty_metric, evaluate
+    from attn_sink_circuits.discovery.forward import EdgeRunner
+    from attn_sink_circuits.discovery.methods import scorer
+    from attn_sink_circuits.discovery.path_patching import edge_effects
 
     cfg = DiscoveryConfig().with_options(**summary["provenance"]["settings"])
     runner = EdgeRunner(model, fit, None, positions=None, ablation=cfg.ablation, seed=cfg.seed,
@@ -135,9 +135,9 @@ def one_run(model, space, run: Path) -> tuple:
     """A run folder's summary, its inputs' record (importance file hash, the run's commit and
     command), its edge scores (in `space`'s order) and its (fit, held-out) pairs made again
     (refused unless they hash as its record: the texts its curves were measured on)."""
-    from circuits.discovery.protocol import read_mib_scores, read_run
-    from circuits.discovery.submission import importance_file
-    from circuits.tasks.ioi import saved_run_pairs
+    from attn_sink_circuits.discovery.protocol import read_mib_scores, read_run
+    from attn_sink_circuits.discovery.submission import importance_file
+    from attn_sink_circuits.studies.ioi.prompts import saved_run_pairs
 
     try:
         importances = importance_file(run)
@@ -178,11 +178,11 @@ def main() -> None:
 
     import torch
 
-    from circuits._io import atomic_folder, atomic_write, write_json
-    from circuits.discovery.dag import build_space
-    from circuits.models import load_model
-    from circuits.patching.metrics import Metric
-    from circuits.provenance import provenance, stamped
+    from attn_sink_circuits.discovery.dag import build_space
+    from attn_sink_circuits.models import load_model
+    from attn_sink_circuits.patching.metrics import Metric
+    from attn_sink_circuits.runs.io import atomic_folder, atomic_write, write_json
+    from attn_sink_circuits.runs.provenance import provenance, stamped
 
     torch.set_num_threads(args.threads)
     model = load_model(args.model)

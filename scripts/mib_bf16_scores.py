@@ -41,9 +41,9 @@ def accumulate(runner, args, checkpoint: Path | None) -> dict:
     """The two accumulators over the fit pairs, `args.batch` pairs a batch in order, with the
     settings they were made with (`key`). With `checkpoint` the state after each batch is kept
     there (`phases.PhaseStore`, keyed by the settings): a rerun reads back the batches done."""
-    from circuits.discovery.attribution import ig_points
-    from circuits.discovery.forward import chunks
-    from circuits.discovery.phases import PhaseStore
+    from attn_sink_circuits.discovery.attribution import ig_points
+    from attn_sink_circuits.discovery.forward import chunks
+    from attn_sink_circuits.discovery.phases import PhaseStore
 
     key = {"model": args.model, "partner": args.partner, "n_fit": args.n_fit, "batch": args.batch,
            "steps": args.steps, "input_run": args.input_run, "pair_seed": args.pair_seed}  # fmt: skip
@@ -62,7 +62,7 @@ def add_batch(state: dict, part, input_run: str, alphas: list[float]) -> dict:
     bfloat16, to the bfloat16 sum (rounded again after every addition)."""
     import torch
 
-    from circuits.discovery.attribution import activation_paths, path_gradients
+    from attn_sink_circuits.discovery.attribution import activation_paths, path_gradients
 
     t0 = time.perf_counter()
     fp32, bf16 = state["fp32"], state["bf16"]
@@ -85,7 +85,7 @@ def add_batch(state: dict, part, input_run: str, alphas: list[float]) -> dict:
 
 def focus_index(space) -> int:
     """The index of `FOCUS` among the edges of `space` (it is an edge of every ungrouped graph)."""
-    from circuits.graph.eap_ig import mib_edge_names
+    from attn_sink_circuits.graph.eap_ig import mib_edge_names
 
     names = [mib_edge_names(n) for n in space.edge_names()]
     return next(i for i, n in enumerate(names) if FOCUS in n)
@@ -95,7 +95,7 @@ def focus_by_group(state: dict, space) -> dict:
     """`FOCUS`'s float32 score split by node group: each group's own mean over its alphas
     (per pair, scaled as `final_scores` scales) and its terms per alpha; the method's score is
     the mean of the groups' means."""
-    from circuits.graph.eap_ig import INPUT, mib_node
+    from attn_sink_circuits.graph.eap_ig import INPUT, mib_node
 
     n, batch = state["key"]["n_fit"], state["key"]["batch"]
     per_alpha = state["focus"] * batch / n  # each (group, alpha) term summed over the batches
@@ -152,16 +152,16 @@ def compare(scores: dict, space, n_top: int = 1000) -> dict:
 def run(args: argparse.Namespace) -> dict:
     import torch
 
-    from circuits._io import atomic_folder, write_json
-    from circuits.discovery.areas import mib_scores
-    from circuits.discovery.chunk_runner import judging_runner
-    from circuits.discovery.config import RankBy
-    from circuits.discovery.evaluation import empty_metric, metric_direction
-    from circuits.discovery.forward import EdgeRunner
-    from circuits.discovery.protocol import protocol
-    from circuits.models import load_model
-    from circuits.provenance import provenance, stamped
-    from circuits.tasks.ioi import ioi_pairs
+    from attn_sink_circuits.discovery.areas import mib_scores
+    from attn_sink_circuits.discovery.chunk_runner import judging_runner
+    from attn_sink_circuits.discovery.config import RankBy
+    from attn_sink_circuits.discovery.evaluation import empty_metric, metric_direction
+    from attn_sink_circuits.discovery.forward import EdgeRunner
+    from attn_sink_circuits.discovery.protocol import protocol
+    from attn_sink_circuits.models import load_model
+    from attn_sink_circuits.runs.io import atomic_folder, write_json
+    from attn_sink_circuits.runs.provenance import provenance, stamped
+    from attn_sink_circuits.studies.ioi.prompts import ioi_pairs
 
     torch.set_num_threads(args.threads)
     proto = protocol("mib")

@@ -29,7 +29,7 @@ F_TOLERANCE = 2e-3
 
 def judged(model, summary: dict, graph, pairs) -> dict:
     """`judge_saved` of the circuit `graph` on `pairs` with the run's judging settings."""
-    from circuits.discovery.saved import judge_saved
+    from attn_sink_circuits.discovery.saved import judge_saved
 
     s = summary["provenance"]["settings"]
     return judge_saved(model, graph, pairs, n_random=s["n_random"], n_boot=s["n_boot"],
@@ -39,7 +39,7 @@ def judged(model, summary: dict, graph, pairs) -> dict:
 def cross_partner(model, summary: dict, graph, partner: str) -> tuple[dict, list]:
     """(the circuit judged on the run's held-out pairs with its own partner and with `partner`,
     the rows of the latter); refused when the own-partner faithfulness is not the run's."""
-    from circuits.tasks.ioi import saved_run_pairs
+    from attn_sink_circuits.studies.ioi.prompts import saved_run_pairs
 
     own = judged(model, summary, graph, saved_run_pairs(model, summary)[1])
     if abs(own["faithfulness"] - summary["heldout_faithfulness"]) > F_TOLERANCE:
@@ -53,7 +53,7 @@ def cross_partner(model, summary: dict, graph, partner: str) -> tuple[dict, list
 
 
 def main() -> None:
-    from circuits.cli.pairs import PARTNERS
+    from attn_sink_circuits.cli.pairs import PARTNERS
 
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     p.add_argument("runs", nargs="+", help="folders scripts/mib_ioi.py wrote, with circuit.json")
@@ -63,12 +63,12 @@ def main() -> None:
 
     import torch
 
-    from circuits._io import atomic_write, stored
-    from circuits._owned import add_to_run
-    from circuits.discovery.protocol import read_run
-    from circuits.graph.io import read
-    from circuits.models import load_model
-    from circuits.provenance import code_identity, provenance, stamped
+    from attn_sink_circuits.discovery.protocol import read_run
+    from attn_sink_circuits.graph.io import read
+    from attn_sink_circuits.models import load_model
+    from attn_sink_circuits.runs.io import atomic_write, stored
+    from attn_sink_circuits.runs.owned import add_to_run
+    from attn_sink_circuits.runs.provenance import code_identity, provenance, stamped
 
     code_identity()  # the code's state now, before any commit made while this runs
     torch.set_num_threads(args.threads)

@@ -46,8 +46,8 @@ def read_importances(run: Path, root: str | None = None) -> tuple[dict, str, Pat
     """(run's importance file, found as `submission.importance_file` finds it, its sha256, its
     path); refused unless it carries the sign mark `write_mib` puts in its files
     (`graph.eap_ig.SCORE_CONVENTION`: positive supports)."""
-    from circuits.discovery.submission import importance_file
-    from circuits.graph.eap_ig import SCORE_CONVENTION
+    from attn_sink_circuits.discovery.submission import importance_file
+    from attn_sink_circuits.graph.eap_ig import SCORE_CONVENTION
 
     try:
         path = importance_file(run, root)
@@ -77,9 +77,9 @@ def main() -> None:
     if args.top < 0:
         p.error(f"--top must be 0 or more, got {args.top}")
 
-    from circuits._io import atomic_write
-    from circuits.discovery.protocol import read_run
-    from circuits.provenance import code_identity, provenance, stamped
+    from attn_sink_circuits.discovery.protocol import read_run
+    from attn_sink_circuits.runs.io import atomic_write
+    from attn_sink_circuits.runs.provenance import code_identity, provenance, stamped
 
     code_identity()
     for run in map(Path, args.runs):

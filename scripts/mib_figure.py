@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pandas as pd
 
-from circuits.discovery.protocol import read_run, variant_name
+from attn_sink_circuits.discovery.protocol import read_run, variant_name
 
 
 def label(s: dict) -> str:

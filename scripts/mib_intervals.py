@@ -38,7 +38,7 @@ AREA_TOLERANCE = 2e-3
 def held_out_pairs(model, summary: dict):
     """The run's held-out pairs, made again as `scripts/mib_ioi.py` made them
     (`ioi.saved_run_pairs`: refused unless they hash as the run recorded)."""
-    from circuits.tasks.ioi import saved_run_pairs
+    from attn_sink_circuits.studies.ioi.prompts import saved_run_pairs
 
     try:
         return saved_run_pairs(model, summary)[1]
@@ -49,8 +49,8 @@ def held_out_pairs(model, summary: dict):
 def judging(model, settings: dict, held) -> tuple:
     """(the runner judging circuits on the pairs `held` with a run's `settings`, the metric per
     pair with every edge ablated)."""
-    from circuits.discovery.chunk_runner import judging_runner
-    from circuits.discovery.evaluation import empty_metric
+    from attn_sink_circuits.discovery.chunk_runner import judging_runner
+    from attn_sink_circuits.discovery.evaluation import empty_metric
 
     runner = judging_runner(model, held, batch_size=settings["batch_size"],
                             kv_inputs=settings["kv_inputs"], seed=settings["seed"])  # fmt: skip
@@ -61,10 +61,10 @@ def ranking_keys(runner, empty, importances: Path, summary: dict) -> tuple[float
     """(the sign that made higher scores help the metric, the growth key per `RankBy`) of the
     importance file's scores, as the run ranked its edges: the run's recorded sign (taken on
     its fit pairs), or for runs saved before it was recorded the sign on the judged pairs."""
-    from circuits.discovery.config import RankBy
-    from circuits.discovery.evaluation import metric_direction
-    from circuits.discovery.methods.base import EdgeScores
-    from circuits.discovery.protocol import read_mib_scores
+    from attn_sink_circuits.discovery.config import RankBy
+    from attn_sink_circuits.discovery.evaluation import metric_direction
+    from attn_sink_circuits.discovery.methods.base import EdgeScores
+    from attn_sink_circuits.discovery.protocol import read_mib_scores
 
     values = read_mib_scores(importances, runner.space)[None]  # one row: the run's mean scores
     scores = EdgeScores(values, per_text=False, signed=True)
@@ -77,7 +77,7 @@ def ranking_keys(runner, empty, importances: Path, summary: dict) -> tuple[float
 def judged(model, summary: dict, held, importances: Path) -> dict:
     """MIB's scores (`areas.mib_scores`) of the importance file's two rankings on the pairs
     `held`, judged with the run's settings (batch size, bootstrap resamples and seed)."""
-    from circuits.discovery.areas import mib_scores
+    from attn_sink_circuits.discovery.areas import mib_scores
 
     settings = summary["provenance"]["settings"]
     runner, empty = judging(model, settings, held)
@@ -134,7 +134,7 @@ def paired(model, summary: dict, other: dict, importances: tuple[Path, Path], ar
     unless `other`'s areas come out as its summary's."""
     import numpy as np
 
-    from circuits.discovery.areas import (
+    from attn_sink_circuits.discovery.areas import (
         MIB_FRACTIONS,
         mib_area_difference,
         mib_area_interval,
@@ -188,11 +188,11 @@ def main() -> None:
 
     import torch
 
-    from circuits._io import atomic_write
-    from circuits._owned import add_to_run
-    from circuits.discovery.protocol import read_run
-    from circuits.models import load_model
-    from circuits.provenance import code_identity, provenance, stamped
+    from attn_sink_circuits.discovery.protocol import read_run
+    from attn_sink_circuits.models import load_model
+    from attn_sink_circuits.runs.io import atomic_write
+    from attn_sink_circuits.runs.owned import add_to_run
+    from attn_sink_circuits.runs.provenance import code_identity, provenance, stamped
 
     code_identity()  # the code's state now, before any commit made while this runs
     torch.set_num_threads(args.threads)
@@ -225,7 +225,7 @@ def main() -> None:
 
 
 def _importances(run: Path, root: str | None) -> Path:
-    from circuits.discovery.submission import importance_file
+    from attn_sink_circuits.discovery.submission import importance_file
 
     try:
         return importance_file(run, root)

@@ -9,7 +9,7 @@ judge on held-out pairs, save MIB's per-size curves and importance file.
 MIB's 1,000 attribution pairs in bounded memory: `--n-fit 1000 --option fit_judged=100` (the
 curve and the size rule on the first 100, every pair scored, 100 at a time).
 
-Pairs: `circuits.tasks.ioi` prompts with the protocol's partner (or --partner), padding and BOS;
+Pairs: `attn_sink_circuits.studies.ioi.prompts` prompts with the protocol's partner (or --partner), padding and BOS;
 the first --n-fit for fitting, the next --n-heldout for judging (one seeded draw, --pair-seed).
 Settings: the protocol's `DiscoveryConfig` with --method and any --option KEY=VALUE on top
 (settings such as the mask's weights and steps are chosen on fit pairs only: give them here).
@@ -31,10 +31,10 @@ from pathlib import Path
 
 import pandas as pd
 
-from circuits.discovery.areas import MIB_FRACTIONS
-from circuits.discovery.methods import METHODS
-from circuits.discovery.protocol import PROTOCOLS, protocol
-from circuits.tasks.ioi import PARTNERS
+from attn_sink_circuits.discovery.areas import MIB_FRACTIONS
+from attn_sink_circuits.discovery.methods import METHODS
+from attn_sink_circuits.discovery.protocol import PROTOCOLS, protocol
+from attn_sink_circuits.studies.ioi.prompts import PARTNERS
 
 
 def curves_frame(mib: dict) -> pd.DataFrame:
@@ -75,16 +75,16 @@ def plot(frame: pd.DataFrame, title: str, path: Path) -> None:
 def run(args: argparse.Namespace) -> dict:
     import torch
 
-    from circuits._io import atomic_folder, write_json
-    from circuits.discovery import circuit_graph, discover
-    from circuits.discovery.protocol import write_mib
-    from circuits.discovery.recorded import record_pairs
-    from circuits.discovery.submission import IMPORTANCES
-    from circuits.graph.eap_ig import shape_of
-    from circuits.graph.io import write
-    from circuits.models import load_model
-    from circuits.provenance import provenance, stamped
-    from circuits.tasks.ioi import ioi_pairs
+    from attn_sink_circuits.discovery import circuit_graph, discover
+    from attn_sink_circuits.discovery.protocol import write_mib
+    from attn_sink_circuits.discovery.recorded import record_pairs
+    from attn_sink_circuits.discovery.submission import IMPORTANCES
+    from attn_sink_circuits.graph.eap_ig import shape_of
+    from attn_sink_circuits.graph.io import write
+    from attn_sink_circuits.models import load_model
+    from attn_sink_circuits.runs.io import atomic_folder, write_json
+    from attn_sink_circuits.runs.provenance import provenance, stamped
+    from attn_sink_circuits.studies.ioi.prompts import ioi_pairs
 
     torch.set_num_threads(args.threads)
     proto = protocol(args.protocol)

@@ -39,7 +39,7 @@ from pathlib import Path
 
 import numpy as np
 
-from circuits.discovery.config import INPUT_RUNS
+from attn_sink_circuits.discovery.config import INPUT_RUNS
 
 MIB_NAMES = {
     "eap": "EAP",
@@ -50,7 +50,7 @@ HERE = Path(__file__).resolve()
 
 
 def make_pairs(model, args):
-    from circuits.tasks.ioi import ioi_pairs
+    from attn_sink_circuits.studies.ioi.prompts import ioi_pairs
 
     return ioi_pairs(model, args.n_pairs, seed=args.seed, partner="s2_io_flip", pad=True, bos=True)
 
@@ -61,10 +61,10 @@ def our_scores(args) -> dict:
 
     import torch
 
-    from circuits.discovery import attribution as at
-    from circuits.discovery.forward import EdgeRunner
-    from circuits.graph.eap_ig import eap_ig_dict, shape_of
-    from circuits.models import load_model
+    from attn_sink_circuits.discovery import attribution as at
+    from attn_sink_circuits.discovery.forward import EdgeRunner
+    from attn_sink_circuits.graph.eap_ig import eap_ig_dict, shape_of
+    from attn_sink_circuits.models import load_model
 
     torch.set_num_threads(args.threads)
     model = load_model(args.model, device=args.device)
@@ -94,8 +94,8 @@ def our_scores(args) -> dict:
 
 def our_curve(runner, values) -> dict:
     """This library's MIB curves (signed: CPR, |score|: CMD) of `values` on the runner's pairs."""
-    from circuits.discovery.areas import MIB_FRACTIONS, mib_areas, mib_curve
-    from circuits.discovery.evaluation import empty_metric
+    from attn_sink_circuits.discovery.areas import MIB_FRACTIONS, mib_areas, mib_curve
+    from attn_sink_circuits.discovery.evaluation import empty_metric
 
     empty = empty_metric(runner)
     out = {}
@@ -123,8 +123,8 @@ def run_side(cmd: list[str], out: Path) -> dict:
 def write_csv(args, out: Path) -> tuple[Path, dict]:
     """The pairs as MIB's EAPDataset reads them (task 'ioi'), and the run's provenance record
     (model and weights hash, the pairs' token rows hashed, settings, code, command)."""
-    from circuits.models import load_model
-    from circuits.provenance import provenance
+    from attn_sink_circuits.models import load_model
+    from attn_sink_circuits.runs.provenance import provenance
 
     model = load_model(args.model)
     pairs, prompts = make_pairs(model, args)
@@ -256,7 +256,7 @@ def main() -> None:
     out.mkdir(parents=True, exist_ok=True)
     pairs_csv, record = write_csv(args, out)
     rows = side_by_side(args, out, pairs_csv)
-    from circuits.provenance import stamped
+    from attn_sink_circuits.runs.provenance import stamped
 
     doc = stamped({"args": vars(args), **rows}, record)
     (out / "side_by_side.json").write_text(json.dumps(doc, indent=1))

@@ -32,12 +32,12 @@ import sys
 import time
 from pathlib import Path
 
-from circuits._io import atomic_write, read_stored, write_bytes
+from attn_sink_circuits.runs.io import atomic_write, read_stored, write_bytes
 
 MODELS = ("smollm2-135m", "qwen2.5-0.5b", "gemma-3-270m")
 SLOWEST = "qwen2.5-0.5b"
 """Its extra seeds go last: the queue's end is what a deadline cuts."""
-LAUNCH = "import sys; from circuits.cli import main; sys.argv[0] = 'circuits'; sys.exit(main())"
+LAUNCH = "import sys; from attn_sink_circuits.cli import main; sys.argv[0] = 'circuits'; sys.exit(main())"
 
 
 COMPACT = (
@@ -153,7 +153,7 @@ def snapshot_env(snapshot: str | None, commit: str | None) -> tuple[dict, str]:
         env["PYTHONPATH"] = snapshot
         env["CIRCUITS_COMMIT"] = commit or ""
     where = subprocess.run(
-        [sys.executable, "-c", "import circuits; print(circuits.__file__)"],
+        [sys.executable, "-c", "import attn_sink_circuits as circuits; print(circuits.__file__)"],
         env=env, capture_output=True, text=True, check=True, cwd=cwd,
     ).stdout.strip()  # fmt: skip
     if snapshot and not where.startswith(str(Path(snapshot).resolve())):

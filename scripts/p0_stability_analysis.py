@@ -11,7 +11,7 @@
   direct effects (mean, min, max over the splits where computed) and whether the zero
   ablation's circuit has them; common_nodes.csv the same for the node-level view;
 - cross.csv: each split's saved circuit graph judged on every split's held-out texts
-  (`circuits.discovery.saved.judge_saved`; the diagonal repeats each run's own judgement);
+  (`attn_sink_circuits.discovery.saved.judge_saved`; the diagonal repeats each run's own judgement);
 - stability.json: the per-model figures the docs quote; README.md: the tables in Markdown.
 
 Reads the run folders only (and, for cross.csv, the models), so it can be re-run at any time.
@@ -28,7 +28,7 @@ import numpy as np
 import pandas as pd
 from p0_stability_judge import SEEDS, cross_rows
 
-from circuits._io import stored, write_csv, write_json
+from attn_sink_circuits.runs.io import stored, write_csv, write_json
 
 ABLATIONS = ("seed0", "zero-seed0")
 COMMON_TOP = 8

@@ -14,8 +14,8 @@ def run_texts(run: dict) -> tuple[list[str], list[str], dict]:
     """All texts and kinds of the file a run read (a snapshot's file that is gone is read from
     this checkout's data/texts/ of the same name; its sha256 must be the one recorded), and
     the run's texts record (fit / held-out indices)."""
-    from circuits.discovery.texts import read_kinded_texts
-    from circuits.provenance import texts_sha256
+    from attn_sink_circuits.discovery.texts import read_kinded_texts
+    from attn_sink_circuits.runs.provenance import texts_sha256
 
     record = run["doc"]["provenance"]["texts"]
     source = Path(record["source"])
@@ -35,8 +35,8 @@ def heldout_texts(run: dict) -> list[str]:
 def unseen_rows(model, model_key: str, run: dict, variant: str) -> list[dict]:
     """The run's circuit judged, per kind, on every text of its file that it neither fitted
     nor was judged on (the texts a split leaves out)."""
-    from circuits.discovery.saved import judge_saved
-    from circuits.graph import read
+    from attn_sink_circuits.discovery.saved import judge_saved
+    from attn_sink_circuits.graph import read
 
     texts, kinds, record = run_texts(run)
     used = set(record["fit_indices"]) | set(record["heldout_indices"])
@@ -61,9 +61,9 @@ def cross_rows(model_key: str, runs: dict[str, dict], done: set, options: dict) 
     n (n - 1)), "unseen" (the models to judge on the left-out texts)."""
     import torch
 
-    from circuits.discovery.saved import judge_saved
-    from circuits.graph import read
-    from circuits.models import load_model
+    from attn_sink_circuits.discovery.saved import judge_saved
+    from attn_sink_circuits.graph import read
+    from attn_sink_circuits.models import load_model
 
     torch.set_num_threads(1)
     splits = [v for v in SEEDS if v in runs]

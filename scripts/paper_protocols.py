@@ -6,7 +6,7 @@ the German texts of data/texts/mix.jsonl in file order, 100 in all; each cut to 
 tokens as the model tokenises it (the BOS, where the model prepends one, is position 0).
 Per model, one forward pass per text gives Gu et al.'s alpha at P0 per head and text and
 Sink^eps at eps 0.3 and 0.8, and Sun et al.'s per-layer largest |entries| of the block outputs
-against their median (`circuits.sinks.papers`). A model whose folder already holds a run of
+against their median (`attn_sink_circuits.sinks.papers`). A model whose folder already holds a run of
 this protocol is not measured again (resumable; `--force` does).
 
     OMP_NUM_THREADS=1 python scripts/paper_protocols.py [--models KEY ...] [--force] [--threads 1]
@@ -46,7 +46,7 @@ class Selection:
 
     def record(self, n_tokens: int = N_TOKENS) -> dict:
         """What makes two runs the same protocol (compared when resuming)."""
-        from circuits.sinks.protocols import EPSILONS
+        from attn_sink_circuits.sinks.protocols import EPSILONS
 
         return {
             "files": self.files,
@@ -91,7 +91,7 @@ def figure(layers, title: str):
     right: the share of heads with alpha > eps per layer (per text, then averaged)."""
     from matplotlib.figure import Figure
 
-    from circuits.sinks.protocols import EPSILONS, eps_tag
+    from attn_sink_circuits.sinks.protocols import EPSILONS, eps_tag
 
     fig = Figure(figsize=(8, 3), layout="constrained")
     left, right = fig.subplots(1, 2)
@@ -111,8 +111,8 @@ def figure(layers, title: str):
 
 def model_record(model, key: str) -> dict:
     """What was loaded: the loader's ModelInfo and, for a registry model, its GGUF."""
-    from circuits.core.identity import model_info
-    from circuits.models.registry import MODELS as REGISTRY
+    from attn_sink_circuits.core.identity import model_info
+    from attn_sink_circuits.models.registry import MODELS as REGISTRY
 
     record = model_info(model).to_dict()
     spec = REGISTRY.get(key)
@@ -122,8 +122,8 @@ def model_record(model, key: str) -> dict:
 
 def summarise(key: str, run, selection: Selection) -> dict:
     """The run's headline numbers (summary.json's "summary")."""
-    from circuits.claims.table import mean_interval
-    from circuits.sinks.protocols import EPSILONS, eps_tag
+    from attn_sink_circuits.sinks.protocols import EPSILONS, eps_tag
+    from attn_sink_circuits.studies.claims.table import mean_interval
 
     report = run.report
     german = [lang == "german" for lang in selection.language]
@@ -150,9 +150,9 @@ def write_run(
 ) -> dict:
     """The run folder of a `ProtocolRun`, atomically: summary.json (with its provenance),
     layers.csv, heads.csv and protocols.png; the marker carries the same provenance."""
-    from circuits._io import atomic_folder, write_csv, write_json
-    from circuits.provenance import provenance, stamped
-    from circuits.report.draw import save_figure
+    from attn_sink_circuits.report.draw import save_figure
+    from attn_sink_circuits.runs.io import atomic_folder, write_csv, write_json
+    from attn_sink_circuits.runs.provenance import provenance, stamped
 
     summary = summarise(key, run, selection)
     if rounding is not None:  # a rounded copy: its model and the rounding, named apart
@@ -178,7 +178,7 @@ def write_run(
 
 def done(folder: Path, selection: Selection) -> bool:
     """Whether `folder` holds a run of this protocol on these texts (written by this script)."""
-    from circuits._io import read_marker
+    from attn_sink_circuits.runs.io import read_marker
 
     path = folder / "summary.json"
     if read_marker(folder) is None or not path.is_file():
@@ -187,14 +187,14 @@ def done(folder: Path, selection: Selection) -> bool:
 
 
 def load(key: str):
-    """A registry model, or `tiny` (circuits.models.tiny, for tests); None if not installed."""
+    """A registry model, or `tiny` (attn_sink_circuits.models.tiny, for tests); None if not installed."""
     if key == "tiny":
-        from circuits.models.tiny import tiny_model
+        from attn_sink_circuits.models.tiny import tiny_model
 
         return tiny_model()
-    from circuits.models import load_model
-    from circuits.models.gguf import weights_installed
-    from circuits.models.registry import get_spec
+    from attn_sink_circuits.models import load_model
+    from attn_sink_circuits.models.gguf import weights_installed
+    from attn_sink_circuits.models.registry import get_spec
 
     return load_model(key) if weights_installed(get_spec(key)) else None
 
@@ -208,7 +208,7 @@ def run_model(key: str, selection: Selection, out: Path = OUT, force: bool = Fal
     model = load(key)
     if model is None:
         return f"{key}: weights not installed; not measured"
-    from circuits.sinks.protocols import run_protocols
+    from attn_sink_circuits.sinks.protocols import run_protocols
 
     run = run_protocols(model, first_tokens(model, selection.texts))
     s = write_run(folder, key, run, selection, model, started)
@@ -347,7 +347,7 @@ def sun_table(docs: dict[str, dict | None]) -> list[str]:
 def update_readme(out: Path = OUT, models: tuple[str, ...] = MODELS) -> bool:
     """Fill the README's tables, and its value marks on these runs in the prose, from the run
     folders; False if it has no table markers."""
-    from circuits._io import atomic_write
+    from attn_sink_circuits.runs.io import atomic_write
 
     readme = out / "README.md"
     text = readme.read_text(encoding="utf-8") if readme.is_file() else ""
@@ -375,12 +375,12 @@ ROUNDED = OUT / "rounding"
 
 def rounded_copy(key: str, kind: str) -> Path:
     """The loader's fp32 folder of registry model `key` rounded to `kind` (every matrix; the
-    classes the file keeps at 8 bits or wider stay so: `circuits.models.rounding.file_plan`),
+    classes the file keeps at 8 bits or wider stay so: `attn_sink_circuits.models.rounding.file_plan`),
     written once into the cache (`<cache>/rounded/<key>-<kind>`)."""
-    from circuits.models import cache, load_model
-    from circuits.models.gguf import verified_single_file
-    from circuits.models.registry import get_spec
-    from circuits.models.rounding import file_plan, round_folder
+    from attn_sink_circuits.models import cache, load_model
+    from attn_sink_circuits.models.gguf import verified_single_file
+    from attn_sink_circuits.models.registry import get_spec
+    from attn_sink_circuits.models.rounding import file_plan, round_folder
 
     dst = cache.cache_root() / "rounded" / f"{key}-{kind}"
     if not (dst / "rounding.json").is_file():
@@ -394,7 +394,7 @@ def rounded_copy(key: str, kind: str) -> Path:
 def run_rounded(key: str, kinds: list[str], selection: Selection) -> list[dict]:
     """The protocol on `key` as loaded and on each rounded copy, each a run folder under
     `ROUNDED`; one row a model for `rounding_table`."""
-    from circuits.models import load_model
+    from attn_sink_circuits.models import load_model
 
     rows = []
     for kind in ["as loaded", *kinds]:
@@ -402,7 +402,7 @@ def run_rounded(key: str, kinds: list[str], selection: Selection) -> list[dict]:
         folder = ROUNDED / name.replace(" ", "-")
         started = time.time()
         model = load_model(key if kind == "as loaded" else rounded_copy(key, kind))
-        from circuits.sinks.protocols import run_protocols
+        from attn_sink_circuits.sinks.protocols import run_protocols
 
         run = run_protocols(model, first_tokens(model, selection.texts))
         s = write_run(folder, name, run, selection, model, started, rounding=kind)
@@ -438,7 +438,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--force", action="store_true", help="measure models already done")
     parser.add_argument("--threads", type=int, default=1, help="torch threads (1)")
     args = parser.parse_args(argv)
-    from circuits.threads import set_threads
+    from attn_sink_circuits.threads import set_threads
 
     set_threads(args.threads)
     selection = select_texts()

@@ -1,5 +1,5 @@
 """Rewrite the repository's committed records so that they name no machine path
-(`circuits.record_migration`): a path under the repository becomes relative to its root, one
+(`attn_sink_circuits.runs.record_migration`): a path under the repository becomes relative to its root, one
 outside it `<outside>/NAME`; everything else in each file stays as it was, and what a resume
 compares (a training run's folder, a checkpoint key, generated traces) is left alone.
 
@@ -19,7 +19,7 @@ import subprocess
 import sys
 from pathlib import Path
 
-from circuits.record_migration import migrate_records
+from attn_sink_circuits.runs.record_migration import migrate_records
 
 ROOT = Path(__file__).resolve().parents[1]
 

@@ -20,11 +20,11 @@ import subprocess
 import sys
 from pathlib import Path
 
-from circuits._io import write_json
-from circuits.audit import RECONSTRUCTED_FILE, provenance_gaps, run_folders
-from circuits.models.registry import MODELS
-from circuits.provenance import MARKER_NAME, SUMMARY_NAME, UNKNOWN, schema_stamp
-from circuits.record_paths import portable
+from attn_sink_circuits.models.registry import MODELS
+from attn_sink_circuits.runs.audit import RECONSTRUCTED_FILE, provenance_gaps, run_folders
+from attn_sink_circuits.runs.io import write_json
+from attn_sink_circuits.runs.provenance import MARKER_NAME, SUMMARY_NAME, UNKNOWN, schema_stamp
+from attn_sink_circuits.runs.record_paths import portable
 
 ROOT = Path(__file__).resolve().parents[1]
 PIN_COMMIT = "3c0a81610316f9007d50c703d66faad68ccad943"
@@ -108,7 +108,7 @@ def model_and_texts(rel: str, summary: dict, marker: dict, command) -> tuple:
     words = command.split() if isinstance(command, str) else list(command or [])
     if rel.startswith("docs/ioi/"):
         settings = {k: summary[k] for k in IOI_KEYS if k in summary}
-        texts = {"source": "circuits.tasks.ioi prompts (the run's templates)", "sha256": UNKNOWN,
+        texts = {"source": "attn_sink_circuits.studies.ioi.prompts prompts (the run's templates)", "sha256": UNKNOWN,
                  "n_fit": summary.get("n_fit_texts"), "n_heldout": summary.get("n_heldout_texts")}  # fmt: skip
         return registry_model(summary["model"]), texts, settings
     if rel.startswith("docs/emergence/"):
@@ -189,7 +189,7 @@ def partial(rel: str, own: dict, summary: dict, model, texts) -> tuple:
         return None, None, settings, note + "; settings from its command"
     if rel == "docs/emergence/real-models":
         keys = [w for w in words[1:] if w in MODELS]
-        texts = {"source": "circuits.emergence.series.stdlib_texts (held-out standard-library "
+        texts = {"source": "attn_sink_circuits.studies.emergence.series.stdlib_texts (held-out standard-library "
                  "windows)", "sha256": UNKNOWN, "n": UNKNOWN}  # fmt: skip
         note = "the run recorded its code, command and times, not its models, texts or settings"
         return [registry_model(k) for k in keys], texts, {"models": keys}, note
@@ -197,7 +197,7 @@ def partial(rel: str, own: dict, summary: dict, model, texts) -> tuple:
         settings = {k: summary[k] for k in ("protocol", "model", "partner", "method", "metric",
                     "ablation", "n_fit_texts", "n_heldout_texts", "n_tokens") if k in summary}  # fmt: skip
         settings["options"] = words[words.index("--option") + 1 : words.index("--out")]
-        texts = {"source": f"circuits.tasks.ioi pairs, partner {summary.get('partner')}, "
+        texts = {"source": f"attn_sink_circuits.studies.ioi.prompts pairs, partner {summary.get('partner')}, "
                  "pair seed 0 (the script's default)", "sha256": UNKNOWN,
                  "n_fit": summary.get("n_fit_texts"), "n_heldout": summary.get("n_heldout_texts")}  # fmt: skip
         note = "the run recorded its code, command and times, not its model, pairs or settings"

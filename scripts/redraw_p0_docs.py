@@ -12,10 +12,15 @@ from pathlib import Path
 
 import pandas as pd
 
-from circuits._io import stored
-from circuits.graph import io as graph_io
-from circuits.report.draw import draw_circuit, save_figure
-from circuits.tracing.p0.figures import heads_figure, mlps_figure, position_figure, variants_figure
+from attn_sink_circuits.graph import io as graph_io
+from attn_sink_circuits.report.draw import draw_circuit, save_figure
+from attn_sink_circuits.runs.io import stored
+from attn_sink_circuits.studies.p0.figures import (
+    heads_figure,
+    mlps_figure,
+    position_figure,
+    variants_figure,
+)
 
 DOCS = Path(__file__).resolve().parent.parent / "docs" / "p0"
 

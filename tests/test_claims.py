@@ -12,11 +12,13 @@ import pandas as pd
 import pytest
 import torch
 
-from circuits.claims import ClaimsConfig, claims
-from circuits.claims.inputs import Basis
-from circuits.claims.secondary import SPECS as SECONDARY_SPECS
-from circuits.claims.secondary import UNMEASURED, read_secondary, secondary_claims
-from circuits.claims.table import (
+from attn_sink_circuits.models.planted import P0_TEXTS, planted_p0_model
+from attn_sink_circuits.stats import MIN_N
+from attn_sink_circuits.studies.claims import ClaimsConfig, claims
+from attn_sink_circuits.studies.claims.inputs import Basis
+from attn_sink_circuits.studies.claims.secondary import SPECS as SECONDARY_SPECS
+from attn_sink_circuits.studies.claims.secondary import UNMEASURED, read_secondary, secondary_claims
+from attn_sink_circuits.studies.claims.table import (
     AUTO,
     FAILS,
     HOLDS,
@@ -27,9 +29,14 @@ from circuits.claims.table import (
     claim_row,
     mean_interval,
 )
-from circuits.claims.verdict import Interval, counts, decisive, either, judge, side
-from circuits.models.planted import P0_TEXTS, planted_p0_model
-from circuits.stats import MIN_N
+from attn_sink_circuits.studies.claims.verdict import (
+    Interval,
+    counts,
+    decisive,
+    either,
+    judge,
+    side,
+)
 
 CONFIG = ClaimsConfig(n_texts=8, n_tokens=24)
 MARKER = 34  # a residual dimension the planted layout leaves free
@@ -379,7 +386,7 @@ def _secondary_tables(
     sink_cos=0.98, noise=0.05, slope=1.0, rank=0.2, dip=0.5, control_cos=0.1, n=40
 ) -> dict:
     """A secondary trace's tables (as `circuits secondary` writes them) and the two controls'
-    (as `circuits.claims.controls` measures them) where every claim is built in: n sink tokens
+    (as `attn_sink_circuits.studies.claims.controls` measures them) where every claim is built in: n sink tokens
     whose log score and lifetime follow log(MLP norm) with `slope` (plus `noise`), a
     token-matched rank ratio `rank`, and eight texts whose P0 mass dips by `dip` when their
     sinks are ablated; each argument breaks one claim."""
@@ -493,8 +500,8 @@ def test_secondary_premise_absent_is_not_applicable(tmp_path):
 
 
 def test_planted_secondary_sink_is_formed_by_an_aligned_mlp(tmp_path):
-    from circuits.models.planted import planted_secondary_model
-    from circuits.tracing.secondary import find_secondary, forming_mlp, make_corpus
+    from attn_sink_circuits.models.planted import planted_secondary_model
+    from attn_sink_circuits.studies.secondary import find_secondary, forming_mlp, make_corpus
 
     p = planted_secondary_model(folder=tmp_path)
     texts = ["ab,cd,ef,gh", "xy,zw,uv,st", "no,pe,qr,mn", "ij,kl,op,rs"]
@@ -525,8 +532,8 @@ def test_valley_control_on_planted_secondary_sinks(tmp_path):
     """The planted ',' sinks take the sink heads' attention from P0 in their layers: ablating
     their forming MLP gives it back (dip > dip_share, the sinks' cosine with P0 falls). Where
     the MLP writes nothing, no sink forms and the same ablation moves nothing (dip ~0)."""
-    from circuits.claims.controls import valley_control
-    from circuits.models.planted import planted_secondary_model
+    from attn_sink_circuits.models.planted import planted_secondary_model
+    from attn_sink_circuits.studies.claims.controls import valley_control
 
     for write, folder in ((10.0, "a"), (0.0, "b")):
         p = planted_secondary_model(sink_write=write, folder=tmp_path / folder)
@@ -541,8 +548,8 @@ def test_valley_control_on_planted_secondary_sinks(tmp_path):
 
 
 def test_token_matched_controls(tmp_path):
-    from circuits.claims.controls import matched_pairs, matched_rank
-    from circuits.models.planted import planted_secondary_model
+    from attn_sink_circuits.models.planted import planted_secondary_model
+    from attn_sink_circuits.studies.claims.controls import matched_pairs, matched_rank
 
     # Token 5 is a sink at (0, 1); (1, 2) is an event; (1, 1) repeats the prefix [1, 5] of row
     # 0: the only control is (0, 3). Token 9 has no control: its sink stays unpaired.
@@ -568,8 +575,8 @@ def test_token_matched_controls(tmp_path):
 
 
 def test_trigger_theorems_in_table_form():
-    from circuits.claims.trigger import theorem_rows
-    from circuits.trigger import (
+    from attn_sink_circuits.studies.claims.trigger import theorem_rows
+    from attn_sink_circuits.studies.trigger import (
         SINK_BOUND,
         TrainConfig,
         TriggerModelConfig,
@@ -598,7 +605,7 @@ def test_trigger_theorems_in_table_form():
 
 
 def test_cli_writes_claims_files(planted, tmp_path, monkeypatch, capsys):
-    from circuits.cli import loading, main
+    from attn_sink_circuits.cli import loading, main
 
     texts = tmp_path / "texts.txt"
     texts.write_text("\n".join(P0_TEXTS) + "\n")
@@ -620,7 +627,7 @@ def test_cli_writes_claims_files(planted, tmp_path, monkeypatch, capsys):
 
 def test_rejudge_reads_a_saved_run_back(planted_claims, tmp_path):
     """Judged again from its saved tables, without the model, a run gives its own rows."""
-    from circuits.claims import rejudge, write_claims
+    from attn_sink_circuits.studies.claims import rejudge, write_claims
 
     write_claims(planted_claims, tmp_path / "run")
     again = rejudge(tmp_path / "run")
@@ -639,8 +646,8 @@ def test_first_two_blocks_sees_block_zero():
     massive again from block 4 after a 1.9x growth. The state is made in block 0: inside the
     first two blocks, which only the embedding (block 0's input) shows; without it the P0
     tracer's rule falls back to the largest growth from block 1 on (2.17x across block 3)."""
-    from circuits.claims.location import location_claims, text_blocks
-    from circuits.tracing.p0.formation import Formation
+    from attn_sink_circuits.studies.claims.location import location_claims, text_blocks
+    from attn_sink_circuits.studies.p0.formation import Formation
 
     norms = torch.tensor([[2987.0, 5109.0, 6252.0, 13582.0, 26160.0]] * 8)
     ratios = torch.tensor([[28.7, 5.0, 5.2, 7.0, 11.4]] * 8)
@@ -662,8 +669,8 @@ def test_first_two_blocks_sees_block_zero():
 
 
 def test_claims_join_another_report(planted_claims, tmp_path):
-    from circuits.claims.attach import with_claims
-    from circuits.report import write_trace
+    from attn_sink_circuits.report import write_trace
+    from attn_sink_circuits.studies.claims.attach import with_claims
 
     extra = secondary_claims(_secondary_tables(), CONFIG)
     joined = with_claims(planted_claims, extra, [1])
@@ -676,7 +683,12 @@ def test_claims_join_another_report(planted_claims, tmp_path):
 
 
 def test_side_by_side_reads_what_the_cli_wrote(planted_claims, tmp_path):
-    from circuits.claims.compare import markdown, paper_counts, read_claims, side_by_side
+    from attn_sink_circuits.studies.claims.compare import (
+        markdown,
+        paper_counts,
+        read_claims,
+        side_by_side,
+    )
 
     joined = planted_claims.table + secondary_claims(_secondary_tables(), CONFIG)
     joined.frame().to_csv(tmp_path / "claims.csv", index=False)
@@ -701,8 +713,8 @@ def test_qk_norm_with_p0_along_its_direction_makes_the_key_split_not_applicable(
     """With a BOS token P0's key input is the P0-state direction itself, so removing its excess
     along it only rescales the key; a key norm (Gemma 3's QK-norm) undoes that, and the split
     would read ~0 whatever the heads read: not applicable, the number kept in the detail."""
-    from circuits.claims.inputs import prepare
-    from circuits.claims.reading import reading_claims
+    from attn_sink_circuits.studies.claims.inputs import prepare
+    from attn_sink_circuits.studies.claims.reading import reading_claims
 
     tables = planted_claims.table.tables
     split = tables["score_split"]
@@ -720,9 +732,9 @@ def test_qk_norm_with_p0_along_its_direction_makes_the_key_split_not_applicable(
 def test_cone_reads_the_attention_output_itself(planted, planted_claims):
     """The cone rows read each block's attention output as the attention computes it (before
     any post-attention norm; for the tiny Llama that is also `hook_attn_out`)."""
-    from circuits.claims.cone import RAW_ATTN_OUT
-    from circuits.claims.inputs import prepare
-    from circuits.core.sites import hook_name
+    from attn_sink_circuits.core.sites import hook_name
+    from attn_sink_circuits.studies.claims.cone import RAW_ATTN_OUT
+    from attn_sink_circuits.studies.claims.inputs import prepare
 
     tokens = prepare(planted.model, list(P0_TEXTS), CONFIG).tokens
     name = hook_name(RAW_ATTN_OUT, 0)

@@ -13,9 +13,9 @@ from pathlib import Path
 
 import pytest
 
-from circuits import cli
-from circuits._io import MARKER
-from circuits.cli import loading
+from attn_sink_circuits import cli
+from attn_sink_circuits.cli import loading
+from attn_sink_circuits.runs.io import MARKER
 
 COMMANDS = tuple(cli.build_parser().commands)
 HEAVY = ("torch", "transformer_lens", "transformers")
@@ -24,7 +24,7 @@ HEAVY = ("torch", "transformer_lens", "transformers")
 def test_help_imports_no_model_code():
     code = (
         "import contextlib, io, json, sys\n"
-        "from circuits.cli import main\n"
+        "from attn_sink_circuits.cli import main\n"
         f"for argv in [['--help']] + [[c, '--help'] for c in {list(COMMANDS)!r}]:\n"
         "    with contextlib.redirect_stdout(io.StringIO()):\n"
         "        try:\n"
@@ -125,8 +125,8 @@ def test_texts_file_errors_name_the_file(tmp_path, capsys, no_model):
 
 
 def test_faithfulness_refuses_another_models_graph_before_loading(tmp_path, capsys, no_model):
-    from circuits.graph import add_effect, new_graph
-    from circuits.graph import io as graph_io
+    from attn_sink_circuits.graph import add_effect, new_graph
+    from attn_sink_circuits.graph import io as graph_io
 
     g = new_graph("qwen2.5-0.5b", data="test", metric="m", seed=0)
     add_effect(g, "embed", "L0.MLP", -0.5, intervention="mean")
@@ -141,7 +141,7 @@ def test_faithfulness_refuses_another_models_graph_before_loading(tmp_path, caps
 def test_faithfulness_takes_the_graphs_model_and_checks_texts_before_loading(
     tmp_path, capsys, no_model
 ):
-    from circuits.models.cache import entry_dir
+    from attn_sink_circuits.models.cache import entry_dir
 
     if not (entry_dir("smollm2-135m") / "tokenizer.json").is_file():
         pytest.skip("smollm2-135m is not cached yet (the check needs its tokenizer)")
@@ -160,7 +160,7 @@ def test_sigterm_leaves_no_half_written_folder(tmp_path):
     (out / "old.csv").write_text("an earlier run")
     (out / MARKER).write_text(json.dumps({"written_by": "circuits"}))  # an earlier run's
     proc = subprocess.Popen(
-        [sys.executable, "-m", "circuits.cli", "p0", "--out", str(out)],
+        [sys.executable, "-m", "attn_sink_circuits.cli", "p0", "--out", str(out)],
         stderr=subprocess.PIPE,
         text=True,
     )
@@ -186,13 +186,13 @@ def test_every_model_command_takes_device_and_dtype():
 
 
 def test_out_folder_check(tmp_path):
-    from circuits._io import check_out_folder
+    from attn_sink_circuits.runs.io import check_out_folder
 
     assert check_out_folder(tmp_path / "new" / "deeper") == Path(tmp_path / "new" / "deeper")
 
 
 def test_the_terminal_summary_rounds_numbers_and_folds_nested_dicts(capsys):
-    from circuits.cli.output import print_summary
+    from attn_sink_circuits.cli.output import print_summary
 
     print_summary(
         {"f": 1.433262786611564, "ci": [1.392312115430832, 1.46], "norm": 25101.873,

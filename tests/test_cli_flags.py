@@ -12,10 +12,10 @@ from pathlib import Path
 
 import pytest
 
-import circuits
-from circuits import cli
-from circuits.cli import loading
-from circuits.cli.renames import RENAMED
+import attn_sink_circuits as circuits
+from attn_sink_circuits import cli
+from attn_sink_circuits.cli import loading
+from attn_sink_circuits.cli.renames import RENAMED
 
 ROOT = Path(__file__).resolve().parents[1]
 CASES = [(r.old, r.new, c) for r in RENAMED for c in r.commands]
@@ -103,7 +103,9 @@ def test_a_typo_gets_the_commands_usage_and_a_guess(argv, usage, guess, tmp_path
 
 def test_version_names_the_package_version_and_commit():
     run = subprocess.run(
-        [sys.executable, "-m", "circuits.cli", "--version"], capture_output=True, text=True
+        [sys.executable, "-m", "attn_sink_circuits.cli", "--version"],
+        capture_output=True,
+        text=True,
     )
     assert run.returncode == 0, run.stderr
     head = subprocess.run(
@@ -148,7 +150,7 @@ def test_refusals_that_need_no_model_come_before_torch(tmp_path):
     """Each refusal in one line, in one process that never imports torch."""
     code = (
         "import contextlib, io, json, sys, time\n"
-        "from circuits import cli\n"
+        "from attn_sink_circuits import cli\n"
         "out = []\n"
         f"for argv in {[a for a, _ in REFUSALS]!r}:\n"
         "    err = io.StringIO()\n"
@@ -172,7 +174,7 @@ def test_cuda_on_a_cpu_only_torch_is_refused_without_torch(tmp_path):
     if not version("torch").endswith("+cpu"):
         pytest.skip("this torch is not a CPU-only build (its check needs torch)")
     code = (
-        "import sys; from circuits import cli\n"
+        "import sys; from attn_sink_circuits import cli\n"
         f"rc = cli.main(['sinks', '--device', 'cuda', '--text', 'a', '--out', {str(tmp_path)!r}])\n"
         "print(rc, 'torch' in sys.modules)\n"
     )
@@ -188,7 +190,7 @@ def test_an_unknown_model_is_refused_quickly_by_the_installed_command(tmp_path):
     argv = ["sinks", "--model", "nope", "--text", "a", "--out", str(tmp_path / "o")]
     t = time.perf_counter()
     run = subprocess.run(
-        [sys.executable, "-m", "circuits.cli", *argv], capture_output=True, text=True
+        [sys.executable, "-m", "attn_sink_circuits.cli", *argv], capture_output=True, text=True
     )
     seconds = time.perf_counter() - t
     assert run.returncode == 2 and run.stderr.count("\n") == 1

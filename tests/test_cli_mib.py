@@ -11,11 +11,11 @@ from pathlib import Path
 import pytest
 from test_mib import FLIP, LONGER, SHORTER
 
-from circuits import cli
-from circuits.cli import discover, loading
-from circuits.discovery.config import DiscoveryConfig
-from circuits.discovery.dag import mib_edge_count
-from circuits.graph.eap_ig import from_eap_ig
+from attn_sink_circuits import cli
+from attn_sink_circuits.cli import discover, loading
+from attn_sink_circuits.discovery.config import DiscoveryConfig
+from attn_sink_circuits.discovery.dag import mib_edge_count
+from attn_sink_circuits.graph.eap_ig import from_eap_ig
 
 ROOT = Path(__file__).resolve().parents[1]
 # Eight pairs of three lengths (MIB's padding), the flip partner: 5 fit, 3 held out.
@@ -68,7 +68,7 @@ def test_the_mib_preset_fills_what_the_flags_leave_and_given_flags_win():
 def test_task_ioi_pairs_take_the_protocols_partner_padding_and_bos(
     argv, want, tiny_loads, monkeypatch, tmp_path, capsys
 ):
-    import circuits.tasks.ioi as ioi
+    import attn_sink_circuits.studies.ioi.prompts as ioi
 
     seen = {}
 
@@ -83,8 +83,8 @@ def test_task_ioi_pairs_take_the_protocols_partner_padding_and_bos(
 
 
 def test_partner_and_protocol_choices_and_misuse_fail_in_one_line(tmp_path, capsys):
-    from circuits.cli.pairs import PARTNERS
-    from circuits.tasks.ioi import PARTNERS as IOI_PARTNERS
+    from attn_sink_circuits.cli.pairs import PARTNERS
+    from attn_sink_circuits.studies.ioi.prompts import PARTNERS as IOI_PARTNERS
 
     assert PARTNERS == tuple(IOI_PARTNERS)
     for flag, bad, guess in (
@@ -168,8 +168,8 @@ def _judge(circuit, pairs, out, capsys, *extra) -> dict:
 def test_an_ungrouped_mib_file_is_judged_edge_for_edge(
     run, tiny_loads, tmp_path, capsys, monkeypatch
 ):
-    from circuits.discovery import saved
-    from circuits.discovery.saved import ungrouped_file
+    from attn_sink_circuits.discovery import saved
+    from attn_sink_circuits.discovery.saved import ungrouped_file
 
     data = json.loads((run / "importances.mib.json").read_text())
     found = json.loads((run / "summary.json").read_text())["n_edges"]
@@ -219,7 +219,7 @@ def test_export_mib_writes_the_importance_file_or_the_binary_circuit(run, tmp_pa
 
 
 def test_export_mib_sizes_writes_ten_circuits_as_mibs_evaluator_makes_them(run, tmp_path, capsys):
-    from circuits.discovery.areas import MIB_FRACTIONS
+    from attn_sink_circuits.discovery.areas import MIB_FRACTIONS
 
     data = json.loads((run / "importances.mib.json").read_text())
     summary = json.loads((run / "summary.json").read_text())
@@ -265,7 +265,7 @@ names the partner only in `data`, its summary.json the protocol."""
 def _pairs_made(monkeypatch, capsys, argv) -> tuple[int, dict, str]:
     """(exit code, what ioi_pairs was asked for, stderr) of `circuits faithfulness ARGV`,
     stopped at the pairs."""
-    import circuits.tasks.ioi as ioi
+    import attn_sink_circuits.studies.ioi.prompts as ioi
 
     seen = {}
 
@@ -298,10 +298,12 @@ def test_a_saved_ioi_circuit_is_judged_with_the_partner_and_protocol_it_was_foun
 def test_a_circuit_whose_partner_is_unknown_or_of_another_task_is_refused(
     tiny_loads, tmp_path, monkeypatch, capsys
 ):
-    from circuits.graph.io import read, write
+    from attn_sink_circuits.graph.io import read, write
 
     graph = read(FLIP_RUN / "circuit.json.gz")
-    graph.graph["data"] = "IOI pairs (circuits.tasks.ioi)"  # as docs/ioi's graphs name it
+    graph.graph["data"] = (
+        "IOI pairs (attn_sink_circuits.studies.ioi.prompts)"  # as docs/ioi's graphs name it
+    )
     write(graph, tmp_path / "circuit.json")
     rc, seen, err = _pairs_made(monkeypatch, capsys, [tmp_path / "circuit.json", "--task", "ioi"])
     assert rc == 2 and not seen and err.count("\n") == 1
@@ -329,8 +331,8 @@ def test_new_graphs_record_task_partner_protocol_padding_and_bos(run, tiny_loads
 
 
 def test_judge_saved_makes_a_tasks_pairs_as_the_circuit_was_found(tiny, monkeypatch):
-    import circuits.tasks.ioi as ioi
-    from circuits.discovery.saved import TASK_PAIRS, judge_saved
+    import attn_sink_circuits.studies.ioi.prompts as ioi
+    from attn_sink_circuits.discovery.saved import TASK_PAIRS, judge_saved
 
     seen = {}
 

@@ -8,8 +8,8 @@ import json
 
 import pytest
 
-from circuits import cli
-from circuits.cli import loading
+from attn_sink_circuits import cli
+from attn_sink_circuits.cli import loading
 
 ROWS = [
     {"clean": f"When {a}n and {b}b ran, {b}b gave it to", "corrupt":

@@ -1,12 +1,12 @@
-"""The vocabulary floor (`circuits.core`): node ids and hook names, built and read back in one
+"""The vocabulary floor (`attn_sink_circuits.core`): node ids and hook names, built and read back in one
 place each."""
 
 from __future__ import annotations
 
 import pytest
 
-from circuits.core.nodes import KINDS, Component, node_id, parse_node_id
-from circuits.core.sites import PATCH_KINDS, SITES, hook_name
+from attn_sink_circuits.core.nodes import KINDS, Component, node_id, parse_node_id
+from attn_sink_circuits.core.sites import PATCH_KINDS, SITES, hook_name
 
 
 @pytest.mark.parametrize(
@@ -49,7 +49,7 @@ def test_a_model_is_known_by_its_record_else_by_its_config():
     from dataclasses import replace
     from types import SimpleNamespace
 
-    from circuits.core.identity import (
+    from attn_sink_circuits.core.identity import (
         model_hash,
         model_info,
         model_key,
@@ -77,7 +77,7 @@ def test_a_model_is_known_by_its_record_else_by_its_config():
 
 
 def _info(**fields):
-    from circuits.core.identity import ModelInfo
+    from attn_sink_circuits.core.identity import ModelInfo
 
     shape = dict(n_layers=1, n_heads=1, n_kv_heads=1, d_model=4, d_mlp=4, dtype="float32")
     given = dict(source="folder:x", hub_name="x", gguf_sha256=None, cache_dir=None)
@@ -88,7 +88,7 @@ def _info(**fields):
 def test_position_0_holds_the_bos_only_where_the_model_prepends_one():
     from types import SimpleNamespace
 
-    from circuits.core.tokens import p0_token
+    from attn_sink_circuits.core.tokens import p0_token
 
     def model(bos: bool):
         cfg = SimpleNamespace(model_name="m", default_prepend_bos=bos)
@@ -98,7 +98,7 @@ def test_position_0_holds_the_bos_only_where_the_model_prepends_one():
 
 
 def test_texts_are_split_by_kind_and_hashed_with_their_kinds():
-    from circuits.core.texts import split_indices, texts_sha256
+    from attn_sink_circuits.core.texts import split_indices, texts_sha256
 
     kinds = ["prose", "code"] * 4
     fit, held = split_indices(kinds, 4, 4, seed=0)

@@ -8,9 +8,15 @@ import json
 import pytest
 import torch
 
-from circuits.core.traces import PROBLEMS_PATH, Trace, load_problems, read_corpus, read_traces
-from circuits.decoding import plain_hf_model
-from circuits.generation import write_traces
+from attn_sink_circuits.core.traces import (
+    PROBLEMS_PATH,
+    Trace,
+    load_problems,
+    read_corpus,
+    read_traces,
+)
+from attn_sink_circuits.decoding import plain_hf_model
+from attn_sink_circuits.generation import write_traces
 
 
 def test_problem_file():

@@ -9,7 +9,7 @@ import json
 import pytest
 import torch
 
-from circuits.discovery import (
+from attn_sink_circuits.discovery import (
     DiscoveryConfig,
     EdgeRunner,
     build_space,
@@ -24,16 +24,16 @@ from circuits.discovery import (
     split_texts,
     token_rows,
 )
-from circuits.discovery.components import project_qkv
-from circuits.discovery.evaluation import (
+from attn_sink_circuits.discovery.components import project_qkv
+from attn_sink_circuits.discovery.evaluation import (
     bootstrap_interval,
     evaluate,
     faithfulness,
     greedy_order,
 )
-from circuits.discovery.forward import full_keep
-from circuits.models.planted import planted_p0_model
-from circuits.patching.metrics import Metric, p0_attention, resid_norm
+from attn_sink_circuits.discovery.forward import full_keep
+from attn_sink_circuits.models.planted import planted_p0_model
+from attn_sink_circuits.patching.metrics import Metric, p0_attention, resid_norm
 
 TEXTS = [
     "Natalia sold clips to friends in May.",
@@ -300,7 +300,7 @@ def test_text_files_and_errors(tmp_path, tiny):
 def test_fit_texts_do_not_move_when_the_held_out_count_changes():
     from collections import Counter
 
-    from circuits.discovery.texts import split_indices
+    from attn_sink_circuits.discovery.texts import split_indices
 
     kinds = ["prose"] * 40 + ["code"] * 40 + ["german"] * 40 + ["table"] * 40
     fit, held = split_indices(kinds, 16, 16, seed=0)
@@ -322,7 +322,7 @@ def test_fit_texts_do_not_move_when_the_held_out_count_changes():
 
 
 def test_mismatched_text_sets_are_refused_before_any_forward(monkeypatch, tiny, tokens):
-    import circuits.discovery.pipeline as pipeline
+    import attn_sink_circuits.discovery.pipeline as pipeline
 
     def no_runner(*args, **kwargs):
         raise AssertionError("a runner was built before the texts were checked")
@@ -362,7 +362,7 @@ def test_per_text_positions_equal_one_text_at_a_time(tiny, tokens):
 
 
 def test_a_saved_circuit_is_judged_on_new_texts(planted, planted_circuit, tmp_path):
-    from circuits.graph import io as graph_io
+    from attn_sink_circuits.graph import io as graph_io
 
     model = planted.model
     spec = {"metric": "p0_attention", "layers": list(planted.sink_layers)}

@@ -1,7 +1,7 @@
 """No committed record names a machine path: every JSON, JSONL and notebook the repository
 tracks (gzip'd ones read inside) and every markdown report beside a run's record is searched
 for the folders of a machine (home, scratch and work folders, a Windows user's). A run that
-records one is written with `circuits.record_paths`; old records are rewritten with
+records one is written with `attn_sink_circuits.runs.record_paths`; old records are rewritten with
 `scripts/portable_records.py`. No model runs here."""
 
 from __future__ import annotations

@@ -11,8 +11,8 @@ from pathlib import Path
 
 import pytest
 
-from circuits.audit import RECONSTRUCTED_FILE, provenance_gaps, run_folders
-from circuits.provenance import SCHEMA_VERSION
+from attn_sink_circuits.runs.audit import RECONSTRUCTED_FILE, provenance_gaps, run_folders
+from attn_sink_circuits.runs.provenance import SCHEMA_VERSION
 
 ROOT = Path(__file__).resolve().parents[1]
 DOCS = ROOT / "docs"

@@ -1,6 +1,6 @@
 """The committed runs stay lean enough to copy with the tree: the tracked files under docs/ weigh
 under `DOCS_BUDGET`, each run folder under `RUN_BUDGET`, and no circuit graph or edge table over
-`circuits._io.LEAN_OVER` is committed uncompressed (the run writers store those gzip'd,
+`attn_sink_circuits.runs.io.LEAN_OVER` is committed uncompressed (the run writers store those gzip'd,
 NAME.gz). A graph or table stored so reads back equal to its plain file."""
 
 from __future__ import annotations
@@ -14,9 +14,9 @@ import networkx as nx
 import pandas as pd
 import pytest
 
-from circuits import _io as cio
-from circuits.audit import run_folders
-from circuits.graph import read
+from attn_sink_circuits.graph import read
+from attn_sink_circuits.runs import io as cio
+from attn_sink_circuits.runs.audit import run_folders
 
 ROOT = Path(__file__).resolve().parent.parent
 DOCS = ROOT / "docs"

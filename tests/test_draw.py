@@ -13,12 +13,11 @@ from matplotlib.colors import to_hex
 from matplotlib.figure import Figure
 from matplotlib.patches import FancyArrowPatch
 
-from circuits._io import stored
-from circuits.graph.circuit import add_component, add_effect, new_graph, record_threshold
-from circuits.graph.io import read
-from circuits.graph.schema import SCHEMA_VERSION, upgrade
-from circuits.report import sink_plots
-from circuits.report.draw import (
+from attn_sink_circuits.graph.circuit import add_component, add_effect, new_graph, record_threshold
+from attn_sink_circuits.graph.io import read
+from attn_sink_circuits.graph.schema import SCHEMA_VERSION, upgrade
+from attn_sink_circuits.report import sink_plots
+from attn_sink_circuits.report.draw import (
     ROLE_COLORS,
     DrawOptions,
     circuit_edges,
@@ -31,6 +30,7 @@ from circuits.report.draw import (
     save_figure,
     support_sign,
 )
+from attn_sink_circuits.runs.io import stored
 
 # The node-level SmolLM2 P0 circuit as `circuits p0` wrote it before the edge circuits (69 edges).
 P0_GRAPH = Path(__file__).parent / "data" / "smollm2_p0_node_graph.graphml"
@@ -310,7 +310,7 @@ def misplaced_text(fig: Figure) -> list[str]:
 
 
 def p0_figures() -> dict[str, Figure]:
-    from circuits.tracing.p0.figures import (
+    from attn_sink_circuits.studies.p0.figures import (
         heads_figure,
         mlps_figure,
         position_figure,
@@ -343,7 +343,7 @@ def test_the_head_heatmaps_label_the_shared_layer_axis_once():
 
 
 def test_the_sink_plots_keep_every_label_on_the_page_and_off_other_panels(tiny):
-    from circuits.sinks import measure
+    from attn_sink_circuits.sinks import measure
 
     report = measure(
         tiny, ["The cat sat on the mat, and then it ran away.", "Sinks hold attention now."],

@@ -10,10 +10,10 @@ import json
 import networkx as nx
 import pytest
 
-from circuits.discovery import DiscoveryConfig, circuit_graph, discover, judge_saved
-from circuits.discovery.pairs import tokenize
-from circuits.discovery.saved import eap_ig_circuit
-from circuits.graph.eap_ig import (
+from attn_sink_circuits.discovery import DiscoveryConfig, circuit_graph, discover, judge_saved
+from attn_sink_circuits.discovery.pairs import tokenize
+from attn_sink_circuits.discovery.saved import eap_ig_circuit
+from attn_sink_circuits.graph.eap_ig import (
     all_edges,
     from_eap_ig,
     old_sign,

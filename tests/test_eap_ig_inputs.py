@@ -13,12 +13,18 @@ import torch
 from test_discovery import TEXTS, subtract_at
 from test_eap_ig import ROWS
 
-from circuits.discovery import DiscoveryConfig, EdgeRunner, eap_ig, edge_effects, token_rows
-from circuits.discovery.attribution import eap_ig_inputs
-from circuits.discovery.methods import scorer
-from circuits.discovery.pairs import tokenize
-from circuits.discovery.where import derangement
-from circuits.patching.metrics import Metric, p0_attention
+from attn_sink_circuits.discovery import (
+    DiscoveryConfig,
+    EdgeRunner,
+    eap_ig,
+    edge_effects,
+    token_rows,
+)
+from attn_sink_circuits.discovery.attribution import eap_ig_inputs
+from attn_sink_circuits.discovery.methods import scorer
+from attn_sink_circuits.discovery.pairs import tokenize
+from attn_sink_circuits.discovery.where import derangement
+from attn_sink_circuits.patching.metrics import Metric, p0_attention
 
 EMBED = "blocks.0.hook_resid_pre"  # the input node's output (sender `embed`)
 
@@ -160,8 +166,8 @@ def test_the_method_scores_per_text_in_chunks(runner):
 def test_the_cli_discovers_with_the_input_path(tiny, tmp_path, monkeypatch):
     from test_cli_pairs import FAST
 
-    from circuits import cli
-    from circuits.cli import loading
+    from attn_sink_circuits import cli
+    from attn_sink_circuits.cli import loading
 
     monkeypatch.setattr(loading, "load", lambda args: tiny)
     path = tmp_path / "pairs.jsonl"

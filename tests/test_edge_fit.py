@@ -12,34 +12,34 @@ import pandas as pd
 import pytest
 import torch
 
-from circuits.cli import build_parser
-from circuits.cli.options import config_from
-from circuits.discovery import token_rows
-from circuits.discovery.evaluation import faithfulness
-from circuits.discovery.kinds import ALL
-from circuits.discovery.size_rule import (
+from attn_sink_circuits.cli import build_parser
+from attn_sink_circuits.cli.options import config_from
+from attn_sink_circuits.discovery import token_rows
+from attn_sink_circuits.discovery.evaluation import faithfulness
+from attn_sink_circuits.discovery.kinds import ALL
+from attn_sink_circuits.discovery.size_rule import (
     faithfulness_by_kind,
     fallback,
     fired_text,
     first_meeting,
     meets,
 )
-from circuits.discovery.texts import (
+from attn_sink_circuits.discovery.texts import (
     DEFAULT_TEXTS,
     PLAIN_KIND,
     read_kinded_texts,
     split_indices,
     split_texts,
 )
-from circuits.models.planted import P0_TEXTS, planted_p0_model
-from circuits.patching.metrics import p0_attention
-from circuits.steps import run_key
-from circuits.tracing.edge_config import EdgeFitConfig
-from circuits.tracing.edge_fit import EdgeTask, fit_edges
-from circuits.tracing.p0 import P0Config
-from circuits.tracing.p0.edges import edge_circuit
-from circuits.tracing.p0.formation import Formation
-from circuits.tracing.secondary import SecondaryConfig
+from attn_sink_circuits.models.planted import P0_TEXTS, planted_p0_model
+from attn_sink_circuits.patching.metrics import p0_attention
+from attn_sink_circuits.runs.steps import run_key
+from attn_sink_circuits.studies.edge_config import EdgeFitConfig
+from attn_sink_circuits.studies.edge_fit import EdgeTask, fit_edges
+from attn_sink_circuits.studies.p0 import P0Config
+from attn_sink_circuits.studies.p0.edges import edge_circuit
+from attn_sink_circuits.studies.p0.formation import Formation
+from attn_sink_circuits.studies.secondary import SecondaryConfig
 
 KINDS = ["prose", "code"] * 4
 SMALL = EdgeFitConfig().with_options(
@@ -185,7 +185,7 @@ def test_option_strings_are_read_as_json_and_checked():
     with pytest.raises(ValueError, match="is not KEY=VALUE"):
         p0.with_option_strings(["edge_n_fit"])
     # settings as a run saved them (to_dict: tuples as JSON lists) give the same config back
-    from circuits.discovery.config import DiscoveryConfig
+    from attn_sink_circuits.discovery.config import DiscoveryConfig
 
     saved = DiscoveryConfig(target_band=(0.8, 1.2), mask_lambdas=(1.0, 2.0)).to_dict()
     assert isinstance(saved["target_band"], list)

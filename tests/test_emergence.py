@@ -1,4 +1,4 @@
-"""`circuits.emergence`: checkpoint specs, the phase rule, and the series over the checkpoints
+"""`attn_sink_circuits.studies.emergence`: checkpoint specs, the phase rule, and the series over the checkpoints
 of a tiny model trained here (seconds), with its rows, cache, files and CLI."""
 
 from __future__ import annotations
@@ -9,16 +9,28 @@ import math
 import pytest
 import torch
 
-from circuits.emergence import EmergenceConfig, emergence, expand_specs, load_result, phase
-from circuits.emergence import phase_rule as pr
-from circuits.emergence import series as series_mod
-from circuits.emergence.config import PhaseRuleConfig
-from circuits.emergence.measure import ELSEWHERE, MIDDLE, NO_SINK, NOT_MASSIVE, SETTLED
-from circuits.emergence.phases import first_jump, phase_row
-from circuits.training.backcopy import BackcopyConfig, backcopy_corpus
-from circuits.training.corpus import load_corpus
-from circuits.training.lm import LMConfig
-from circuits.training.train import TrainConfig, train_lm
+from attn_sink_circuits.studies.emergence import (
+    EmergenceConfig,
+    emergence,
+    expand_specs,
+    load_result,
+    phase,
+)
+from attn_sink_circuits.studies.emergence import phase_rule as pr
+from attn_sink_circuits.studies.emergence import series as series_mod
+from attn_sink_circuits.studies.emergence.config import PhaseRuleConfig
+from attn_sink_circuits.studies.emergence.measure import (
+    ELSEWHERE,
+    MIDDLE,
+    NO_SINK,
+    NOT_MASSIVE,
+    SETTLED,
+)
+from attn_sink_circuits.studies.emergence.phases import first_jump, phase_row
+from attn_sink_circuits.training.backcopy import BackcopyConfig, backcopy_corpus
+from attn_sink_circuits.training.corpus import load_corpus
+from attn_sink_circuits.training.lm import LMConfig
+from attn_sink_circuits.training.train import TrainConfig, train_lm
 
 TINY = LMConfig(n_layers=2, d_model=32, n_heads=2, d_mlp=64, n_ctx=32)
 STEPS = 200
@@ -88,7 +100,7 @@ def test_initial_checkpoint_attends_uniformly(result):
 
 
 def test_a_sink_forms_on_the_backcopy_corpus(backcopy):
-    """The corpus (`circuits.training.backcopy`): 16 letters drawn independently, except that
+    """The corpus (`attn_sink_circuits.training.backcopy`): 16 letters drawn independently, except that
     the letter after a trigger letter (a or b) repeats the letter before the trigger. The head
     must read the previous position at triggers; at every other position each earlier letter
     is noise for the next byte, and softmax weights sum to one, so the head can only make its
@@ -120,10 +132,10 @@ def test_the_backcopy_head_copies_at_triggers_and_rests_on_bos_elsewhere(backcop
     """Why the sink formed, checked on the last checkpoint: the one head reads the previous
     position when the query is a trigger letter (active) and puts most of its attention on
     <bos> at the other queries (dormant); at initialisation it does neither."""
-    from circuits.core.sites import hook_name
-    from circuits.discovery import token_rows
-    from circuits.emergence import heldout_texts, load_checkpoint
-    from circuits.models.tiny import N_SPECIAL
+    from attn_sink_circuits.core.sites import hook_name
+    from attn_sink_circuits.discovery import token_rows
+    from attn_sink_circuits.models.tiny import N_SPECIAL
+    from attn_sink_circuits.studies.emergence import heldout_texts, load_checkpoint
 
     most = 0.5  # most of the head's attention
     for spec, trained in ((backcopy.checkpoints[0], False), (backcopy.checkpoints[-1], True)):
@@ -167,7 +179,7 @@ def test_specs_expand_runs_and_parse_steps(run, tmp_path):
 
 
 def test_trigger_checkpoints_are_refused_with_what_to_use_instead(tmp_path):
-    from circuits.trigger import (
+    from attn_sink_circuits.studies.trigger import (
         TriggerModelConfig,
         TriggerTask,
         TriggerTrainConfig,
@@ -225,7 +237,7 @@ def test_save_writes_tables_figure_and_summary(result, tmp_path):
 
 
 def test_a_large_loss_table_is_saved_gzipped_and_read_back(result, tmp_path, monkeypatch):
-    import circuits._io as io
+    import attn_sink_circuits.runs.io as io
 
     monkeypatch.setattr(io, "LEAN_OVER", 64)  # the tiny run's loss table counts as large
     out = result.save(tmp_path / "out")
@@ -234,7 +246,7 @@ def test_a_large_loss_table_is_saved_gzipped_and_read_back(result, tmp_path, mon
 
 
 def test_cli_writes_the_series_and_refuses_bad_specs(run, tmp_path, capsys):
-    from circuits.cli import main
+    from attn_sink_circuits.cli import main
 
     args = ["--n-texts", "4", "--n-tokens", "32", "--edges-every", "0", "--threads", "1"]
     assert main(["emergence", str(run), "--out", str(tmp_path / "o"), *args]) == 0
@@ -259,8 +271,8 @@ def test_one_block_model_is_measured_without_a_formation(tmp_path):
 
 
 def test_config_defaults_are_the_papers_and_the_sink_package_constants():
-    from circuits.sinks import MASSIVE_RATIO, SINK_EPS
-    from circuits.tracing.p0.config import P0Config
+    from attn_sink_circuits.sinks import MASSIVE_RATIO, SINK_EPS
+    from attn_sink_circuits.studies.p0.config import P0Config
 
     cfg = EmergenceConfig()
     assert (cfg.eps, cfg.massive_ratio, cfg.n_tokens) == (SINK_EPS, MASSIVE_RATIO, 64)
@@ -375,7 +387,7 @@ def test_gu_rate_is_counted_per_text_as_gu_et_al_count_it():
 
 
 def test_checkpoints_of_a_run_without_bos_are_measured_without_bos(tmp_path):
-    from circuits.emergence.specs import CheckpointSpec
+    from attn_sink_circuits.studies.emergence.specs import CheckpointSpec
 
     folder = tmp_path / "run" / "checkpoints" / "step_000010"
     folder.mkdir(parents=True)
@@ -390,8 +402,8 @@ def test_checkpoints_of_a_run_without_bos_are_measured_without_bos(tmp_path):
 def test_a_run_is_measured_as_it_goes_and_catches_up_after_a_kill(tmp_path):
     """The checkpoint hook writes one phases.jsonl row per checkpoint, equal to measuring the
     checkpoint afterwards; a row lost (a kill between checkpoint and row) is measured again."""
-    from circuits.emergence.run_phases import measure_run
-    from circuits.emergence.watch import CheckpointWatch, read_rows
+    from attn_sink_circuits.studies.emergence.run_phases import measure_run
+    from attn_sink_circuits.studies.emergence.watch import CheckpointWatch, read_rows
 
     corpus = load_corpus(max_files=40)
     config = TrainConfig(steps=30, batch_size=4, n_checkpoints=3, first_checkpoint=10,
@@ -414,10 +426,10 @@ def test_a_run_is_measured_as_it_goes_and_catches_up_after_a_kill(tmp_path):
 
 
 def test_an_emergence_checkpoint_keeps_its_run_name():
-    # rows.json names a checkpoint outside the repository with its run (circuits.record_paths).
-    from circuits.emergence.series import recorded_spec, run_name
-    from circuits.emergence.specs import CheckpointSpec
-    from circuits.record_paths import OUTSIDE
+    # rows.json names a checkpoint outside the repository with its run (attn_sink_circuits.runs.record_paths).
+    from attn_sink_circuits.runs.record_paths import OUTSIDE
+    from attn_sink_circuits.studies.emergence.series import recorded_spec, run_name
+    from attn_sink_circuits.studies.emergence.specs import CheckpointSpec
 
     spec = CheckpointSpec("/data/x/llama/checkpoints/step_000010", "folder", 10, "step 10")
     recorded = CheckpointSpec(recorded_spec(spec), "folder", 10, "step 10")

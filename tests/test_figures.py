@@ -1,5 +1,5 @@
 """Blue and orange mean a role in every figure the library writes (blue supports the sink,
-orange opposes it: `circuits.graph.convention`), never a category: checked on the figure objects
+orange opposes it: `attn_sink_circuits.graph.convention`), never a category: checked on the figure objects
 (their legends, lines, patches, collections, images and texts), not on the PNGs."""
 
 from __future__ import annotations
@@ -16,8 +16,8 @@ from matplotlib.colors import to_rgba
 from matplotlib.figure import Figure
 from matplotlib.lines import Line2D
 
-from circuits.graph.convention import ROLE_COLORS
-from circuits.graph.io import read
+from attn_sink_circuits.graph.convention import ROLE_COLORS
+from attn_sink_circuits.graph.io import read
 
 DOCS = Path(__file__).parents[1] / "docs" / "p0" / "smollm2-135m"
 ROLE_WORDS = {"blue": "support", "orange": "oppos"}
@@ -151,7 +151,7 @@ def _p0_figures() -> dict[str, Figure]:
 
 
 def _faithfulness_figure() -> Figure:
-    from circuits.tracing.figures import faithfulness_figure
+    from attn_sink_circuits.studies.figures import faithfulness_figure
 
     sizes = np.array([10, 100, 400, 1000, 3000])
     circuit = SimpleNamespace(
@@ -172,7 +172,7 @@ def _faithfulness_figure() -> Figure:
 
 
 def _secondary_figures() -> dict[str, Figure]:
-    from circuits.tracing.secondary import figures as sf
+    from attn_sink_circuits.studies.secondary import figures as sf
 
     layers = pd.DataFrame({"layer": range(4), "p0_mass": [0.2, 0.5, 0.6, 0.7],
                            "p0_mass_max_head": [0.4, 0.9, 0.9, 0.95],
@@ -207,7 +207,7 @@ def _secondary_figures() -> dict[str, Figure]:
 
 
 def _claims_figures() -> dict[str, Figure]:
-    from circuits.claims.figures import claim_figures
+    from attn_sink_circuits.studies.claims.figures import claim_figures
 
     tables = {
         "heads": pd.DataFrame({"component": ["L0.H0", "L0.H1"], "nonlocal": [[0.2], [0.8]],
@@ -229,7 +229,7 @@ def _claims_figures() -> dict[str, Figure]:
 
 
 def _trigger_figures() -> dict[str, Figure]:
-    from circuits.report import trigger_plots
+    from attn_sink_circuits.studies.trigger import plots as trigger_plots
 
     def run(kind, seed):
         checkpoints = [SimpleNamespace(step=s, max_bos_nontrigger=0.1 * s, rel_error_trigger=1 / s)
@@ -240,7 +240,7 @@ def _trigger_figures() -> dict[str, Figure]:
             train=SimpleNamespace(losses=[1.0, 0.5, 0.2 + seed], checkpoints=checkpoints),
         )
 
-    from circuits.trigger.experiment import TriggerExperiment
+    from attn_sink_circuits.studies.trigger.experiment import TriggerExperiment
 
     # The plots read only the runs: an experiment holding three stand-in runs (no training).
     exp = object.__new__(TriggerExperiment)
@@ -253,10 +253,10 @@ def _trigger_figures() -> dict[str, Figure]:
 
 
 def _model_figures(model) -> dict[str, Figure]:
-    from circuits.patching import Value, head_grid, p0_attention, sweep
-    from circuits.report import sink_plots
-    from circuits.report.patching_plots import plot_sweep
-    from circuits.sinks import measure
+    from attn_sink_circuits.patching import Value, head_grid, p0_attention, sweep
+    from attn_sink_circuits.report import sink_plots
+    from attn_sink_circuits.report.patching_plots import plot_sweep
+    from attn_sink_circuits.sinks import measure
 
     texts = ["The cat sat on the mat, and then it ran away.", "Sinks hold attention now."]
     report = measure(model, texts, progress=False, tau=0.5)
@@ -274,7 +274,7 @@ def _model_figures(model) -> dict[str, Figure]:
 
 
 def test_no_figure_gives_blue_or_orange_any_meaning_but_a_role(tiny):
-    from circuits.report.draw import draw_circuit
+    from attn_sink_circuits.report.draw import draw_circuit
 
     figures = {
         "circuit drawing": draw_circuit(read(DOCS / "circuit.graphml")),

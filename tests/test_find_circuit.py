@@ -1,6 +1,6 @@
-"""The notebook API (circuits/circuit.py): three calls give the CLI's judged P0 edge circuit
+"""The notebook API (attn_sink_circuits/circuit.py): three calls give the CLI's judged P0 edge circuit
 (the same split, metric, first token and circuit as `circuits p0 --quick` on the same texts);
-the metric carries its spec; `import circuits` loads no torch and `dir(circuits)` lists what a
+the metric carries its spec; `import attn_sink_circuits as circuits` loads no torch and `dir(circuits)` lists what a
 notebook uses."""
 
 from __future__ import annotations
@@ -13,18 +13,18 @@ import pytest
 import torch
 from matplotlib.figure import Figure
 
-import circuits
-from circuits import discovery
-from circuits.circuit import find_circuit, p0_config, texts_and_kinds
-from circuits.cli import build_parser
-from circuits.cli.options import config_from, given_options
-from circuits.discovery.saved import build_metric, judge_saved
-from circuits.discovery.texts import DEFAULT_TEXTS, read_kinded_texts, split_indices
-from circuits.graph import read
-from circuits.models.planted import planted_p0_model
-from circuits.patching.metrics import Metric, logit_diff, p0_attention, resid_norm
-from circuits.tracing.p0 import P0Config, trace_p0
-from circuits.tracing.p0.config import quick
+import attn_sink_circuits as circuits
+from attn_sink_circuits import discovery
+from attn_sink_circuits.circuit import find_circuit, p0_config, texts_and_kinds
+from attn_sink_circuits.cli import build_parser
+from attn_sink_circuits.cli.options import config_from, given_options
+from attn_sink_circuits.discovery.saved import build_metric, judge_saved
+from attn_sink_circuits.discovery.texts import DEFAULT_TEXTS, read_kinded_texts, split_indices
+from attn_sink_circuits.graph import read
+from attn_sink_circuits.models.planted import planted_p0_model
+from attn_sink_circuits.patching.metrics import Metric, logit_diff, p0_attention, resid_norm
+from attn_sink_circuits.studies.p0 import P0Config, trace_p0
+from attn_sink_circuits.studies.p0.config import quick
 
 SMALL = ["--edge-n-fit", "4", "--edge-n-heldout", "4"]
 """Fewer texts than --quick's 6 + 6, to keep the test short (given options win over --quick)."""
@@ -150,13 +150,13 @@ def test_import_circuits_loads_no_torch():
 def test_import_circuits_reaches_the_modules_the_readme_uses():
     code = (
         "import sys, circuits\n"
-        "fresh = 'circuits.patching' not in sys.modules\n"
-        "print(fresh, circuits.patching.p0_attention.__name__, circuits.threads.set_threads.__name__,"
-        " circuits.graph.convention.__name__, circuits.discovery.methods.__name__)\n"
+        "fresh = 'attn_sink_circuits.patching' not in sys.modules\n"
+        "print(fresh, attn_sink_circuits.patching.p0_attention.__name__, attn_sink_circuits.threads.set_threads.__name__,"
+        " attn_sink_circuits.graph.convention.__name__, attn_sink_circuits.discovery.methods.__name__)\n"
         "try:\n    circuits.no_such_module\nexcept AttributeError as err:\n    print(err)\n"
     )
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
     assert out.stdout.splitlines() == [
-        "True p0_attention set_threads circuits.graph.convention circuits.discovery.methods",
+        "True p0_attention set_threads attn_sink_circuits.graph.convention attn_sink_circuits.discovery.methods",
         "module 'circuits' has no attribute 'no_such_module'",
     ]

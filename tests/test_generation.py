@@ -8,10 +8,10 @@ from dataclasses import replace
 import pytest
 import torch
 
-from circuits.core.identity import model_info, record_info, weights_sha256
-from circuits.core.traces import Problem, read_traces
-from circuits.decoding import Decoding, prompt_ids
-from circuits.generation import generate_long_traces, load_traces, write_traces
+from attn_sink_circuits.core.identity import model_info, record_info, weights_sha256
+from attn_sink_circuits.core.traces import Problem, read_traces
+from attn_sink_circuits.decoding import Decoding, prompt_ids
+from attn_sink_circuits.generation import generate_long_traces, load_traces, write_traces
 
 PROBLEMS = [Problem(0, "What is 2 + 3?", 5), Problem(1, "Name a colour."), Problem(2, "7 - 4?", 3)]
 
@@ -102,7 +102,7 @@ def test_batched_traces_equal_one_at_a_time(tiny, tmp_path, stop_at_eos):
 def test_a_batch_cuts_each_trace_after_its_own_eos(tiny):
     """A row that ends early is padded on (with EOS here) by `generate`; its trace keeps its
     tokens up to and with its first EOS."""
-    from circuits import decoding
+    from attn_sink_circuits import decoding
 
     eos = tiny.tokenizer.eos_token_id
     assert decoding._until_eos([5, 6, eos, eos, eos], [eos]) == [5, 6, eos]
@@ -125,7 +125,7 @@ def test_too_long_for_the_context_is_refused_before_generating(tiny, tmp_path):
 
 
 def test_trace_files_from_another_model_are_refused(tiny, tmp_path):
-    from circuits.models.tiny import tiny_model
+    from attn_sink_circuits.models.tiny import tiny_model
 
     out = tmp_path / "t.jsonl"
     (trace,) = generate_long_traces(
@@ -159,7 +159,7 @@ def test_trace_files_from_another_model_are_refused(tiny, tmp_path):
 def test_generate_command_checks_its_arguments_before_the_model_loads(
     tmp_path, capsys, monkeypatch
 ):
-    from circuits import cli, models
+    from attn_sink_circuits import cli, models
 
     def load_model(*args, **kwargs):
         raise AssertionError("the model was loaded before the arguments were checked")
@@ -186,7 +186,7 @@ def test_generate_command_checks_its_arguments_before_the_model_loads(
 
 @pytest.mark.slow
 def test_generate_command_resumes_a_file(tmp_path, capsys):
-    from circuits import cli
+    from attn_sink_circuits import cli
 
     out = tmp_path / "t.jsonl"
     argv = ["generate", "--model", "smollm2-135m", "--out", str(out), "--max-new-tokens", "4"]

@@ -15,9 +15,8 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from circuits import _io as cio
-from circuits.cli import main
-from circuits.graph import (
+from attn_sink_circuits.cli import main
+from attn_sink_circuits.graph import (
     FORMATS,
     READABLE,
     Component,
@@ -43,10 +42,11 @@ from circuits.graph import (
     validate,
     write,
 )
-from circuits.graph import dot as gdot
-from circuits.graph import io as gio
-from circuits.graph.convention import ROLE_COLORS
-from circuits.graph.schema import SCHEMA_VERSION
+from attn_sink_circuits.graph import dot as gdot
+from attn_sink_circuits.graph import io as gio
+from attn_sink_circuits.graph.convention import ROLE_COLORS
+from attn_sink_circuits.graph.schema import SCHEMA_VERSION
+from attn_sink_circuits.runs import io as cio
 
 T = "target:p0_mass[L12-29]"
 
@@ -170,7 +170,7 @@ def test_add_effect_sets_typed_attributes():
 
 
 def test_new_graph_records_the_model_identity():
-    from circuits.models import ModelInfo
+    from attn_sink_circuits.models import ModelInfo
 
     sha = "b179c9523d0e6a0f98a330c7562b682750a6f8c8c15e5bc70ea373728110db53"
     info = ModelInfo(

@@ -8,9 +8,9 @@ import shutil
 
 import pytest
 
-from circuits.graph.circuit import add_component, add_effect, new_graph, record_threshold
-from circuits.report.draw import ROLE_COLORS
-from circuits.report.graph_view import (
+from attn_sink_circuits.graph.circuit import add_component, add_effect, new_graph, record_threshold
+from attn_sink_circuits.report.draw import ROLE_COLORS
+from attn_sink_circuits.report.graph_view import (
     CYTOSCAPE_VERSION,
     cytoscape_bundle,
     cytoscape_script,
@@ -103,7 +103,7 @@ def test_headless_chromium_draws_the_view_and_shows_a_node_on_click(tmp_path, ch
 
 
 def test_a_notebook_shows_the_view_with_its_library():
-    from circuits.report.graph_view import show_graph
+    from attn_sink_circuits.report.graph_view import show_graph
 
     view = show_graph(small_graph(), height=300)
     html = view._repr_html_()
@@ -118,8 +118,8 @@ def test_a_notebook_shows_the_view_with_its_library():
 def test_with_dot_the_long_edges_follow_its_routes():
     from pathlib import Path
 
-    from circuits._io import stored
-    from circuits.graph.io import read
+    from attn_sink_circuits.graph.io import read
+    from attn_sink_circuits.runs.io import stored
 
     path = Path(__file__).parents[1] / "docs" / "p0" / "smollm2-135m" / "circuit.graphml"
     if not stored(path).is_file():  # committed gzip'd: circuit.graphml.gz

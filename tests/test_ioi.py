@@ -6,7 +6,7 @@ from __future__ import annotations
 import pytest
 import torch
 
-from circuits.tasks.ioi import (
+from attn_sink_circuits.studies.ioi.prompts import (
     NAMES,
     TEMPLATES,
     check_vocabulary,
@@ -63,7 +63,7 @@ IO_LETTERS, S_LETTERS, OTHER_LETTERS = "ABCDEFGH", "PQRSTUVW", "JKLMNXYZ"
 def letter_pairs(model, n: int = 8):
     """IOI-shaped pairs for the byte tokenizer: one-letter names (one token each), IO from
     IO_LETTERS, S from S_LETTERS, both orders; the corrupt text names three other letters."""
-    from circuits.discovery.pairs import tokenize
+    from attn_sink_circuits.discovery.pairs import tokenize
 
     rows = []
     for i in range(n):
@@ -79,7 +79,7 @@ def letter_pairs(model, n: int = 8):
 def test_direct_effects_add_up_to_the_logit_difference(tiny):
     """The heads' direct effects, with the embedding's and the MLPs' (computed here from the
     cache, the final norm's scale written out by hand), sum to the model's logit difference."""
-    from circuits.tasks.name_movers import name_mover_table
+    from attn_sink_circuits.studies.ioi.name_movers import name_mover_table
 
     pairs = letter_pairs(tiny)
     heads = [(layer, h) for layer in range(4) for h in range(4)]
@@ -112,7 +112,7 @@ def planted_name_mover(folder):
     """The tiny model with head L3.H0 planted as a name mover: tokens carry unit identity
     vectors (dims 1-16) that the unembedding reads back; IO letters carry a marker (dim 33) on
     which L3.H0 keys from every query, and its value/output weights copy the identity."""
-    from circuits.models.tiny import N_SPECIAL, VOCAB, tiny_model
+    from attn_sink_circuits.models.tiny import N_SPECIAL, VOCAB, tiny_model
 
     model = tiny_model(folder=folder)
     hf = model.original_model
@@ -140,7 +140,11 @@ def planted_name_mover(folder):
 
 
 def test_planted_name_mover_is_found(tmp_path):
-    from circuits.tasks.name_movers import NameMoverRule, is_name_mover, name_mover_table
+    from attn_sink_circuits.studies.ioi.name_movers import (
+        NameMoverRule,
+        is_name_mover,
+        name_mover_table,
+    )
 
     model = planted_name_mover(tmp_path)
     pairs = letter_pairs(model)

@@ -5,9 +5,10 @@ from __future__ import annotations
 import pytest
 import torch
 
-from circuits.core.sites import hook_name
-from circuits.discovery.config import DiscoveryConfig
-from circuits.known_answers.scoring import (
+from attn_sink_circuits.core.sites import hook_name
+from attn_sink_circuits.discovery.config import DiscoveryConfig
+from attn_sink_circuits.models.compiled import load_compiled
+from attn_sink_circuits.studies.known_answers.scoring import (
     circuit_faithfulness,
     method_scores,
     precision_at_size,
@@ -15,9 +16,9 @@ from circuits.known_answers.scoring import (
     runner_for,
     score_cell,
 )
-from circuits.known_answers.sinks import design_table, p0_tracer
-from circuits.known_answers.task import SEED, partners, task_tokens
-from circuits.known_answers.truth import (
+from attn_sink_circuits.studies.known_answers.sinks import design_table, p0_tracer
+from attn_sink_circuits.studies.known_answers.task import SEED, partners, task_tokens
+from attn_sink_circuits.studies.known_answers.truth import (
     ACDC_DIFFERENCES,
     ACDC_TRUTH,
     TARGET,
@@ -26,7 +27,6 @@ from circuits.known_answers.truth import (
     resample_truth,
     zero_truth,
 )
-from circuits.models.compiled import load_compiled
 
 PROGRAMS = ("reverse", "frac_prevs", "hist", "sort")
 

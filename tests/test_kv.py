@@ -1,4 +1,4 @@
-"""KV-cache policies (`circuits.kv`): each keeps exactly the tokens it names, the hooks apply
+"""KV-cache policies (`attn_sink_circuits.studies.kv`): each keeps exactly the tokens it names, the hooks apply
 exactly those, and a full budget gives the plain forward's loss."""
 
 from __future__ import annotations
@@ -11,9 +11,16 @@ import pandas as pd
 import pytest
 import torch
 
-from circuits.kv import KVConfig, keep_masks, layer_sinks, masked_nll, score
-from circuits.kv.policies import CacheView, heavy_hitters, sink_aware, snapkv, streaming_llm, window
-from circuits.sinks.secondary import SinkEvent
+from attn_sink_circuits.sinks.secondary import SinkEvent
+from attn_sink_circuits.studies.kv import KVConfig, keep_masks, layer_sinks, masked_nll, score
+from attn_sink_circuits.studies.kv.policies import (
+    CacheView,
+    heavy_hitters,
+    sink_aware,
+    snapkv,
+    streaming_llm,
+    window,
+)
 
 N = 48
 CONFIG = KVConfig(sinks=2, score_from=8)
@@ -99,7 +106,7 @@ def test_full_budget_equals_the_plain_forward(tiny, text):
 
 
 def test_the_hooks_read_exactly_the_kept_keys(tiny, text):
-    from circuits.core.sites import hook_name
+    from attn_sink_circuits.core.sites import hook_name
 
     sinks = [(0,), (0, 11), (0, 11), (0,)]
     seen = {}
@@ -132,8 +139,8 @@ def test_bad_input_is_refused_in_one_line(tiny, text):
 
 
 def test_the_policy_names_are_the_registrys():
-    from circuits.kv.config import POLICY_NAMES
-    from circuits.kv.policies import POLICIES
+    from attn_sink_circuits.studies.kv.config import POLICY_NAMES
+    from attn_sink_circuits.studies.kv.policies import POLICIES
 
     assert tuple(POLICIES) == POLICY_NAMES
 
@@ -150,8 +157,8 @@ def texts_file(tmp_path):
 def test_kv_command_writes_a_table_a_summary_and_a_figure(
     tiny, texts_file, tmp_path, monkeypatch, capsys
 ):
-    from circuits import cli
-    from circuits.cli import loading
+    from attn_sink_circuits import cli
+    from attn_sink_circuits.cli import loading
 
     monkeypatch.setattr(loading, "load", lambda args: tiny)
     out = tmp_path / "kv"
@@ -180,7 +187,7 @@ def test_kv_command_writes_a_table_a_summary_and_a_figure(
 
 
 def test_kv_default_texts_are_the_bundled_ones_from_any_folder(tmp_path, monkeypatch):
-    from circuits import cli
+    from attn_sink_circuits import cli
 
     monkeypatch.chdir(tmp_path)
     args = cli.app.parse(["kv", "--out", "o"])
@@ -199,8 +206,8 @@ def test_kv_default_texts_are_the_bundled_ones_from_any_folder(tmp_path, monkeyp
 def test_kv_command_refuses_bad_input_in_one_line_before_loading(
     extra, message, texts_file, tmp_path, monkeypatch, capsys
 ):
-    from circuits import cli
-    from circuits.cli import loading
+    from attn_sink_circuits import cli
+    from attn_sink_circuits.cli import loading
 
     def load(args):
         raise AssertionError("the model was loaded before the arguments were checked")
@@ -213,7 +220,7 @@ def test_kv_command_refuses_bad_input_in_one_line_before_loading(
 
 
 def test_cache_distance_counts_the_keys_read_after_each_key():
-    from circuits.kv.positions import cache_distance, skipped
+    from attn_sink_circuits.studies.kv.positions import cache_distance, skipped
 
     keep = streaming_llm(CacheView(layer=0, n_tokens=12), 5, CONFIG)  # sinks 0, 1 + window 3
     assert cache_distance(keep)[11, [0, 1, 9, 10, 11]].tolist() == [4, 3, 2, 1, 0]
@@ -223,7 +230,7 @@ def test_cache_distance_counts_the_keys_read_after_each_key():
 
 @pytest.fixture(scope="module")
 def one_layer():
-    from circuits.models.tiny import tiny_model
+    from attn_sink_circuits.models.tiny import tiny_model
 
     return tiny_model(n_layers=1, seed=3)
 
@@ -268,8 +275,8 @@ def test_reindexed_refuses_a_model_it_cannot_rotate(tiny, text, monkeypatch):
 def test_reindexed_refuses_scores_that_are_not_rotary_dot_products(one_layer, text):
     """Something between the rotation and the scores (here a hook that doubles the queries
     after the re-indexer read them, as a norm after the rotary would) is caught."""
-    from circuits.core.sites import hook_name
-    from circuits.kv.positions import position_hooks
+    from attn_sink_circuits.core.sites import hook_name
+    from attn_sink_circuits.studies.kv.positions import position_hooks
 
     masks = keep_masks(one_layer, text, "streaming_llm", 7, CONFIG)
     hooks = position_hooks(one_layer, masks, "reindexed")
@@ -283,8 +290,8 @@ def test_reindexed_layer_zero_of_smollm2_sees_the_kept_tokens_alone(smollm2):
     """On the real model, block 0's attention output at a query that reads 4 sinks + a window
     re-indexed equals block 0's output at the end of the kept tokens run alone (block 0's keys
     depend only on token and position): the rotary turn uses SmolLM2's own tables."""
-    from circuits.core.sites import hook_name
-    from circuits.kv.positions import position_hooks
+    from attn_sink_circuits.core.sites import hook_name
+    from attn_sink_circuits.studies.kv.positions import position_hooks
 
     tokens = smollm2.to_tokens("The sink holds the attention of every later token. " * 12)[0]
     config = KVConfig(sinks=4, score_from=8)
@@ -313,8 +320,8 @@ def test_reindexed_skips_keys_the_model_itself_masks_as_gemma_does(one_layer, te
     """A sliding window filled with the dtype's most negative value (transformers' way, Gemma
     3): those keys are neither read nor counted, so a StreamingLLM cache whose sinks lie outside
     the model's window is a plain contiguous window, re-indexed or not."""
-    from circuits.core.sites import hook_name
-    from circuits.kv.positions import position_hooks
+    from attn_sink_circuits.core.sites import hook_name
+    from attn_sink_circuits.studies.kv.positions import position_hooks
 
     def slide(scores, hook):
         far = torch.ones(N, N, dtype=torch.bool).tril(-6)

@@ -1,12 +1,12 @@
-"""Blocking the sinks against blocking as many other keys (`circuits.kv.blocking`)."""
+"""Blocking the sinks against blocking as many other keys (`attn_sink_circuits.studies.kv.blocking`)."""
 
 from __future__ import annotations
 
 import pytest
 import torch
 
-from circuits.kv.blocking import blocking_table, random_blocks, sink_blocks
-from circuits.kv.policies import causal
+from attn_sink_circuits.studies.kv.blocking import blocking_table, random_blocks, sink_blocks
+from attn_sink_circuits.studies.kv.policies import causal
 
 N = 40
 SINKS = [(0,), (0, 9), (0, 9, 21), (0,)]
@@ -41,7 +41,7 @@ def test_controls_block_as_much_and_never_a_sink(control):
 
 
 def test_in_a_planted_noop_sink_blocking_the_sink_matters_and_random_keys_do_not(tmp_path):
-    from circuits.models.planted import planted_noop_sink_model
+    from attn_sink_circuits.models.planted import planted_noop_sink_model
 
     model = planted_noop_sink_model(folder=tmp_path)
     torch.manual_seed(0)

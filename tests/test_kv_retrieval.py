@@ -1,4 +1,4 @@
-"""Passkey retrieval under a cache policy (`circuits.kv.retrieval`), on the tiny model: the
+"""Passkey retrieval under a cache policy (`attn_sink_circuits.studies.kv.retrieval`), on the tiny model: the
 prompts hold the needle where they say, the answer is the key's tokens, the cached answer step
 gives the whole-sequence hooks' numbers, a window that cannot reach the needle does not read
 it, and a model that cannot retrieve with the full cache makes its rows "not applicable"."""
@@ -11,9 +11,9 @@ import pandas as pd
 import pytest
 import torch
 
-from circuits.kv import KVConfig, keep_masks, masked_nll
-from circuits.kv.passkey import HEADER, NEEDLE, QUESTION, passkey_prompts
-from circuits.kv.retrieval import (
+from attn_sink_circuits.studies.kv import KVConfig, keep_masks, masked_nll
+from attn_sink_circuits.studies.kv.passkey import HEADER, NEEDLE, QUESTION, passkey_prompts
+from attn_sink_circuits.studies.kv.retrieval import (
     NOT_APPLICABLE,
     budget_tokens,
     mark_applicable,

@@ -1,4 +1,4 @@
-"""Bounded-memory streaming (`circuits.kv.stream`): the same numbers as the full-pattern
+"""Bounded-memory streaming (`attn_sink_circuits.studies.kv.stream`): the same numbers as the full-pattern
 evaluation, from chunks of queries over the few keys a policy can keep."""
 
 from __future__ import annotations
@@ -6,9 +6,9 @@ from __future__ import annotations
 import pytest
 import torch
 
-from circuits.kv import KVConfig, keep_masks, masked_nll
-from circuits.kv.policies import LOCAL, CacheView, get_policy
-from circuits.kv.stream import ROWS, Plan, candidates, streaming_nll
+from attn_sink_circuits.studies.kv import KVConfig, keep_masks, masked_nll
+from attn_sink_circuits.studies.kv.policies import LOCAL, CacheView, get_policy
+from attn_sink_circuits.studies.kv.stream import ROWS, Plan, candidates, streaming_nll
 
 N = ROWS + 60  # two chunks of queries
 CONFIG = KVConfig(sinks=2, score_from=8)

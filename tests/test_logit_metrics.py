@@ -8,9 +8,9 @@ import pytest
 import torch
 from test_discovery import edge_hooks, subtract_at
 
-from circuits.discovery import EdgeRunner, eap, edge_effects, token_rows
-from circuits.discovery.forward import full_keep
-from circuits.patching.metrics import logit_diff, logits_metric
+from attn_sink_circuits.discovery import EdgeRunner, eap, edge_effects, token_rows
+from attn_sink_circuits.discovery.forward import full_keep
+from attn_sink_circuits.patching.metrics import logit_diff, logits_metric
 
 TEXTS = [
     "Natalia sold clips to friends in May.",
@@ -115,8 +115,8 @@ def test_one_unembedded_position_equals_all_logits(tiny, tokens, answers, positi
 
 
 def test_a_logit_circuit_is_judged_again_from_its_saved_graph(tiny, tmp_path):
-    from circuits.discovery import DiscoveryConfig, circuit_graph, discover, judge_saved
-    from circuits.graph.io import read, write
+    from attn_sink_circuits.discovery import DiscoveryConfig, circuit_graph, discover, judge_saved
+    from attn_sink_circuits.graph.io import read, write
 
     texts = TEXTS + ["Lena paints red boats by the river.", "Ten birds sat on a wire at dusk."]
     fit, held = token_rows(tiny, texts[:4], N_POS), token_rows(tiny, texts[4:], N_POS)
@@ -133,7 +133,7 @@ def test_a_logit_circuit_is_judged_again_from_its_saved_graph(tiny, tmp_path):
 def test_sparse_and_dense_edge_patching_agree(tiny, tokens, answers, monkeypatch):
     """Path patching (one ablated edge a row) and tiny circuits (a few kept edges) take the
     sparse paths; the dense sum gives the same values."""
-    import circuits.discovery.feed as forward
+    import attn_sink_circuits.discovery.feed as forward
 
     answer, wrong = answers
     runner = EdgeRunner(tiny, tokens, logit_diff(answer, wrong), positions=None, ablation="mean")

@@ -12,13 +12,20 @@ import torch
 from test_discovery import HELD_OUT
 from test_discovery import TEXTS as FIT
 
-from circuits.discovery import DiscoveryConfig, EdgeRunner, discover, eap, eap_ig, token_rows
-from circuits.discovery.areas import MIB_FRACTIONS, mib_areas
-from circuits.discovery.config import ABLATIONS, Ablation
-from circuits.discovery.methods import METHODS, REGISTRY, method_module, scorer
-from circuits.discovery.methods.mask import _key, sweep
-from circuits.models.planted import planted_p0_model
-from circuits.patching.metrics import p0_attention, resid_norm
+from attn_sink_circuits.discovery import (
+    DiscoveryConfig,
+    EdgeRunner,
+    discover,
+    eap,
+    eap_ig,
+    token_rows,
+)
+from attn_sink_circuits.discovery.areas import MIB_FRACTIONS, mib_areas
+from attn_sink_circuits.discovery.config import ABLATIONS, Ablation
+from attn_sink_circuits.discovery.methods import METHODS, REGISTRY, method_module, scorer
+from attn_sink_circuits.discovery.methods.mask import _key, sweep
+from attn_sink_circuits.models.planted import planted_p0_model
+from attn_sink_circuits.patching.metrics import p0_attention, resid_norm
 
 PLANTED_EDGES = {
     "embed->L0.H0.v",  # the token into the planted head's value (key/value head 0)
@@ -150,8 +157,8 @@ def test_discover_with_the_mask_reports_the_band_circuit_and_mib_scores(mask_cir
 
 
 def test_a_mask_circuit_exports_as_strict_json_without_stability(mask_circuit, tmp_path):
-    from circuits.discovery.graph import circuit_graph
-    from circuits.graph import read, write
+    from attn_sink_circuits.discovery.graph import circuit_graph
+    from attn_sink_circuits.graph import read, write
 
     c = mask_circuit[0]
     graph = circuit_graph(c, c.runner.model, data="planted texts")

@@ -13,12 +13,17 @@ import pandas as pd
 import pytest
 import torch
 
-from circuits.discovery.areas import MIB_FRACTIONS, mib_areas
-from circuits.discovery.attribution import eap, eap_ig_activations, eap_ig_inputs, ig_points
-from circuits.discovery.dag import build_space, mib_edge_count
-from circuits.discovery.forward import EdgeRunner, full_keep
-from circuits.discovery.pairs import tokenize
-from circuits.tasks.ioi import NAMES, ioi_prompts
+from attn_sink_circuits.discovery.areas import MIB_FRACTIONS, mib_areas
+from attn_sink_circuits.discovery.attribution import (
+    eap,
+    eap_ig_activations,
+    eap_ig_inputs,
+    ig_points,
+)
+from attn_sink_circuits.discovery.dag import build_space, mib_edge_count
+from attn_sink_circuits.discovery.forward import EdgeRunner, full_keep
+from attn_sink_circuits.discovery.pairs import tokenize
+from attn_sink_circuits.studies.ioi.prompts import NAMES, ioi_prompts
 
 # Hand-made IOI pairs for the byte tokenizer (one-letter names are one token each), with MIB's
 # s2_io_flip partner: the second mention of S replaced by IO, nothing before it changed.
@@ -157,9 +162,9 @@ def runner(tiny, flip):
 
 def test_a_stopped_ig_scoring_resumes_at_its_first_batch_not_saved(tiny, flip, tmp_path,
                                                                        monkeypatch):  # fmt: skip
-    import circuits.discovery.attribution as attribution
-    from circuits.discovery.config import DiscoveryConfig
-    from circuits.discovery.methods import scorer
+    import attn_sink_circuits.discovery.attribution as attribution
+    from attn_sink_circuits.discovery.config import DiscoveryConfig
+    from attn_sink_circuits.discovery.methods import scorer
 
     score = scorer("eap_ig_activations")
     runner = EdgeRunner(tiny, flip[:3], None, positions=None, ablation="resample")
@@ -207,7 +212,7 @@ def test_left_points_are_mibs_grid(runner):
 
 
 def test_activations_ig_moves_one_group_at_a_time(runner, monkeypatch):
-    import circuits.discovery.attribution as attribution
+    import attn_sink_circuits.discovery.attribution as attribution
 
     groups = attribution.activation_groups(runner)
     assert len(groups) == 1 + 2 * 4 and groups[0][0] == [0] and groups[-1][0] == [20]
@@ -246,8 +251,8 @@ def test_activations_ig_mib_code_drops_the_input_runs_gradient_at_block_0(runner
 
 
 def test_activations_ig_is_a_registry_method(tiny, flip):
-    from circuits.discovery.config import DiscoveryConfig
-    from circuits.discovery.methods import METHODS, scorer
+    from attn_sink_circuits.discovery.config import DiscoveryConfig
+    from attn_sink_circuits.discovery.methods import METHODS, scorer
 
     assert "eap_ig_activations" in METHODS
     runner = EdgeRunner(tiny, flip[:3], None, positions=None, ablation="resample")
@@ -271,18 +276,20 @@ def test_cpr_and_cmd_of_a_known_curve():
 
 
 def test_mib_names_moved_out_of_evaluation_still_import_with_a_warning():
-    import circuits.discovery.evaluation as evaluation
-    from circuits.discovery import areas
+    import attn_sink_circuits.discovery.evaluation as evaluation
+    from attn_sink_circuits.discovery import areas
 
     for name in ("MIB_FRACTIONS", "mib_areas", "mib_area_interval", "mib_curve"):
-        with pytest.warns(DeprecationWarning, match=f"from circuits.discovery.areas import {name}"):
+        with pytest.warns(
+            DeprecationWarning, match=f"from attn_sink_circuits.discovery.areas import {name}"
+        ):
             assert getattr(evaluation, name) is getattr(areas, name)
     with pytest.raises(AttributeError, match="no attribute 'mib_nothing'"):
         evaluation.mib_nothing  # noqa: B018
 
 
 def test_an_area_interval_resamples_texts_alike_at_every_size():
-    from circuits.discovery.areas import mib_area_interval
+    from attn_sink_circuits.discovery.areas import mib_area_interval
 
     rng = np.random.default_rng(0)
     model, empty = rng.normal(3, 1, 50), rng.normal(0, 1, 50)
@@ -301,7 +308,7 @@ def test_an_area_interval_resamples_texts_alike_at_every_size():
 
 
 def test_an_area_difference_is_judged_on_the_same_resamples_for_both_rankings():
-    from circuits.discovery.areas import mib_area_difference, mib_area_interval
+    from attn_sink_circuits.discovery.areas import mib_area_difference, mib_area_interval
 
     rng = np.random.default_rng(1)
     model, empty = np.full(60, 3.0), np.zeros(60)  # f's denominator 3 on every resample
@@ -325,9 +332,9 @@ def test_an_area_difference_is_judged_on_the_same_resamples_for_both_rankings():
 
 
 def test_the_mib_protocol_runs_and_saves_every_size(tiny, flip, tmp_path):
-    from circuits.discovery import discover
-    from circuits.discovery.protocol import PROTOCOLS, protocol, write_mib
-    from circuits.graph.eap_ig import shape_of
+    from attn_sink_circuits.discovery import discover
+    from attn_sink_circuits.discovery.protocol import PROTOCOLS, protocol, write_mib
+    from attn_sink_circuits.graph.eap_ig import shape_of
 
     mib = protocol("mib")
     assert (mib.partner, mib.pad, mib.n_fit, mib.n_heldout) == ("s2_io_flip", True, 100, 200)
@@ -369,8 +376,8 @@ def test_the_mib_protocol_runs_and_saves_every_size(tiny, flip, tmp_path):
 
 
 def test_fit_judged_scores_every_fit_pair_a_chunk_at_a_time(tiny, flip, tmp_path):
-    from circuits.discovery import discover
-    from circuits.discovery.protocol import protocol
+    from attn_sink_circuits.discovery import discover
+    from attn_sink_circuits.discovery.protocol import protocol
 
     cfg = protocol("mib").config(n_boot=10, n_stability=2, n_random=2, max_exact=2, n_curve=4,
                                  n_exact_texts=3, mib_areas=False, fit_judged=2)  # fmt: skip
@@ -407,8 +414,8 @@ def test_fit_judged_scores_every_fit_pair_a_chunk_at_a_time(tiny, flip, tmp_path
 
 
 def test_a_rerun_reads_back_the_scores_and_each_phase_that_ended(tiny, flip, tmp_path, monkeypatch):
-    from circuits.discovery import discover, pipeline
-    from circuits.discovery.protocol import protocol
+    from attn_sink_circuits.discovery import discover, pipeline
+    from attn_sink_circuits.discovery.protocol import protocol
 
     cfg = protocol("mib").config(method="eap", n_boot=10, n_stability=2, n_random=2, max_exact=2,
                                  n_curve=4, n_exact_texts=3)  # fmt: skip
@@ -457,11 +464,11 @@ def _script(name: str):
 
 def test_additivity_rebuilds_a_runs_curve_circuits_from_its_importance_file(tiny, flip, tmp_path,
                                                                             monkeypatch):  # fmt: skip
-    import circuits.tasks.ioi as tasks_ioi
-    from circuits.discovery import discover
-    from circuits.discovery.evaluation import prune, top_mask, top_order
-    from circuits.discovery.protocol import protocol, read_mib_scores, write_mib
-    from circuits.graph.eap_ig import shape_of
+    import attn_sink_circuits.studies.ioi.prompts as tasks_ioi
+    from attn_sink_circuits.discovery import discover
+    from attn_sink_circuits.discovery.evaluation import prune, top_mask, top_order
+    from attn_sink_circuits.discovery.protocol import protocol, read_mib_scores, write_mib
+    from attn_sink_circuits.graph.eap_ig import shape_of
 
     additivity, ioi = _script("mib_additivity"), _script("mib_ioi")
     cfg = protocol("mib").config(n_boot=10, n_stability=0, n_random=2, max_exact=0, n_curve=4)
@@ -512,11 +519,11 @@ def test_mib_ioi_script_writes_a_run_folder_whose_areas_and_scores_read_back(tin
                                                                              monkeypatch):  # fmt: skip
     import argparse
 
-    import circuits.models as models
-    import circuits.tasks.ioi as tasks_ioi
-    from circuits.discovery.protocol import read_mib_scores, read_run
-    from circuits.discovery.submission import IMPORTANCES
-    from circuits.graph.io import read
+    import attn_sink_circuits.models as models
+    import attn_sink_circuits.studies.ioi.prompts as tasks_ioi
+    from attn_sink_circuits.discovery.protocol import read_mib_scores, read_run
+    from attn_sink_circuits.discovery.submission import IMPORTANCES
+    from attn_sink_circuits.graph.io import read
 
     ioi = _script("mib_ioi")
     monkeypatch.setattr(models, "load_model", lambda name, device: tiny)
@@ -547,9 +554,9 @@ def test_mib_ioi_script_writes_a_run_folder_whose_areas_and_scores_read_back(tin
 
 
 def test_exact_effects_split_a_rankings_error_from_its_edges_interaction(tiny, flip):
-    from circuits.discovery.config import DiscoveryConfig
-    from circuits.discovery.evaluation import evaluate
-    from circuits.discovery.methods import scorer
+    from attn_sink_circuits.discovery.config import DiscoveryConfig
+    from attn_sink_circuits.discovery.evaluation import evaluate
+    from attn_sink_circuits.discovery.methods import scorer
 
     additivity = _script("mib_additivity")
     cfg = DiscoveryConfig(method="eap_ig_inputs", ig_steps=2, kv_inputs="ungrouped", batch_size=8,
@@ -576,10 +583,10 @@ def test_exact_effects_split_a_rankings_error_from_its_edges_interaction(tiny, f
 
 
 def test_held_out_pairs_are_judged_a_chunk_at_a_time_with_the_same_values(tiny, flip):
-    from circuits.discovery import discover
-    from circuits.discovery.chunk_runner import ChunkRunner
-    from circuits.discovery.evaluation import evaluate, random_masks
-    from circuits.discovery.protocol import protocol
+    from attn_sink_circuits.discovery import discover
+    from attn_sink_circuits.discovery.chunk_runner import ChunkRunner
+    from attn_sink_circuits.discovery.evaluation import evaluate, random_masks
+    from attn_sink_circuits.discovery.protocol import protocol
 
     whole = EdgeRunner(tiny, flip, None, positions=None, ablation="resample",
                        kv_inputs="ungrouped", judging_only=True)  # fmt: skip
@@ -609,9 +616,9 @@ def test_held_out_pairs_are_judged_a_chunk_at_a_time_with_the_same_values(tiny, 
 
 
 def test_saved_runs_get_the_intervals_their_own_run_would_have(tiny, flip, tmp_path, monkeypatch):
-    from circuits.discovery import discover
-    from circuits.discovery.protocol import protocol, write_mib
-    from circuits.graph.eap_ig import shape_of
+    from attn_sink_circuits.discovery import discover
+    from attn_sink_circuits.discovery.protocol import protocol, write_mib
+    from attn_sink_circuits.graph.eap_ig import shape_of
 
     script = _script("mib_intervals")
     cfg = protocol("mib").config(n_boot=50, n_stability=0, n_random=2, max_exact=0, n_curve=4,
@@ -637,9 +644,9 @@ def test_saved_runs_get_the_intervals_their_own_run_would_have(tiny, flip, tmp_p
 
 def test_a_run_judged_on_another_runs_pairs_equals_that_runs_own_areas(tiny, flip, tmp_path,
                                                                         monkeypatch):  # fmt: skip
-    from circuits.discovery import discover
-    from circuits.discovery.protocol import protocol, write_mib
-    from circuits.graph.eap_ig import shape_of
+    from attn_sink_circuits.discovery import discover
+    from attn_sink_circuits.discovery.protocol import protocol, write_mib
+    from attn_sink_circuits.graph.eap_ig import shape_of
 
     script = _script("mib_intervals")
     cfg = protocol("mib").config(n_boot=50, n_stability=0, n_random=2, max_exact=0, n_curve=4,
@@ -665,9 +672,9 @@ def test_a_run_judged_on_another_runs_pairs_equals_that_runs_own_areas(tiny, fli
 
 
 def test_two_runs_judged_paired_on_one_runs_pairs(tiny, flip, tmp_path, monkeypatch):
-    from circuits.discovery import discover
-    from circuits.discovery.protocol import protocol, write_mib
-    from circuits.graph.eap_ig import shape_of
+    from attn_sink_circuits.discovery import discover
+    from attn_sink_circuits.discovery.protocol import protocol, write_mib
+    from attn_sink_circuits.graph.eap_ig import shape_of
 
     script = _script("mib_intervals")
     cfg = protocol("mib").config(n_boot=50, n_stability=0, n_random=2, max_exact=0, n_curve=4,
@@ -703,8 +710,8 @@ def test_two_runs_judged_paired_on_one_runs_pairs(tiny, flip, tmp_path, monkeypa
 
 
 def test_a_saved_runs_held_out_pairs_are_made_again_and_checked(smollm2):
-    from circuits.provenance import texts_identity
-    from circuits.tasks.ioi import ioi_pairs
+    from attn_sink_circuits.runs.provenance import texts_identity
+    from attn_sink_circuits.studies.ioi.prompts import ioi_pairs
 
     script = _script("mib_intervals")
     pairs, _ = ioi_pairs(smollm2, 6, seed=3, partner="s2_io_flip", pad=True, bos=True)
@@ -720,8 +727,8 @@ def test_a_saved_runs_held_out_pairs_are_made_again_and_checked(smollm2):
 
 def test_a_saved_runs_pairs_with_another_partner_change_only_the_corrupted_prompts(smollm2,
                                                                                     monkeypatch):  # fmt: skip
-    import circuits.tasks.ioi as ioi
-    from circuits.provenance import texts_identity
+    import attn_sink_circuits.studies.ioi.prompts as ioi
+    from attn_sink_circuits.runs.provenance import texts_identity
 
     pairs, _ = ioi.ioi_pairs(smollm2, 6, seed=3, partner="s2_io_flip", pad=True, bos=True)
     texts = texts_identity(pairs.rows(), split=(range(4), range(4, 6)))
@@ -746,10 +753,10 @@ def test_a_saved_runs_pairs_with_another_partner_change_only_the_corrupted_promp
 
 def test_a_circuit_judged_under_another_partner_is_first_judged_as_its_run_did(tiny, flip,
                                                                                monkeypatch):  # fmt: skip
-    import circuits.tasks.ioi as ioi
-    from circuits.discovery import circuit_graph, discover
-    from circuits.discovery.pairs import Pairs
-    from circuits.discovery.protocol import protocol
+    import attn_sink_circuits.studies.ioi.prompts as ioi
+    from attn_sink_circuits.discovery import circuit_graph, discover
+    from attn_sink_circuits.discovery.pairs import Pairs
+    from attn_sink_circuits.discovery.protocol import protocol
 
     script = _script("mib_cross_partner")
     cfg = protocol("mib").config(n_boot=50, n_stability=0, n_random=2, max_exact=0, n_curve=4)
@@ -771,7 +778,7 @@ def test_a_circuit_judged_under_another_partner_is_first_judged_as_its_run_did(t
 
 
 def test_a_run_folder_without_a_run_summary_is_refused_by_name(tmp_path):
-    from circuits.discovery.protocol import read_run
+    from attn_sink_circuits.discovery.protocol import read_run
 
     with pytest.raises(ValueError, match="not a scripts/mib_ioi.py run folder"):
         read_run(tmp_path)
@@ -850,7 +857,7 @@ def test_bf16_accumulation_sums_mibs_terms_in_order_and_saturates(tiny, flip, tm
                                                                  monkeypatch):  # fmt: skip
     import argparse
 
-    import circuits.discovery.attribution as attribution
+    import attn_sink_circuits.discovery.attribution as attribution
 
     script = _script("mib_bf16_scores")
     runner = EdgeRunner(tiny, flip[:4], None, positions=None, ablation="resample",

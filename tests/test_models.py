@@ -9,17 +9,17 @@ from pathlib import Path
 import pytest
 import torch
 
-from circuits.cli import main as cli_main
-from circuits.models import MODELS, get_spec, load_model, model_info
-from circuits.models import cache as cache_mod
-from circuits.models.gguf import (
+from attn_sink_circuits.cli import main as cli_main
+from attn_sink_circuits.models import MODELS, get_spec, load_model, model_info
+from attn_sink_circuits.models import cache as cache_mod
+from attn_sink_circuits.models.gguf import (
     HashMismatchError,
     WeightsMissingError,
     assemble,
     chunk_paths,
     verified_single_file,
 )
-from circuits.models.tiny import tiny_model
+from attn_sink_circuits.models.tiny import tiny_model
 
 PROMPT = "The capital of France is"
 

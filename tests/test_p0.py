@@ -6,13 +6,13 @@ import json
 
 import pytest
 
-from circuits._io import MARKER
-from circuits.discovery import token_rows
-from circuits.graph import io as graph_io
-from circuits.graph import validate
-from circuits.models.planted import P0_TEXTS, planted_p0_model
-from circuits.report import write_trace
-from circuits.tracing.p0 import P0Config, find_formation, position_vs_content, trace_p0
+from attn_sink_circuits.discovery import token_rows
+from attn_sink_circuits.graph import io as graph_io
+from attn_sink_circuits.graph import validate
+from attn_sink_circuits.models.planted import P0_TEXTS, planted_p0_model
+from attn_sink_circuits.report import write_trace
+from attn_sink_circuits.runs.io import MARKER
+from attn_sink_circuits.studies.p0 import P0Config, find_formation, position_vs_content, trace_p0
 
 # 4 fit texts (the first 4 after the seeded shuffle also feed experiments 1-6), 4 held out.
 SMALL = P0Config().with_options(
@@ -171,7 +171,7 @@ def test_the_finding_lists_only_node_components_stable_across_texts(planted_trac
     unstable (its sd over texts raised above its effect) it is named as left out."""
     from dataclasses import replace
 
-    from circuits.tracing.p0.summary import finding_text, stable_split
+    from attn_sink_circuits.studies.p0.summary import finding_text, stable_split
 
     assert stable_split(planted_trace) == (
         ["L0.H0", *planted_trace.summary()["node_circuit_mlps"]],

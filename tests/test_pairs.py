@@ -8,9 +8,9 @@ import json
 import pytest
 import torch
 
-from circuits.discovery import EdgeRunner, eap
-from circuits.discovery.forward import full_keep
-from circuits.discovery.pairs import Pairs, read_pairs, tokenize
+from attn_sink_circuits.discovery import EdgeRunner, eap
+from attn_sink_circuits.discovery.forward import full_keep
+from attn_sink_circuits.discovery.pairs import Pairs, read_pairs, tokenize
 
 ROWS = [
     {"clean": "When Ann and Bob ran, Bob gave it to", "corrupt": "When Cat and Dan ran, Eve gave it to",
@@ -116,8 +116,8 @@ def test_eap_gradient_convention_matches_a_hand_gradient(tiny, pairs, at):
 
 
 def test_the_gradient_convention_is_a_discovery_option(tiny, pairs):
-    from circuits.discovery import DiscoveryConfig
-    from circuits.discovery.methods import eap as eap_method
+    from attn_sink_circuits.discovery import DiscoveryConfig
+    from attn_sink_circuits.discovery.methods import eap as eap_method
 
     runner = EdgeRunner(tiny, pairs, None, positions=None, ablation="resample")
     for at in ("clean", "corrupted"):

@@ -12,7 +12,7 @@ import pytest
 import torch
 from jaxtyping import TypeCheckError
 
-from circuits.patching import (
+from attn_sink_circuits.patching import (
     Grid,
     Intervention,
     Metric,
@@ -42,7 +42,7 @@ CORRUPT = "jello world, that!"
 def sharp(tmp_path_factory):
     """A tiny random Llama with sharpened attention and larger MLP/value weights, so that
     patches move metrics by 1e-2..1e-1 instead of 1e-4."""
-    from circuits.models.tiny import tiny_model
+    from attn_sink_circuits.models.tiny import tiny_model
 
     model = tiny_model(seed=1, folder=tmp_path_factory.mktemp("sharp"))
     with torch.no_grad():
@@ -559,8 +559,8 @@ def test_metric_reading_a_hook_that_never_fires_is_refused(tiny, forwards):
 
 
 def test_a_metric_on_a_layer_or_head_the_model_lacks_is_refused_naming_it(tiny, forwards):
-    from circuits.discovery.forward import EdgeRunner
-    from circuits.patching.metrics import p0_attention, resid_norm
+    from attn_sink_circuits.discovery.forward import EdgeRunner
+    from attn_sink_circuits.patching.metrics import p0_attention, resid_norm
 
     toks = tiny.to_tokens(["abcdefgh", "hgfedcba"])
     cases = [
@@ -582,7 +582,7 @@ def test_a_metric_on_a_layer_or_head_the_model_lacks_is_refused_naming_it(tiny, 
 
 
 def test_frame_schema_and_graph_builder(sharp, toks):
-    from circuits.graph.build import from_scores
+    from attn_sink_circuits.graph.build import from_scores
 
     clean, corrupt = toks
     heads = sweep(
@@ -626,7 +626,7 @@ def test_frame_schema_and_graph_builder(sharp, toks):
 
 
 def test_plot_sweep_draws_layer_by_position_and_head(sharp, toks):
-    from circuits.report.patching_plots import plot_sweep
+    from attn_sink_circuits.report.patching_plots import plot_sweep
 
     clean, corrupt = toks
     result = sweep(
@@ -704,7 +704,7 @@ def test_engine_matches_transformer_lens_patching_on_smollm2(smollm2):
 
 
 def test_each_metric_is_built_again_from_the_spec_it_carries():
-    from circuits.patching.metrics import METRICS, build_metric
+    from attn_sink_circuits.patching.metrics import METRICS, build_metric
 
     made = [p0_attention([1, 2], heads=[0]), resid_norm(1, pos=0), logit_diff(3, 4)]
     assert {m.spec["metric"] for m in made} == set(METRICS)

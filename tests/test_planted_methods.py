@@ -1,4 +1,4 @@
-"""The edge methods against a planted P0-sink circuit (`circuits.known_answers.planted`): the
+"""The edge methods against a planted P0-sink circuit (`attn_sink_circuits.studies.known_answers.planted`): the
 planted edges are the ones exact patching finds, and the best method ranks them first (measured
 2026-12-07, docs/ground_truth/planted: path patching and the mask AUC 1.000 at amplify 1, EAP
 0.981)."""
@@ -7,13 +7,13 @@ from __future__ import annotations
 
 import pytest
 
-from circuits.known_answers.planted import (
+from attn_sink_circuits.models.planted import planted_p0_model
+from attn_sink_circuits.studies.known_answers.planted import (
     planted_runner,
     planted_truth,
     score_planted,
     truth_check,
 )
-from circuits.models.planted import planted_p0_model
 
 
 @pytest.fixture(scope="module")

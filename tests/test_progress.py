@@ -1,5 +1,5 @@
 """Progress on the long commands (issue 34 item 6): `claims`, `trigger`, `faithfulness` and
-`export --mib-sizes` show one bar on stderr (`circuits.steps.Steps`) that names each step
+`export --mib-sizes` show one bar on stderr (`attn_sink_circuits.runs.steps.Steps`) that names each step
 as it runs, while stdout keeps only what the command prints; an interrupt closes the bar first,
 so the one-line message comes last."""
 
@@ -11,10 +11,10 @@ import pytest
 from test_cli_mib import FAST, ROWS  # pairs of three lengths; a quick discover
 from test_mib import FLIP  # pairs of one length
 
-from circuits import cli
-from circuits.cli import loading
-from circuits.discovery.areas import MIB_FRACTIONS
-from circuits.models.planted import P0_TEXTS, planted_p0_model
+from attn_sink_circuits import cli
+from attn_sink_circuits.cli import loading
+from attn_sink_circuits.discovery.areas import MIB_FRACTIONS
+from attn_sink_circuits.models.planted import P0_TEXTS, planted_p0_model
 
 BAR = ("\r", "%|", "it/s", "s/it")
 """What only a progress bar writes: none of it may reach stdout."""
@@ -75,10 +75,10 @@ def planted(tmp_path_factory):
 
 
 def test_judge_saved_on_texts_names_the_tokens_step_too(planted, capsys):
-    from circuits.core.tokens import token_rows
-    from circuits.discovery import DiscoveryConfig, circuit_graph, discover, judge_saved
-    from circuits.discovery.saved import JUDGE_STEPS
-    from circuits.patching.metrics import p0_attention
+    from attn_sink_circuits.core.tokens import token_rows
+    from attn_sink_circuits.discovery import DiscoveryConfig, circuit_graph, discover, judge_saved
+    from attn_sink_circuits.discovery.saved import JUDGE_STEPS
+    from attn_sink_circuits.patching.metrics import p0_attention
 
     model, texts = planted.model, list(P0_TEXTS)
     fit, held = token_rows(model, texts[:5], 20), token_rows(model, texts[5:], 20)
@@ -97,7 +97,7 @@ def test_judge_saved_on_texts_names_the_tokens_step_too(planted, capsys):
 
 
 def test_claims_names_each_measurement(planted, tmp_path, monkeypatch, capsys):
-    from circuits.claims.pipeline import P0_STEPS
+    from attn_sink_circuits.studies.claims.pipeline import P0_STEPS
 
     texts = tmp_path / "texts.txt"
     texts.write_text("\n".join(P0_TEXTS) + "\n")
@@ -138,7 +138,7 @@ def test_trigger_names_each_run(tmp_path, capsys):
 
 
 def test_an_interrupt_closes_the_bar_before_the_message(tmp_path, monkeypatch, capsys):
-    import circuits.trigger.experiment as ex
+    import attn_sink_circuits.studies.trigger.experiment as ex
 
     real = ex.train_model
 

@@ -13,7 +13,7 @@ from pathlib import Path
 import pytest
 import torch
 
-from circuits.sinks import (
+from attn_sink_circuits.sinks import (
     delimiter_position,
     gu_alpha,
     is_massive,
@@ -143,7 +143,7 @@ def test_the_texts_are_78_english_then_german(script):
 def planted_tiny(folder: Path):
     """A tiny random model whose BOS embedding holds +5000 in dimension 0: the residual stream
     carries it, so every block's output at P0 holds a massive entry there."""
-    from circuits.models.tiny import tiny_model
+    from attn_sink_circuits.models.tiny import tiny_model
 
     model = tiny_model(seed=1, folder=folder)
     with torch.no_grad():
@@ -152,7 +152,7 @@ def planted_tiny(folder: Path):
 
 
 def test_a_run_folder_on_a_planted_tiny_model(script, tmp_path, monkeypatch):
-    from circuits._io import read_marker
+    from attn_sink_circuits.runs.io import read_marker
 
     sel = script.select_texts(12)
     model = planted_tiny(tmp_path / "model")

@@ -12,8 +12,8 @@ from pathlib import Path
 
 import pytest
 
-from circuits._io import MARKER, atomic_folder, read_marker
-from circuits.provenance import (
+from attn_sink_circuits.runs.io import MARKER, atomic_folder, read_marker
+from attn_sink_circuits.runs.provenance import (
     COMMIT_VARIABLE,
     SCHEMA_VERSION,
     check_schema_version,
@@ -24,7 +24,7 @@ from circuits.provenance import (
     provenance,
     texts_identity,
 )
-from circuits.tracing.result import read_summary
+from attn_sink_circuits.studies.result import read_summary
 
 ROOT = Path(__file__).resolve().parents[1]
 needs_git = pytest.mark.skipif(shutil.which("git") is None, reason="git is not installed")
@@ -43,7 +43,7 @@ def test_the_commit_is_the_checkouts_head():
     code = code_identity()
     assert code["commit"] == _git(ROOT, "rev-parse", "HEAD")
     assert code["commit_from"] == "git" and isinstance(code["dirty"], bool)
-    from circuits import __version__
+    from attn_sink_circuits import __version__
 
     assert code["version"] == __version__
 
@@ -85,7 +85,7 @@ def test_the_texts_hash_follows_the_texts_and_kinds(tmp_path):
     assert texts_identity(texts, ["a", "b", "b"])["sha256"] != base["sha256"]
     assert base["source"] is None
     # Texts read from a file name it as their source.
-    from circuits.core.texts import read_kinded_texts
+    from attn_sink_circuits.core.texts import read_kinded_texts
 
     path = tmp_path / "t.jsonl"
     path.write_text(
@@ -112,7 +112,7 @@ def test_the_record_holds_the_run(tiny):
     model = record["model"]
     assert model["key"] == "tiny" and model["dtype"] == "float32" and model["device"] == "cpu"
     assert model["quantisation"] is None and model["weights_sha256_of"] == "weight tensors"
-    from circuits.core.identity import weights_sha256
+    from attn_sink_circuits.core.identity import weights_sha256
 
     assert model["weights_sha256"] == weights_sha256(tiny)
     assert record["settings"] == {"n_tokens": 8} and record["texts"]["n"] == 1
@@ -123,9 +123,9 @@ def test_the_record_holds_the_run(tiny):
 def test_a_gguf_model_is_named_with_its_quantisation():
     from types import SimpleNamespace
 
-    from circuits.core.identity import ModelInfo, record_info
-    from circuits.models.identity import model_identity
-    from circuits.models.registry import MODELS
+    from attn_sink_circuits.core.identity import ModelInfo, record_info
+    from attn_sink_circuits.models.identity import model_identity
+    from attn_sink_circuits.models.registry import MODELS
 
     spec = MODELS["qwen2.5-0.5b"]
     info = ModelInfo(
@@ -183,10 +183,10 @@ def test_a_dirty_tree_is_noted_never_refused():
 
 
 def test_a_written_trace_carries_its_provenance(tmp_path, monkeypatch):
-    from circuits.core.texts import texts_sha256
-    from circuits.models.planted import P0_TEXTS, planted_p0_model
-    from circuits.report import write_trace
-    from circuits.tracing.p0 import P0Config, trace_p0
+    from attn_sink_circuits.core.texts import texts_sha256
+    from attn_sink_circuits.models.planted import P0_TEXTS, planted_p0_model
+    from attn_sink_circuits.report import write_trace
+    from attn_sink_circuits.studies.p0 import P0Config, trace_p0
 
     planted = planted_p0_model(folder=tmp_path / "model")
     config = P0Config().with_options(

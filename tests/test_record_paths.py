@@ -1,6 +1,6 @@
 """Records name no machine path: a path under the repository is written relative to it, one
-outside as `<outside>/NAME`, in new records (`circuits.record_paths`) and, by the migration, in
-old ones (`circuits.record_migration`), which changes nothing else and leaves alone what a resume
+outside as `<outside>/NAME`, in new records (`attn_sink_circuits.runs.record_paths`) and, by the migration, in
+old ones (`attn_sink_circuits.runs.record_migration`), which changes nothing else and leaves alone what a resume
 compares. No model runs here."""
 
 from __future__ import annotations
@@ -11,16 +11,16 @@ import sys
 
 import pytest
 
-from circuits._io import MARKER, atomic_folder, read_marker
-from circuits.provenance import provenance, stamped, texts_identity
-from circuits.record_migration import (
+from attn_sink_circuits.runs.io import MARKER, atomic_folder, read_marker
+from attn_sink_circuits.runs.provenance import provenance, stamped, texts_identity
+from attn_sink_circuits.runs.record_migration import (
     CHECKPOINT_KEY,
     compared_on_resume,
     migrate_file,
     migrate_records,
     record_files,
 )
-from circuits.record_paths import (
+from attn_sink_circuits.runs.record_paths import (
     OUTSIDE,
     is_absolute,
     portable,
@@ -63,7 +63,7 @@ def test_a_path_becomes_relative_to_the_repository_or_outside():
 
 def test_the_default_repository_is_the_checkout_holding_the_package():
     root = repository_root()
-    assert root is not None and (root / "circuits" / "record_paths.py").is_file()
+    assert root is not None and (root / "attn_sink_circuits" / "runs" / "record_paths.py").is_file()
     assert portable_path(root / "docs" / "p0") == "docs/p0"
     assert portable_path(root.parent / "elsewhere" / "m.gguf") == f"{OUTSIDE}/m.gguf"
 
@@ -95,7 +95,7 @@ def test_a_value_is_rewritten_keys_too_and_a_body_keeps_its_texts():
 
 def test_a_portable_command_names_the_same_program():
     # A rerun into a run folder compares the program its marker's command ran.
-    from circuits._owned import program
+    from attn_sink_circuits.runs.owned import program
 
     for argv in (
         ["/venv/lib/site-packages/circuits/cli/__main__.py", "p0", "--out", "/tmp/x/o"],
@@ -188,7 +188,7 @@ def test_the_migration_rewrites_the_paths_and_nothing_else(tmp_path):
 
 def test_what_a_resume_compares_is_never_touched(tmp_path):
     files = _tree(tmp_path)
-    from circuits.steps import KEY_FILE
+    from attn_sink_circuits.runs.steps import KEY_FILE
 
     assert CHECKPOINT_KEY == KEY_FILE
     for path in files:

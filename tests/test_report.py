@@ -17,10 +17,10 @@ from matplotlib.colors import to_hex
 from matplotlib.figure import Figure
 from matplotlib.patches import FancyArrowPatch
 
-from circuits._repr import number, percent, value_html
-from circuits.graph import from_scores, prune_dead_nodes, prune_top_k
-from circuits.graph.circuit import add_effect, new_graph
-from circuits.report import (
+from attn_sink_circuits._repr import number, percent, value_html
+from attn_sink_circuits.graph import from_scores, prune_dead_nodes, prune_top_k
+from attn_sink_circuits.graph.circuit import add_effect, new_graph
+from attn_sink_circuits.report import (
     AttentionView,
     GraphView,
     Image,
@@ -37,7 +37,7 @@ from circuits.report import (
     write_report,
     write_trace,
 )
-from circuits.report.draw import ROLE_COLORS, DrawOptions, edge_roles
+from attn_sink_circuits.report.draw import ROLE_COLORS, DrawOptions, edge_roles
 
 TEXTS = ["The cat sat on the mat!!", "Sinks hold attention now"]  # equal lengths: one batch
 LAST = 3  # the tiny model's last layer, where the metric is read
@@ -294,8 +294,8 @@ def p0_trace(tmp_path_factory):
     """The planted P0 circuit (tests/test_p0.py) traced on 4 + 4 short texts, and its report."""
     from test_p0 import SMALL
 
-    from circuits.models.planted import P0_TEXTS, planted_p0_model
-    from circuits.tracing.p0 import trace_p0
+    from attn_sink_circuits.models.planted import P0_TEXTS, planted_p0_model
+    from attn_sink_circuits.studies.p0 import trace_p0
 
     planted = planted_p0_model(folder=tmp_path_factory.mktemp("planted"))
     trace = trace_p0(planted.model, P0_TEXTS, SMALL, progress=False)
@@ -460,10 +460,10 @@ def _figure_words(fig) -> str:
 
 
 def _role_colours(fig) -> set[str]:
-    """The roles whose colour (`circuits.graph.convention`) an artist of `fig` is drawn in."""
+    """The roles whose colour (`attn_sink_circuits.graph.convention`) an artist of `fig` is drawn in."""
     from matplotlib.colors import to_hex
 
-    from circuits.graph.convention import ROLE_COLORS
+    from attn_sink_circuits.graph.convention import ROLE_COLORS
 
     found = set()
     for ax in fig.axes:
@@ -481,8 +481,8 @@ def _role_colours(fig) -> set[str]:
 
 
 def test_every_figure_names_its_colours_in_words(p0_trace):
-    from circuits.graph.convention import COLOR_WORDS
-    from circuits.report.draw import draw_circuit
+    from attn_sink_circuits.graph.convention import COLOR_WORDS
+    from attn_sink_circuits.report.draw import draw_circuit
 
     trace, _ = p0_trace
     figures = {**trace.figures(), "circuit": draw_circuit(trace.graph),
@@ -501,8 +501,8 @@ def test_every_figure_names_its_colours_in_words(p0_trace):
 
 
 def test_unstable_node_level_effects_and_plateaus_are_named_with_their_spread():
-    from circuits.tracing.p0.config import P0Config
-    from circuits.tracing.p0.summary import unstable_text
+    from attn_sink_circuits.studies.p0.config import P0Config
+    from attn_sink_circuits.studies.p0.summary import unstable_text
 
     # Seven unrelated heads at +0.23..+0.24, each carried by one of two texts (sd as large as
     # the mean: today's quick run), one stable supporting head, one MLP too weak to matter.
@@ -531,8 +531,8 @@ def test_unstable_list_names_each_component_once_in_order_and_finds_a_lower_plat
     """Heads and MLPs share index labels (0, 1, ...): each unstable one is named once, all
     sorted by |effect|; three heads sharing +0.11 under a larger +0.5 are a plateau measured
     from their own value (the demo's case: the note did not fire, measured from the largest)."""
-    from circuits.tracing.p0.config import P0Config
-    from circuits.tracing.p0.summary import unstable_text
+    from attn_sink_circuits.studies.p0.config import P0Config
+    from attn_sink_circuits.studies.p0.summary import unstable_text
 
     heads = pd.DataFrame(
         {"layer": [0, 3, 4, 5], "head": [0, 1, 2, 3],

@@ -14,10 +14,10 @@ from pathlib import Path
 import pandas as pd
 import pytest
 
-from circuits.graph.io import read
-from circuits.report.graph_view import MIN_LABEL_PX
-from circuits.report.html import GraphView, KeyValues, Section, Table, write_report
-from circuits.report.trace import write_trace
+from attn_sink_circuits.graph.io import read
+from attn_sink_circuits.report.graph_view import MIN_LABEL_PX
+from attn_sink_circuits.report.html import GraphView, KeyValues, Section, Table, write_report
+from attn_sink_circuits.report.trace import write_trace
 
 pytestmark = pytest.mark.skipif(
     shutil.which("chromium") is None,
@@ -82,8 +82,8 @@ def planted_report(tmp_path_factory) -> Path:
     """The planted P0 model's trace (tests/test_p0.py's small settings) as report.html."""
     from test_p0 import SMALL
 
-    from circuits.models.planted import P0_TEXTS, planted_p0_model
-    from circuits.tracing.p0 import trace_p0
+    from attn_sink_circuits.models.planted import P0_TEXTS, planted_p0_model
+    from attn_sink_circuits.studies.p0 import trace_p0
 
     planted = planted_p0_model(folder=tmp_path_factory.mktemp("planted"))
     trace = trace_p0(planted.model, P0_TEXTS, SMALL, progress=False)

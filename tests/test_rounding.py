@@ -1,4 +1,4 @@
-"""Weights rounded as llama.cpp stores them (`circuits.models.rounding`): the block arithmetic
+"""Weights rounded as llama.cpp stores them (`attn_sink_circuits.models.rounding`): the block arithmetic
 checked by hand for Q8_0, what stays F32, and a rounded model folder that loads and moves the
 model's output less at 8 bits than at 4."""
 
@@ -9,7 +9,7 @@ import json
 import pytest
 import torch
 
-from circuits.models.rounding import BLOCK, RoundingPlan, round_folder, round_tensor
+from attn_sink_circuits.models.rounding import BLOCK, RoundingPlan, round_folder, round_tensor
 
 
 def test_q8_0_is_a_per_block_scale_of_max_over_127_and_round_to_nearest():
@@ -37,8 +37,8 @@ def test_4_bit_blocks_hold_at_most_16_levels_and_vectors_stay_f32():
 
 
 def test_a_rounded_folder_loads_and_8_bits_move_the_output_less_than_4(tmp_path):
-    from circuits.models import load_model
-    from circuits.training.lm import LMConfig, build_model, save_model_folder
+    from attn_sink_circuits.models import load_model
+    from attn_sink_circuits.training.lm import LMConfig, build_model, save_model_folder
 
     src = tmp_path / "fp32"
     src.mkdir()

@@ -14,9 +14,9 @@ from pathlib import Path
 
 import pytest
 
-from circuits.models import cache
-from circuits.models import load as load_mod
-from circuits.models.load import load_model
+from attn_sink_circuits.models import cache
+from attn_sink_circuits.models import load as load_mod
+from attn_sink_circuits.models.load import load_model
 
 SHA = "a" * 64
 WEIGHTS = b"w" * 1000
@@ -146,7 +146,7 @@ def test_a_read_only_cache_is_a_clear_error(tmp_path, monkeypatch):
 BUILDER = textwrap.dedent(
     """
     import sys, time
-    from circuits.models import cache
+    from attn_sink_circuits.models import cache
 
     def build(folder):
         (folder / "config.json").write_text('{"model_type": "llama"}')

@@ -19,8 +19,12 @@ import networkx as nx
 import pytest
 import torch
 
-from circuits import cli
-from circuits._io import (
+from attn_sink_circuits import cli
+from attn_sink_circuits.core.traces import Trace, read_corpus, read_traces
+from attn_sink_circuits.generation import write_traces
+from attn_sink_circuits.graph import add_effect, new_graph
+from attn_sink_circuits.graph import io as graph_io
+from attn_sink_circuits.runs.io import (
     _HOST,
     MARKER,
     atomic_folder,
@@ -28,10 +32,6 @@ from circuits._io import (
     read_marker,
     remove_stale_scratch,
 )
-from circuits.core.traces import Trace, read_corpus, read_traces
-from circuits.generation import write_traces
-from circuits.graph import add_effect, new_graph
-from circuits.graph import io as graph_io
 
 TRIGGER = ["trigger", "--steps", "5", "--seeds", "0", "--attention", "softmax"]
 
@@ -93,7 +93,7 @@ def test_a_folder_filled_while_the_run_worked_is_not_replaced(tmp_path):
 
 _KILLED_WRITER = """
 import sys, time
-from circuits._io import atomic_folder, atomic_write
+from attn_sink_circuits.runs.io import atomic_folder, atomic_write
 with atomic_folder(sys.argv[1]) as tmp, atomic_write(sys.argv[2]) as fh:
     (tmp / "part.csv").write_text("half")
     fh.write("half")
@@ -132,7 +132,7 @@ def test_trigger_twice_behaves_like_p0(tmp_path, capsys):
     assert cli.main(argv) == 0  # the same command again: replaces its own output
     assert sorted(p.name for p in tmp_path.iterdir()) == ["t"]
     # Runs left by an interrupted run: the message names --resume, and --resume uses them.
-    from circuits.trigger import ExperimentGrid, TrainConfig, run_experiment
+    from attn_sink_circuits.studies.trigger import ExperimentGrid, TrainConfig, run_experiment
 
     grid = ExperimentGrid(["softmax"], [(1, 1)], [0])
     run_experiment(grid, train_config=TrainConfig(steps=5), runs_dir=tmp_path / "t.runs",
@@ -181,7 +181,7 @@ def test_line_separators_inside_records_read_back(tmp_path):
         path = write_traces([trace, trace], tmp_path / name)
         assert read_traces(path) == [trace, trace]
         assert read_corpus(path) == [trace, trace]
-    from circuits.core.texts import read_texts
+    from attn_sink_circuits.core.texts import read_texts
 
     texts = tmp_path / "texts.jsonl"
     texts.write_text("".join(json.dumps({"text": f"{i} {odd}"}, ensure_ascii=False) + "\n"
@@ -208,7 +208,7 @@ def test_xml_exports_hold_control_characters(tmp_path, suffix):
 
 
 def _no_model(monkeypatch):
-    from circuits.models import load as load_mod
+    from attn_sink_circuits.models import load as load_mod
 
     def boot(*args, **kwargs):
         raise AssertionError("a model was loaded before the input was checked")
@@ -281,7 +281,7 @@ def test_bad_out_is_refused_before_torch_is_imported(tmp_path, argv):
     argv = [a.replace("FILE", str(tmp_path / "FILE")) for a in argv]
     argv = [a.replace("LINK", str(tmp_path / "LINK.jsonl")) for a in argv]
     code = (
-        "import sys; from circuits import cli; rc = cli.main(sys.argv[1:]); "
+        "import sys; from attn_sink_circuits import cli; rc = cli.main(sys.argv[1:]); "
         "print(rc, 'torch' in sys.modules)"
     )
     t = time.perf_counter()
@@ -308,7 +308,7 @@ def test_p0_checks_the_default_texts_count_before_the_model_loads(tmp_path, monk
 def _model_folder(folder: Path, seed: int) -> Path:
     from transformers import LlamaConfig, LlamaForCausalLM
 
-    from circuits.models.tiny import VOCAB, byte_tokenizer
+    from attn_sink_circuits.models.tiny import VOCAB, byte_tokenizer
 
     byte_tokenizer(folder)
     config = LlamaConfig(
@@ -334,8 +334,8 @@ def test_bfloat16_sinks_are_measured_and_plotted(tmp_path, capsys):
 
 
 def test_a_folder_model_is_known_by_its_weights(tmp_path, monkeypatch):
-    from circuits.discovery.saved import check_model
-    from circuits.models import load_model
+    from attn_sink_circuits.discovery.saved import check_model
+    from attn_sink_circuits.models import load_model
 
     folder = _model_folder(tmp_path / "m", seed=0)
     model = load_model(str(folder))
@@ -355,10 +355,10 @@ def test_a_folder_model_is_known_by_its_weights(tmp_path, monkeypatch):
 
 
 def test_the_edge_step_shows_each_phase(tmp_path, capsys):
-    from circuits.discovery import DiscoveryConfig, discover, token_rows
-    from circuits.discovery.phases import PHASES
-    from circuits.models.planted import planted_p0_model
-    from circuits.patching.metrics import p0_attention
+    from attn_sink_circuits.discovery import DiscoveryConfig, discover, token_rows
+    from attn_sink_circuits.discovery.phases import PHASES
+    from attn_sink_circuits.models.planted import planted_p0_model
+    from attn_sink_circuits.patching.metrics import p0_attention
 
     planted = planted_p0_model(folder=tmp_path)
     texts = [f"Text {i}: the sink sits at the first token here." for i in range(8)]

@@ -13,12 +13,12 @@ import time
 import pandas as pd
 import pytest
 
-from circuits import cli
-from circuits.cli import loading
-from circuits.decoding import plain_hf_model
-from circuits.models.planted import P0_TEXTS, planted_p0_model
-from circuits.tracing.p0 import pipeline, trace_p0
-from circuits.tracing.p0.pipeline import STEPS
+from attn_sink_circuits import cli
+from attn_sink_circuits.cli import loading
+from attn_sink_circuits.decoding import plain_hf_model
+from attn_sink_circuits.models.planted import P0_TEXTS, planted_p0_model
+from attn_sink_circuits.studies.p0 import pipeline, trace_p0
+from attn_sink_circuits.studies.p0.pipeline import STEPS
 
 SMALL = {
     "n_tokens": 20, "edge_n_tokens": 20, "edge_n_fit": 4, "edge_n_heldout": 4,
@@ -107,9 +107,9 @@ def test_p0_killed_then_resumed_equals_a_fresh_run(planted_folder, tmp_path, cap
     # The last step hangs, so the kill lands after the others are saved, never after the end.
     code = (
         "import sys, time\n"
-        "import circuits.tracing.p0.pipeline as p\n"
+        "import attn_sink_circuits.studies.p0.pipeline as p\n"
         "p.edge_circuit = lambda *a, **k: time.sleep(600)\n"
-        "from circuits.cli import main\n"
+        "from attn_sink_circuits.cli import main\n"
         f"sys.exit(main({argv!r}))\n"
     )
     env = {**os.environ, "OMP_NUM_THREADS": "1"}

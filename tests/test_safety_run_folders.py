@@ -6,9 +6,9 @@ from __future__ import annotations
 
 import json
 
-from circuits import cli
-from circuits._io import MARKER, atomic_folder, read_marker
-from circuits._owned import add_to_run, writing_as
+from attn_sink_circuits import cli
+from attn_sink_circuits.runs.io import MARKER, atomic_folder, read_marker
+from attn_sink_circuits.runs.owned import add_to_run, writing_as
 
 TRIGGER = ["trigger", "--steps", "5", "--seeds", "0", "--attention", "softmax"]
 
@@ -90,7 +90,7 @@ def test_a_file_added_to_a_run_afterwards_is_listed_and_replaced_with_it(tmp_pat
 
 
 def test_the_program_of_a_command_line():
-    from circuits._owned import program
+    from attn_sink_circuits.runs.owned import program
 
     assert program(["/venv/bin/circuits", "p0", "--quick"]) == "circuits p0"
     assert program(["/src/circuits/cli/__main__.py", "kv", "--out", "o"]) == "circuits kv"

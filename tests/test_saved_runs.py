@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from circuits.graph import read
+from attn_sink_circuits.graph import read
 
 DOCS = Path(__file__).parents[1] / "docs"
 GRAPHS = sorted(DOCS.glob("*/*/circuit.graphml*"))  # gzip'd too: circuit.graphml.gz
@@ -52,7 +52,7 @@ def test_a_mib_cells_areas_are_its_committed_curves(cell):
     areas of the curves committed beside them, at MIB's ten sizes, each split on its own."""
     import pandas as pd
 
-    from circuits.discovery.areas import MIB_FRACTIONS, mib_areas
+    from attn_sink_circuits.discovery.areas import MIB_FRACTIONS, mib_areas
 
     summary = json.loads((cell / "summary.json").read_text())
     curves = pd.read_csv(cell / "mib_curves.csv")

@@ -8,7 +8,7 @@ import os
 import pytest
 import torch
 
-from circuits.sinks.runner import Batching, measure
+from attn_sink_circuits.sinks.runner import Batching, measure
 
 TEXTS = [
     "The quick brown fox jumps over the lazy dog. " * 3,
@@ -60,7 +60,7 @@ def test_chunked_leaves_the_model_as_it_was(tiny):
 
 
 def test_chunked_reuses_two_buffers_and_allows_gradients(tiny):
-    from circuits.sinks.chunked import column_sums
+    from attn_sink_circuits.sinks.chunked import column_sums
 
     tokens = tiny.to_tokens(TEXTS[0])
     valid = torch.ones_like(tokens, dtype=torch.bool)
@@ -94,7 +94,7 @@ def tiny_gemma(folder):
     from transformer_lens.model_bridge import TransformerBridge
     from transformers import Gemma3ForCausalLM, Gemma3TextConfig
 
-    from circuits.models.tiny import VOCAB, byte_tokenizer
+    from attn_sink_circuits.models.tiny import VOCAB, byte_tokenizer
 
     tok = byte_tokenizer(folder)
     config = Gemma3TextConfig(
@@ -180,12 +180,12 @@ def test_two_processes_give_the_scores_and_circuit_of_one(tmp_path):
 def test_reduced_precision_metrics_and_scores_in_float32(tmp_path):
     """bfloat16 / float16 weights: sink metrics, EAP scores and circuit metric values come out
     in float32 and close to the float32 model's."""
-    from circuits.discovery import token_rows
-    from circuits.discovery.attribution import eap
-    from circuits.discovery.evaluation import evaluate
-    from circuits.discovery.forward import EdgeRunner
-    from circuits.models.tiny import tiny_model
-    from circuits.patching.metrics import p0_attention
+    from attn_sink_circuits.discovery import token_rows
+    from attn_sink_circuits.discovery.attribution import eap
+    from attn_sink_circuits.discovery.evaluation import evaluate
+    from attn_sink_circuits.discovery.forward import EdgeRunner
+    from attn_sink_circuits.models.tiny import tiny_model
+    from attn_sink_circuits.patching.metrics import p0_attention
 
     def figures(model):
         report = measure(model, TEXTS, progress=False)
@@ -210,8 +210,8 @@ def test_a_device_map_passes_through_to_the_bridge(tmp_path, monkeypatch):
     import transformers
     from transformers import LlamaConfig, LlamaForCausalLM
 
-    from circuits.models import load_model
-    from circuits.models.tiny import VOCAB, byte_tokenizer
+    from attn_sink_circuits.models import load_model
+    from attn_sink_circuits.models.tiny import VOCAB, byte_tokenizer
 
     folder = tmp_path / "tiny"
     byte_tokenizer(folder)

@@ -12,13 +12,13 @@ import numpy as np
 import pytest
 import torch
 
-from circuits.core.traces import Trace
-from circuits.graph import read, validate
-from circuits.models.planted import planted_secondary_model
-from circuits.report import write_trace
-from circuits.sinks.rules import RULES, layer_ranges
-from circuits.stats import fit_line
-from circuits.tracing.secondary import (
+from attn_sink_circuits.core.traces import Trace
+from attn_sink_circuits.graph import read, validate
+from attn_sink_circuits.models.planted import planted_secondary_model
+from attn_sink_circuits.report import write_trace
+from attn_sink_circuits.sinks.rules import RULES, layer_ranges
+from attn_sink_circuits.stats import fit_line
+from attn_sink_circuits.studies.secondary import (
     find_secondary,
     forming_mlp,
     make_corpus,
@@ -410,7 +410,7 @@ def test_smollm2_secondary_sinks(smollm2):
     """SmolLM2-135M on 4 of its own reasoning traces (measured on 16: 56 unique secondary sinks
     at tau 0.95, all l_start 2, mostly lifetime 7, on ' the' and ' '; the L2 MLP writes them
     with cosine ~0.98 at norm ~390 against ~0.2 / ~16 for controls)."""
-    from circuits.tracing.secondary import project_traces
+    from attn_sink_circuits.studies.secondary import project_traces
 
     traces = project_traces("smollm2-135m", 4)
     corpus = make_corpus(smollm2, traces)
@@ -431,7 +431,7 @@ def test_smollm2_secondary_sinks(smollm2):
 
 
 def test_cli_rejects_bad_arguments_before_loading(tmp_path, capsys):
-    from circuits.cli import main
+    from attn_sink_circuits.cli import main
 
     with pytest.raises(SystemExit) as exc:
         main(["secondary", "--out", str(tmp_path), "--n-texts", "0"])
@@ -455,8 +455,8 @@ def test_qwen_sinks_are_the_system_prompt_tokens():
     7 system-prompt tokens and nothing else). No event is labelled secondary at tau 0.95: the
     sink-like tokens run from layer 5 for 15-17 of 24 layers (primary-like by lifetime), and
     MLP 5 writes them onto the sink direction (cosine ~0.98, norm ~290 vs ~5 for controls)."""
-    from circuits.models import load_model
-    from circuits.tracing.secondary import project_traces
+    from attn_sink_circuits.models import load_model
+    from attn_sink_circuits.studies.secondary import project_traces
 
     qwen = load_model("qwen2.5-0.5b")
     corpus = make_corpus(qwen, project_traces("qwen2.5-0.5b", 1))

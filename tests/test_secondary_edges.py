@@ -7,14 +7,14 @@ from __future__ import annotations
 import pytest
 import torch
 
-from circuits.core.sites import hook_names
-from circuits.models.planted import planted_secondary_model
-from circuits.patching import patch
-from circuits.patching.metrics import p0_attention
-from circuits.tracing.edge_config import EdgeFitConfig
-from circuits.tracing.secondary.census import find_secondary
-from circuits.tracing.secondary.corpus import make_corpus
-from circuits.tracing.secondary.edges import choose_events, secondary_edge_circuit
+from attn_sink_circuits.core.sites import hook_names
+from attn_sink_circuits.models.planted import planted_secondary_model
+from attn_sink_circuits.patching import patch
+from attn_sink_circuits.patching.metrics import p0_attention
+from attn_sink_circuits.studies.edge_config import EdgeFitConfig
+from attn_sink_circuits.studies.secondary.census import find_secondary
+from attn_sink_circuits.studies.secondary.corpus import make_corpus
+from attn_sink_circuits.studies.secondary.edges import choose_events, secondary_edge_circuit
 
 # The planted token is ","; each text holds it once, at a different position, with enough
 # later tokens for queries (the tiny tokenizer is byte-level).
@@ -99,8 +99,8 @@ def test_too_few_events_give_none(planted):
 
 
 def test_trace_secondary_reports_the_edge_circuit(planted, tmp_path):
-    from circuits.report import write_trace
-    from circuits.tracing.secondary import trace_secondary
+    from attn_sink_circuits.report import write_trace
+    from attn_sink_circuits.studies.secondary import trace_secondary
 
     trace = trace_secondary(
         planted.model, TEXTS, edge_n_fit=5, edge_n_heldout=5, edge_n_tokens=16, min_queries=4,

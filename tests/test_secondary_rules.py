@@ -7,7 +7,7 @@ import math
 import pytest
 import torch
 
-from circuits.sinks.rules import (
+from attn_sink_circuits.sinks.rules import (
     RULES,
     Rule,
     clipper_window,
@@ -18,7 +18,7 @@ from circuits.sinks.rules import (
     layer_ranges,
     reference_sink,
 )
-from circuits.sinks.secondary import lifetime_bounds, lifetime_label
+from attn_sink_circuits.sinks.secondary import lifetime_bounds, lifetime_label
 
 N_LAYERS = 24
 SINK_NORM = [1.0] * 6 + [10.0] * 12 + [2.0] * 6
@@ -203,8 +203,8 @@ def test_bad_rules_are_refused():
 
 
 def test_rules_describe_themselves_and_have_one_home():
-    from circuits.sinks import constants
-    from circuits.tracing.secondary.config import SecondaryConfig
+    from attn_sink_circuits.sinks import constants
+    from attn_sink_circuits.studies.secondary.config import SecondaryConfig
 
     assert tuple(RULES) == constants.RULE_NAMES
     assert SecondaryConfig.__dataclass_fields__["rule"].metadata["choices"] == tuple(RULES)

@@ -11,8 +11,8 @@ import pytest
 import torch
 from jaxtyping import TypeCheckError
 
-from circuits.core.traces import Trace
-from circuits.sinks import (
+from attn_sink_circuits.core.traces import Trace
+from attn_sink_circuits.sinks import (
     Batching,
     Settings,
     SinkEvent,
@@ -376,7 +376,7 @@ def test_settings_check_every_threshold():
 
 
 def test_plots_write_pngs(tmp_path):
-    from circuits.report.sink_plots import plot_sink_report
+    from attn_sink_circuits.report.sink_plots import plot_sink_report
 
     report = SinkReport("synthetic", 8, 2, [synthetic_text(0), synthetic_text(1)])
     paths = plot_sink_report(report, tmp_path, n_rasters=1)
@@ -536,7 +536,7 @@ def test_measure_corpus_traces(tiny):
 # -- measured on the real default model ---------------------------------------------------
 @pytest.fixture(scope="module")
 def smollm2_report(smollm2):
-    from circuits.core.traces import load_problems
+    from attn_sink_circuits.core.traces import load_problems
 
     return measure(smollm2, [p.problem for p in load_problems()[:12]], progress=False)
 
@@ -589,7 +589,7 @@ QWEN_TEXTS = [
 
 @pytest.fixture(scope="module")
 def qwen():
-    from circuits.models import load_model
+    from attn_sink_circuits.models import load_model
 
     return load_model("qwen2.5-0.5b")
 

@@ -11,13 +11,13 @@ from pathlib import Path
 
 import pytest
 
-ROOT = Path(__file__).resolve().parent.parent / "circuits"
+ROOT = Path(__file__).resolve().parent.parent / "attn_sink_circuits"
 MAX_LINES = 400
 # A ceiling for any one function: the style's aim is ~60 lines; longer ones are still being split.
 MAX_FUNCTION_LINES = 120
 # Split by the work that owns them (the engine's own issue; modules being changed in parallel).
 OWNED_ELSEWHERE: set[str] = set()
-# Modules that still build node ids or hook names by hand (none: every one uses circuits.core).
+# Modules that still build node ids or hook names by hand (none: every one uses attn_sink_circuits.core).
 # EAP-IG's own names in graph/eap_ig.py ("a3.h2", "m3", "input", "logits") are not ours and
 # the pattern below does not match them.
 HAND_BUILT_PENDING: set[str] = set()
@@ -47,22 +47,26 @@ def _imports(path: Path) -> set[str]:
 
 
 def test_tracing_never_imports_report():
-    for path in (ROOT / "tracing").rglob("*.py"):
-        bad = sorted(m for m in _imports(path) if m.startswith("circuits.report"))
+    for path in [
+        *(ROOT / "studies").glob("*.py"),
+        *(ROOT / "studies" / "p0").rglob("*.py"),
+        *(ROOT / "studies" / "secondary").rglob("*.py"),
+    ]:
+        bad = sorted(m for m in _imports(path) if m.startswith("attn_sink_circuits.report"))
         assert not bad, f"{path.relative_to(ROOT)} imports {bad}"
 
 
 def test_report_never_imports_tracing():
     for path in (ROOT / "report").rglob("*.py"):
-        bad = sorted(m for m in _imports(path) if m.startswith("circuits.tracing"))
+        bad = sorted(m for m in _imports(path) if m.startswith("attn_sink_circuits.studies"))
         assert not bad, f"{path.relative_to(ROOT)} imports {bad}"
 
 
 def test_graph_never_imports_report():
-    # What an edge means is typed on the graph (`circuits.graph.roles`): the graph, its files
+    # What an edge means is typed on the graph (`attn_sink_circuits.graph.roles`): the graph, its files
     # and its Mermaid export need nothing from the report, which draws on the graph.
     for path in (ROOT / "graph").rglob("*.py"):
-        bad = sorted(m for m in _imports(path) if m.startswith("circuits.report"))
+        bad = sorted(m for m in _imports(path) if m.startswith("attn_sink_circuits.report"))
         assert not bad, f"{path.relative_to(ROOT)} imports {bad}"
 
 
@@ -79,7 +83,7 @@ def _templates(tree: ast.AST):
 
 
 def test_nothing_builds_a_node_id_or_a_hook_name_by_hand():
-    # One builder each: circuits.core.nodes.node_id ("L3.H5") and circuits.core.sites.hook_name.
+    # One builder each: attn_sink_circuits.core.nodes.node_id ("L3.H5") and attn_sink_circuits.core.sites.hook_name.
     found = [
         f"{rel}:{line}: {text[:40]!r}"
         for p in ROOT.rglob("*.py")
@@ -88,7 +92,7 @@ def test_nothing_builds_a_node_id_or_a_hook_name_by_hand():
         for line, text in _templates(ast.parse(p.read_text(encoding="utf-8")))
         if HAND_BUILT.match(text)
     ]
-    assert not found, "use node_id / hook_name (circuits.core): " + "; ".join(found)
+    assert not found, "use node_id / hook_name (attn_sink_circuits.core): " + "; ".join(found)
 
 
 def test_no_private_name_crosses_a_module():
@@ -100,7 +104,7 @@ def test_no_private_name_crosses_a_module():
         if (rel := str(p.relative_to(ROOT) if p.is_relative_to(ROOT) else p.name))
         not in PRIVATE_PENDING
         for node in ast.walk(ast.parse(p.read_text(encoding="utf-8")))
-        if isinstance(node, ast.ImportFrom) and (node.module or "").startswith("circuits")
+        if isinstance(node, ast.ImportFrom) and (node.module or "").startswith("attn_sink_circuits")
         for alias in node.names
         if alias.name.startswith("_") and not alias.name.startswith("__")
     ]
@@ -108,10 +112,10 @@ def test_no_private_name_crosses_a_module():
 
 
 def test_the_vocabulary_floor_imports_nothing_above_it_and_no_torch():
-    # Token rows are tensors: circuits.core.tokens is the one module of the floor with torch.
+    # Token rows are tensors: attn_sink_circuits.core.tokens is the one module of the floor with torch.
     for path in (ROOT / "core").rglob("*.py"):
-        above = sorted(m for m in _imports(path) if m.startswith("circuits.") and not
-                       m.startswith("circuits.core"))  # fmt: skip
+        above = sorted(m for m in _imports(path) if m.startswith("attn_sink_circuits.") and not
+                       m.startswith("attn_sink_circuits.core"))  # fmt: skip
         assert not above, f"{path.relative_to(ROOT)} imports {above}"
         tree = ast.parse(path.read_text(encoding="utf-8"))
         top = {m.split(".")[0] for node in tree.body for m in _imports_of(node, path)}
@@ -148,7 +152,7 @@ def test_no_module_switches_the_matplotlib_backend():
 def test_site_names_are_transformer_lens_names(tiny):
     from transformer_lens.utilities import get_act_name
 
-    from circuits.core.sites import SITES, hook_layer, hook_name, parse_hook
+    from attn_sink_circuits.core.sites import SITES, hook_layer, hook_name, parse_hook
 
     for kind, info in SITES.items():
         if info.act_name is not None:
@@ -162,11 +166,11 @@ def test_site_names_are_transformer_lens_names(tiny):
 
 
 def test_configs_validate_every_field():
-    from circuits.sinks import LABELS, MASSIVE_RATIO, SINK_EPS
-    from circuits.sinks.rules import AUTHORS_TAU
-    from circuits.sinks.secondary import TAU
-    from circuits.tracing.p0 import P0Config
-    from circuits.tracing.secondary import SecondaryConfig
+    from attn_sink_circuits.sinks import LABELS, MASSIVE_RATIO, SINK_EPS
+    from attn_sink_circuits.sinks.rules import AUTHORS_TAU
+    from attn_sink_circuits.sinks.secondary import TAU
+    from attn_sink_circuits.studies.p0 import P0Config
+    from attn_sink_circuits.studies.secondary import SecondaryConfig
 
     # The configs' defaults are the sink package's constants (written out to stay light).
     assert P0Config().massive_ratio == MASSIVE_RATIO and P0Config().eps == SINK_EPS
@@ -193,7 +197,7 @@ def test_configs_validate_every_field():
 
 
 def test_strict_json_writes_null_and_says_where(tmp_path):
-    from circuits._io import write_json
+    from attn_sink_circuits.runs.io import write_json
 
     path = write_json(tmp_path / "s.json", {"a": {"b": math.nan}, "c": [1.0, math.inf], "d": 2})
     doc = json.loads(path.read_text())
@@ -201,7 +205,7 @@ def test_strict_json_writes_null_and_says_where(tmp_path):
 
 
 def test_atomic_folder_replaces_as_a_whole_or_not_at_all(tmp_path):
-    from circuits._io import MARKER, atomic_folder
+    from attn_sink_circuits.runs.io import MARKER, atomic_folder
 
     out = tmp_path / "out"
     with atomic_folder(out) as tmp:

@@ -7,7 +7,7 @@ import os
 import pytest
 import torch
 
-from circuits import threads
+from attn_sink_circuits import threads
 
 
 def test_the_environment_fixes_the_thread_count(monkeypatch):

@@ -10,7 +10,7 @@ import pytest
 
 pytest.importorskip("tracr")
 
-from circuits.known_answers.compile import FIXTURES, write_fixture  # noqa: E402
+from attn_sink_circuits.studies.known_answers.compile import FIXTURES, write_fixture  # noqa: E402
 
 
 def test_recompiled_reverse_equals_the_fixture(tmp_path):

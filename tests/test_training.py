@@ -9,11 +9,11 @@ import numpy as np
 import pytest
 import torch
 
-from circuits.training import corpus as corpus_mod
-from circuits.training import train as train_mod
-from circuits.training.corpus import load_corpus
-from circuits.training.lm import LMConfig, build_model
-from circuits.training.train import TrainConfig, checkpoint_folder, train_lm
+from attn_sink_circuits.training import corpus as corpus_mod
+from attn_sink_circuits.training import train as train_mod
+from attn_sink_circuits.training.corpus import load_corpus
+from attn_sink_circuits.training.lm import LMConfig, build_model
+from attn_sink_circuits.training.train import TrainConfig, checkpoint_folder, train_lm
 
 TINY = LMConfig(n_layers=1, d_model=16, n_heads=2, d_mlp=32, n_ctx=16)
 FAST = TrainConfig(
@@ -50,7 +50,7 @@ def test_checkpoint_schedule_is_log_spaced():
 
 
 def test_checkpoints_load_as_models_with_the_trained_weights(tmp_path, corpus):
-    from circuits.models import load_model
+    from attn_sink_circuits.models import load_model
 
     run = train_lm(tmp_path / "run", TINY, FAST, corpus, progress=False)
     steps = [int(p.name.split("_")[1]) for p in sorted((run / "checkpoints").iterdir())]
@@ -167,7 +167,7 @@ def test_bad_model_shapes_are_refused(kwargs, message):
 
 
 def test_cli_trains_and_refuses_bad_shapes(tmp_path, capsys):
-    from circuits.cli import main
+    from attn_sink_circuits.cli import main
 
     shape = ["--n-layers", "1", "--d-model", "16", "--n-heads", "2", "--d-mlp", "32"]
     rest = ["--n-ctx", "16", "--steps", "4", "--batch-size", "2", "--n-checkpoints", "2",
@@ -181,7 +181,7 @@ def test_cli_trains_and_refuses_bad_shapes(tmp_path, capsys):
 
 
 def test_backcopy_corpus_repeats_the_letter_before_each_trigger():
-    from circuits.training.backcopy import BackcopyConfig, backcopy_corpus
+    from attn_sink_circuits.training.backcopy import BackcopyConfig, backcopy_corpus
 
     config = BackcopyConfig(train_bytes=5_000, heldout_bytes=1_000)
     corpus = backcopy_corpus(config)
@@ -222,7 +222,7 @@ def test_windows_without_bos_start_mid_text_and_train(tmp_path, corpus):
 
 
 def test_mixed_corpus_alternates_natural_chunks_and_backcopy_letters(corpus):
-    from circuits.training.backcopy import interleave, mixed_corpus
+    from attn_sink_circuits.training.backcopy import interleave, mixed_corpus
 
     assert interleave(np.arange(6), np.arange(10, 16), 2).tolist() == [0, 1, 10, 11, 2, 3, 12,
                                                                       13, 4, 5, 14, 15]  # fmt: skip
@@ -241,7 +241,7 @@ def test_committed_long_runs_resume_anywhere_and_stay_small():
     to the state's step (phases.jsonl), each with Gu's rate counted per text."""
     from pathlib import Path
 
-    from circuits.emergence.watch import read_rows
+    from attn_sink_circuits.studies.emergence.watch import read_rows
 
     runs = sorted(Path("docs/emergence/train").glob("*/run.json"))
     if not runs:

@@ -6,7 +6,7 @@ from __future__ import annotations
 import pytest
 import torch
 
-from circuits.trigger import (
+from attn_sink_circuits.studies.trigger import (
     TriggerModelConfig,
     TriggerTask,
     TriggerTrainConfig,
@@ -21,7 +21,7 @@ from circuits.trigger import (
     trigger_graph,
     trigger_targets,
 )
-from circuits.trigger.data import BOS, CONTENT, OTHER, TRIGGER
+from attn_sink_circuits.studies.trigger.data import BOS, CONTENT, OTHER, TRIGGER
 
 
 def _sequence(tokens: list[tuple[str, list[float]]]) -> torch.Tensor:
@@ -223,7 +223,7 @@ def test_trained_softmax_sinks_and_relu_does_not(trained_1x1):
 
 
 def test_training_is_seeded_and_checkpointed(trained_1x1, tmp_path):
-    from circuits.trigger import load_trigger_checkpoint, save_checkpoints
+    from attn_sink_circuits.studies.trigger import load_trigger_checkpoint, save_checkpoints
 
     r = trained_1x1["softmax"]
     assert [c.step for c in r.checkpoints] == [0, 200, 400]
@@ -244,7 +244,7 @@ def test_training_is_seeded_and_checkpointed(trained_1x1, tmp_path):
 
 
 def test_trigger_graph_roles_and_export(trained_1x1, tmp_path):
-    import circuits.graph as cg
+    import attn_sink_circuits.graph as cg
 
     r = trained_1x1["softmax"]
     g = trigger_graph(r.model, eval_batch(r.task, r.train_config), sink_threshold=0.3)
@@ -271,7 +271,7 @@ def test_trigger_graph_roles_and_export(trained_1x1, tmp_path):
 
 
 def test_cli_writes_table_plots_graph_checkpoints(tmp_path):
-    from circuits.cli import main
+    from attn_sink_circuits.cli import main
 
     out = tmp_path / "trig"
     args = ["trigger", "--attention", "softmax", "relu", "--layers", "1", "--heads", "1"]
@@ -332,8 +332,8 @@ def test_bad_numbers_are_refused(make, message):
 def test_a_bad_experiment_fails_before_any_training(monkeypatch, kwargs, message):
     import dataclasses
 
-    import circuits.trigger.experiment as ex
-    from circuits.trigger import Bounds
+    import attn_sink_circuits.studies.trigger.experiment as ex
+    from attn_sink_circuits.studies.trigger import Bounds
 
     trained = []
     monkeypatch.setattr(ex, "train_model", lambda *a, **k: trained.append(a))
@@ -350,7 +350,7 @@ def test_a_bad_experiment_fails_before_any_training(monkeypatch, kwargs, message
 
 
 def _tiny_experiment(**kwargs):
-    from circuits.trigger import ExperimentGrid, run_experiment
+    from attn_sink_circuits.studies.trigger import ExperimentGrid, run_experiment
 
     return run_experiment(
         ExperimentGrid(attentions=("softmax",), sizes=((1, 1),), seeds=(0, 1, 2)),
@@ -363,7 +363,7 @@ def _tiny_experiment(**kwargs):
 def test_saved_json_is_strict_and_flags_non_finite_values(tmp_path):
     import json
 
-    from circuits.trigger import save_experiment
+    from attn_sink_circuits.studies.trigger import save_experiment
 
     exp = _tiny_experiment()
     exp.runs[0].train.losses[3] = NAN  # a diverged step
@@ -388,7 +388,7 @@ def _identical(a, b) -> None:
 
 
 def test_an_interrupted_experiment_resumes_without_retraining(tmp_path, monkeypatch):
-    import circuits.trigger.experiment as ex
+    import attn_sink_circuits.studies.trigger.experiment as ex
 
     whole = _tiny_experiment()
     real, calls = ex.train_model, []
@@ -425,7 +425,7 @@ def test_an_interrupted_experiment_resumes_without_retraining(tmp_path, monkeypa
 
 KILLED_EXPERIMENT = """
 import sys
-from circuits.trigger import ExperimentGrid, TriggerTrainConfig, run_experiment
+from attn_sink_circuits.studies.trigger import ExperimentGrid, TriggerTrainConfig, run_experiment
 run_experiment(
     ExperimentGrid(attentions=("softmax",), sizes=((1, 1),), seeds=(0, 1, 2)),
     train_config=TriggerTrainConfig(steps=30, n_checkpoints=2, eval_examples=32),
@@ -441,7 +441,7 @@ def test_kill_9_loses_only_the_run_in_progress(tmp_path, monkeypatch):
     import sys
     import time
 
-    import circuits.trigger.experiment as ex
+    import attn_sink_circuits.studies.trigger.experiment as ex
 
     runs = tmp_path / "runs"
     real, calls = ex.train_model, []
@@ -453,7 +453,7 @@ def test_kill_9_loses_only_the_run_in_progress(tmp_path, monkeypatch):
     # The child is killed once its first run is on disk, while the second trains.
     code = KILLED_EXPERIMENT.replace(
         "run_experiment(",
-        "import circuits.trigger.experiment as ex, time\n"
+        "import attn_sink_circuits.studies.trigger.experiment as ex, time\n"
         "real = ex.train_model\n"
         "def slower(*a, **k):\n"
         "    if a[2].seed == 1:\n"
@@ -479,7 +479,7 @@ def test_kill_9_loses_only_the_run_in_progress(tmp_path, monkeypatch):
 
 
 def test_the_old_names_still_resolve():
-    import circuits.trigger as trigger
+    import attn_sink_circuits.studies.trigger as trigger
 
     assert trigger.measure is trigger.measure_trigger
     assert trigger.circuit_graph is trigger.trigger_graph

@@ -11,10 +11,10 @@ from pathlib import Path
 import torch
 import torch.distributed as dist
 
-from circuits.discovery import DiscoveryConfig, discover, token_rows
-from circuits.discovery.distributed import writer_paths
-from circuits.models.planted import P0_TEXTS, planted_p0_model
-from circuits.patching.metrics import p0_attention
+from attn_sink_circuits.discovery import DiscoveryConfig, discover, token_rows
+from attn_sink_circuits.discovery.distributed import writer_paths
+from attn_sink_circuits.models.planted import P0_TEXTS, planted_p0_model
+from attn_sink_circuits.patching.metrics import p0_attention
 
 torch.set_num_threads(1)
 folder = Path(f"{sys.argv[2]}/rank{os.environ.get('RANK', '0')}")

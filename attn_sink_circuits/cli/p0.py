@@ -1,0 +1,121 @@
+"""`circuits p0`: trace the P0-sink circuit (node level, then the edge circuit fitted on some
+texts and judged on others) and write its report; resumable from its step checkpoints."""
+
+from __future__ import annotations
+
+import argparse
+
+from attn_sink_circuits.cli import loading
+from attn_sink_circuits.cli.checks import check_checkpoints, check_out, existing
+from attn_sink_circuits.cli.options import (
+    DEFAULT_TEXTS_HELP,
+    TEXTS_HELP,
+    config_from,
+    config_options,
+    given_options,
+    model_options,
+    out_option,
+    texts_option,
+)
+from attn_sink_circuits.cli.output import write_report
+from attn_sink_circuits.cli.parser import command
+from attn_sink_circuits.studies.p0.config import QUICK, P0Config, quick
+
+
+def _config(args: argparse.Namespace) -> P0Config:
+    config = config_from(args, P0Config)
+    if args.quick:
+        config = quick(config, keep=given_options(args, P0Config))
+        flat = config.to_flat()
+        settings = ", ".join(f"{k.replace('_', '-')} {flat[k]}" for k in QUICK)
+        print(f"quick run (a rough first result, not the documented one): {settings}")
+    return config
+
+
+def _texts(args: argparse.Namespace, config: P0Config):
+    """(texts, kinds) of --texts (None, None: the default texts), checked to hold enough texts
+    for the fit and the held-out judgement, before the model loads."""
+    from attn_sink_circuits.core.texts import DEFAULT_TEXTS, read_kinded_texts, read_texts
+
+    texts, kinds = (None, None) if args.texts is None else read_kinded_texts(args.texts)
+    n_texts = len(texts if texts is not None else read_texts(str(DEFAULT_TEXTS)))
+    edge = config.edge
+    if n_texts < edge.n_fit + edge.n_heldout:
+        raise ValueError(
+            f"{args.texts or DEFAULT_TEXTS} holds {n_texts} texts; --edge-n-fit {edge.n_fit} + "
+            f"--edge-n-heldout {edge.n_heldout} are needed (add texts or lower them)"
+        )
+    return texts, kinds
+
+
+def run(args: argparse.Namespace) -> int:
+    existing(args.texts, "--texts", f"a {TEXTS_HELP}")
+    out = check_out(args.out)
+    steps = check_checkpoints(args.checkpoints, f"{out}.steps", args.resume)
+    config = _config(args)
+    texts, kinds = _texts(args, config)
+    from attn_sink_circuits.discovery.distributed import writer_paths
+
+    out, steps = writer_paths(out, steps)  # under torchrun only rank 0 writes
+    model = loading.load(args)
+    from attn_sink_circuits.runs.steps import remove_checkpoints
+    from attn_sink_circuits.studies.p0 import trace_p0
+    from attn_sink_circuits.studies.p0.pipeline import STEPS
+
+    args.kept = f"; finished steps are kept in {steps}: add --resume to continue"
+    trace = trace_p0(model, texts, config, kinds=kinds, checkpoint=steps)
+    if trace.resumed:
+        print(
+            f"resumed: {len(trace.resumed)} of {len(STEPS)} steps loaded from {steps} "
+            f"({', '.join(trace.resumed)})"
+        )
+    if args.claims:
+        from attn_sink_circuits.studies.claims import claims
+        from attn_sink_circuits.studies.claims.attach import with_claims
+
+        measured = claims(model, trace.texts)
+        trace = with_claims(trace, measured.table, measured.run["jump_layers"])
+    write_report(trace, out, model)
+    remove_checkpoints(steps)
+    print(f"removed the step checkpoints {steps}")
+    return 0
+
+
+def add(sub) -> None:
+    p = command(
+        sub,
+        "p0",
+        "trace the P0-sink circuit and write a report (start here: p0 --quick)",
+        "First-token variants, position vs content, where the P0 state forms, which heads and "
+        "MLPs make it, causal confirmation; then the edge circuit, fitted on --edge-n-fit texts "
+        "and judged on --edge-n-heldout others. Each finished step is checkpointed (--resume).",
+    )
+    model_options(p)
+    out_option(p, "report.html, summary.json, tables, graphs, plots")
+    texts_option(p, DEFAULT_TEXTS_HELP)
+    p.add_argument(
+        "--checkpoints",
+        metavar="DIR",
+        help="each finished step is saved here as it ends; the folder is removed once the "
+        "report is written (OUT.steps)",
+    )
+    p.add_argument(
+        "--resume",
+        action="store_true",
+        help="load the steps already in --checkpoints (same model, settings and texts), run the "
+        "rest",
+    )
+    p.add_argument(
+        "--quick",
+        action="store_true",
+        help="a rough first result in about 2 minutes on 2 cores: "
+        + ", ".join(f"--{k.replace('_', '-')} {v}" for k, v in QUICK.items())
+        + " (options given explicitly win)",
+    )
+    p.add_argument(
+        "--claims",
+        action="store_true",
+        help="add the P0 claims table (circuits claims, default settings) to the report",
+    )
+    config_options(p, P0Config)
+    p.set_defaults(func=run)

@@ -1,0 +1,39 @@
+"""A claims table as a section of another trace's report (the P0 and secondary reports): the
+trace keeps everything it has and gains a `claims` table, the claim figures and a claims
+paragraph, through the report protocol every trace already follows (`TraceResult`)."""
+
+from __future__ import annotations
+
+import pandas as pd
+
+from attn_sink_circuits.studies.claims.figures import claim_figures
+from attn_sink_circuits.studies.claims.table import ClaimsTable, claim_line
+
+
+class WithClaims:
+    """`trace` with `table` attached; every other attribute is the trace's own."""
+
+    def __init__(self, trace, table: ClaimsTable, jump_layers=()) -> None:
+        self._trace, self._table, self._jumps = trace, table, tuple(jump_layers)
+
+    def __getattr__(self, name: str):
+        return getattr(self._trace, name)
+
+    def summary(self) -> dict:
+        return {**self._trace.summary(), "claims": self._table.verdicts()}
+
+    def tables(self) -> dict[str, pd.DataFrame]:
+        return {**self._trace.tables(), "claims": self._table.frame()}
+
+    def figures(self) -> dict:
+        return {**self._trace.figures(), **claim_figures(self._table.tables, self.model,
+                                                        self._jumps)}  # fmt: skip
+
+    def text(self) -> str:
+        lines = "\n".join(f"- {claim_line(r)}" for r in self._table.rows)
+        return f"{self._trace.text()}\n\n## The papers' claims, measured\n\n{lines}"
+
+
+def with_claims(trace, table: ClaimsTable, jump_layers=()) -> WithClaims:
+    """`trace` (any `TraceResult`) whose report also shows `table`."""
+    return WithClaims(trace, table, jump_layers)

@@ -1,0 +1,111 @@
+"""What every trace returns.
+
+Every tracer's result is a `TraceResult`: `summary()` (headline numbers, JSON-ready),
+`tables()` (name -> DataFrame), `graph` (the circuit, or None when there is nothing to draw),
+`figures()` (name -> matplotlib Figure), `text()` (the findings in words, Markdown),
+`finding()` (the few sentences a report opens with), `captions()` (what each figure and table
+shows), `summary_keys()` (what each summary number means), `details()` (further JSON), plus
+`model`, `config`, `seconds` and `provenance` (what ran on what: `attn_sink_circuits.runs.provenance`).
+`attn_sink_circuits.report.write_trace` writes any of them with one folder layout; `read_summary` reads
+its summary.json back. Notebooks show the short `repr` or the HTML table. How a pipeline runs
+its steps (timing, checkpoints, resume) is `attn_sink_circuits.runs.steps`.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+import networkx as nx
+import pandas as pd
+
+from attn_sink_circuits._repr import summary_html
+from attn_sink_circuits.runs.provenance import check_schema_version
+
+SUMMARY_FILE = "summary.json"
+
+
+class TraceResult:
+    """Base of the tracers' results (see the module docstring). Subclasses are dataclasses with
+    `model: str`, `config`, `graph`, `seconds` and implement `summary`, `tables`, `figures`
+    and `text`."""
+
+    title: str = "trace"
+    """What was traced, for report titles (e.g. "P0-sink circuit")."""
+    model: str
+    config: Any
+    graph: nx.DiGraph | None
+    seconds: dict[str, float]
+    resumed: tuple[str, ...] = ()
+    """Steps loaded from a checkpoint instead of run (their `seconds` are the original run's)."""
+    provenance: dict | None = None
+    """The run's provenance record (`attn_sink_circuits.runs.provenance.provenance`: model, texts with the fit
+    / held-out indices, config), made by the tracer when it finished; `write_trace` sets its
+    end time when it writes. None: only the code, command and software are known."""
+
+    def summary(self) -> dict:
+        raise NotImplementedError
+
+    def tables(self) -> dict[str, pd.DataFrame]:
+        raise NotImplementedError
+
+    def figures(self) -> dict:
+        raise NotImplementedError
+
+    def text(self) -> str:
+        raise NotImplementedError
+
+    def finding(self) -> str:
+        """The finding in a few sentences with its headline numbers (Markdown): what the report
+        and summary.md open with. Default: the first paragraph of `text()`."""
+        return self.text().split("\n\n", 1)[0]
+
+    def captions(self) -> dict[str, str]:
+        """Figure or table name -> a caption saying what it shows (default none: the name)."""
+        return {}
+
+    def summary_keys(self) -> dict[str, str]:
+        """Summary key -> what it means (default none), written beside the summary."""
+        return {}
+
+    def details(self) -> dict:
+        """Further JSON beside the summary (default none)."""
+        return {}
+
+    def attention_views(self) -> tuple[list[str], list[str]]:
+        """(texts, head ids) worth showing as attention patterns (default none)."""
+        return [], []
+
+    def settings(self) -> dict:
+        """The config's fields plus what the run was given (model, texts)."""
+        return self.config.to_dict()
+
+    def __repr__(self) -> str:
+        g = self.graph
+        graph = f"{g.number_of_nodes()} nodes / {g.number_of_edges()} edges" if g else "none"
+        return (
+            f"{type(self).__name__}(model={self.model!r}, tables={len(self.tables())}, "
+            f"graph={graph}, seconds={sum(self.seconds.values()):.1f})"
+        )
+
+    def _repr_html_(self) -> str:
+        return summary_html(repr(self), self.summary())
+
+
+def read_summary(folder: str | Path) -> dict:
+    """The summary.json of a trace folder written by `attn_sink_circuits.report.write_trace`: the current
+    layout, or the one before schema versions (no `schema_version`, no `provenance`; read as
+    version 1); a newer schema version is refused with a ValueError in one line."""
+    path = Path(folder) / SUMMARY_FILE
+    try:
+        doc = json.loads(path.read_text(encoding="utf-8"))
+    except FileNotFoundError:
+        raise ValueError(f"{path}: no such file; give a folder written by a trace") from None
+    except ValueError as err:
+        raise ValueError(
+            f"{path} is not JSON ({err}); the run that wrote it did not finish"
+        ) from None
+    if not isinstance(doc, dict) or "summary" not in doc:
+        raise ValueError(f"{path} holds no trace summary (no 'summary' key)")
+    return {**doc, "schema_version": check_schema_version(doc, path)}

@@ -1,7 +1,0 @@
-"""Standard behaviours to find circuits for, beyond sinks: each task module generates its
-prompts with counterfactual partners (`circuits.discovery.pairs.Pairs`)."""
-
-TASKS = ("ioi",)
-"""Task names the CLI accepts (`circuits discover --task`)."""
-
-__all__ = ["TASKS"]
