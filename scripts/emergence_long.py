@@ -6,7 +6,7 @@ code and counting (`4l`), on the standard library, each checkpoint measured as i
     OMP_NUM_THREADS=1 python scripts/emergence_long.py train 8l --stop-at 2026-12-08T00:20
     python scripts/emergence_long.py status 8l
 
-A run folder (docs/emergence/train/<run>) is tracked: run.json, state.pt (weights and
+A run folder (train/<run>) is tracked: run.json, state.pt (weights and
 optimiser, ~5.5 MB for 8l), log.csv and phases.jsonl are committed whenever the run stops; the
 checkpoint weights (checkpoints/) are not. The same command on a fresh clone resumes it exactly
 (one thread, as run.json records).
@@ -31,7 +31,7 @@ from attn_sink_circuits.training.config import LMConfig, TrainConfig
 from attn_sink_circuits.training.corpus import load_corpus
 from attn_sink_circuits.training.train import Until, train_lm
 
-ROOT = Path("docs/emergence/train")
+ROOT = Path(__file__).resolve().parent.parent / "train"
 LM = LMConfig(n_layers=8, d_model=64, n_heads=4, d_mlp=192, n_ctx=64)
 TRAIN = TrainConfig(
     steps=97_656, batch_size=16, lr=2e-3, min_lr_ratio=0.1, warmup=100, weight_decay=0.1,

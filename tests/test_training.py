@@ -236,14 +236,14 @@ def test_mixed_corpus_alternates_natural_chunks_and_backcopy_letters(corpus):
 
 
 def test_committed_long_runs_resume_anywhere_and_stay_small():
-    """Every committed run under docs/emergence/train: a state of at most 6 MB (no row log in
+    """Every committed run under train: a state of at most 6 MB (no row log in
     it), a run.json naming no machine path, and a measured row for every checkpoint step up
     to the state's step (phases.jsonl), each with Gu's rate counted per text."""
     from pathlib import Path
 
     from attn_sink_circuits.studies.emergence.watch import read_rows
 
-    runs = sorted(Path("docs/emergence/train").glob("*/run.json"))
+    runs = sorted((Path(__file__).resolve().parents[1] / "train").glob("*/run.json"))
     if not runs:
         pytest.skip("no long run committed")
     for doc_path in runs:
