@@ -140,7 +140,7 @@ def test_dir_lists_the_notebook_names():
 
 def test_import_circuits_loads_no_torch():
     code = (
-        "import sys, circuits; names = dir(circuits); "
+        "import sys, attn_sink_circuits as circuits; names = dir(circuits); "
         "print('find_circuit' in names, any(m.split('.')[0] == 'torch' for m in sys.modules))"
     )
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
@@ -149,14 +149,14 @@ def test_import_circuits_loads_no_torch():
 
 def test_import_circuits_reaches_the_modules_the_readme_uses():
     code = (
-        "import sys, circuits\n"
+        "import sys, attn_sink_circuits as circuits\n"
         "fresh = 'attn_sink_circuits.patching' not in sys.modules\n"
-        "print(fresh, attn_sink_circuits.patching.p0_attention.__name__, attn_sink_circuits.threads.set_threads.__name__,"
-        " attn_sink_circuits.graph.convention.__name__, attn_sink_circuits.discovery.methods.__name__)\n"
+        "print(fresh, circuits.patching.p0_attention.__name__, circuits.threads.set_threads.__name__,"
+        " circuits.graph.convention.__name__, circuits.discovery.methods.__name__)\n"
         "try:\n    circuits.no_such_module\nexcept AttributeError as err:\n    print(err)\n"
     )
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
     assert out.stdout.splitlines() == [
         "True p0_attention set_threads attn_sink_circuits.graph.convention attn_sink_circuits.discovery.methods",
-        "module 'circuits' has no attribute 'no_such_module'",
+        "module 'attn_sink_circuits' has no attribute 'no_such_module'",
     ]
