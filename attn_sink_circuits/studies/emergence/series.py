@@ -15,6 +15,7 @@ import torch
 from matplotlib.figure import Figure
 
 from attn_sink_circuits.runs.io import atomic_folder, stored, write_csv, write_json
+from attn_sink_circuits.runs.provenance import provenance, stamped
 from attn_sink_circuits.runs.record_paths import portable_path
 from attn_sink_circuits.studies.emergence.config import EmergenceConfig
 from attn_sink_circuits.studies.emergence.figures import emergence_figure
@@ -113,14 +114,15 @@ class EmergenceResult:
         """Write `table.csv`, `rows.json` (every measurement, per-layer lists included),
         `loss.csv` (gzip'd, `loss.csv.gz`, when large), `summary.json`, `summary.txt` and per
         run `emergence_<run>.png` and `trajectory_<run>.md` (the table in markdown) into
-        `out`, replaced as a whole."""
-        with atomic_folder(out) as tmp:
+        `out`, replaced as a whole, with the run's provenance (its settings: the config)."""
+        record = provenance(settings=self.config.to_dict())
+        with atomic_folder(out, {"study": "emergence"}, record) as tmp:
             write_csv(tmp / "table.csv", self.table())
             write_csv(tmp / "loss.csv", self.loss, lean=True)
             checkpoints = [s.to_dict() | {"spec": recorded_spec(s)} for s in self.checkpoints]
             write_json(tmp / "rows.json", {"checkpoints": checkpoints, "rows": self.rows})
             doc = {"config": self.config.to_dict(), "texts": self.texts, "seconds": self.seconds}
-            write_json(tmp / "summary.json", doc | {"runs": self.summaries()})
+            write_json(tmp / "summary.json", stamped(doc | {"runs": self.summaries()}, record))
             (tmp / "summary.txt").write_text(self.text() + "\n", encoding="utf-8")
             table = self.table()
             for run, idx in self.runs().items():
