@@ -35,6 +35,16 @@ def read_rows(run: str | Path) -> list[dict]:
     return [rows[s] for s in sorted(rows)]
 
 
+def _ends_with_newline(path: Path) -> bool:
+    """Whether the file's last byte is a newline (an empty file counts as ending cleanly),
+    read from its end, not whole."""
+    with open(path, "rb") as fh:
+        if fh.seek(0, 2) == 0:
+            return True
+        fh.seek(-1, 2)
+        return fh.read(1) == b"\n"
+
+
 class CheckpointWatch:
     """A `train_lm` checkpoint hook: measures the checkpoint folder it is given and appends
     its row to `<run>/phases.jsonl`."""
@@ -58,7 +68,7 @@ class CheckpointWatch:
         row |= measure_model(model, self.tokens, self.config)
         row["measure_seconds"] = time.perf_counter() - t0
         path = self.run / ROWS
-        cut = path.is_file() and not path.read_bytes().endswith(b"\n")  # a kill mid-line
+        cut = path.is_file() and not _ends_with_newline(path)  # a kill mid-line
         with open(path, "a", encoding="utf-8") as fh:
             fh.write(("\n" if cut else "") + json.dumps(row) + "\n")
         self.done.add(row["step"])
