@@ -9,13 +9,20 @@ shows), `summary_keys()` (what each summary number means), `details()` (further 
 `attn_sink_circuits.report.write_trace` writes any of them with one folder layout; `read_summary` reads
 its summary.json back. Notebooks show the short `repr` or the HTML table. How a pipeline runs
 its steps (timing, checkpoints, resume) is `attn_sink_circuits.runs.steps`.
+
+Every study's result, whatever its base, follows one protocol: `Result` (`summary()` with the
+finding first, `save(folder)` writing the run folder with its provenance, `figures()`), and
+`CircuitResult` where the study yields a circuit (`graph`, `draw()`, `judge(data)` through the
+library's one judging path, `attn_sink_circuits.discovery.saved.judge_saved`, which reads what
+the circuit was found under from the graph). Each study package exposes
+`run(model, data, config) -> Result`; `tests/test_study_shape.py` checks every one.
 """
 
 from __future__ import annotations
 
 import json
 from pathlib import Path
-from typing import Any
+from typing import Any, Protocol, runtime_checkable
 
 import networkx as nx
 import pandas as pd
@@ -24,6 +31,40 @@ from attn_sink_circuits._repr import summary_html
 from attn_sink_circuits.runs.provenance import check_schema_version
 
 SUMMARY_FILE = "summary.json"
+
+
+@runtime_checkable
+class Result(Protocol):
+    """What every study's `run` returns."""
+
+    def summary(self) -> dict:
+        """Headline numbers, JSON-ready, the finding first."""
+        ...
+
+    def save(self, folder: str | Path) -> Path:
+        """Write the run folder (atomic, with the run's provenance); returns its main file or
+        the folder."""
+        ...
+
+    def figures(self) -> dict:
+        """Name -> matplotlib Figure."""
+        ...
+
+
+@runtime_checkable
+class CircuitResult(Result, Protocol):
+    """A `Result` that found a circuit: its graph (with what it was found under on it), drawn
+    and judged on other data."""
+
+    graph: nx.DiGraph
+
+    def draw(self, title: str | None = None, **settings: Any) -> Any:
+        """The circuit drawn (`attn_sink_circuits.report.draw_circuit`)."""
+        ...
+
+    def judge(self, data: Any) -> dict:
+        """The circuit's faithfulness on other data, judged as it was found."""
+        ...
 
 
 class TraceResult:
