@@ -8,13 +8,16 @@ code and counting (`4l`), on the standard library, each checkpoint measured as i
 
 A run folder (train/<run>) is tracked: run.json, state.pt (weights and
 optimiser, ~5.5 MB for 8l), log.csv and phases.jsonl are committed whenever the run stops; the
-checkpoint weights (checkpoints/) are not. The same command on a fresh clone resumes it exactly
+checkpoint weights (checkpoints/) are not, except the last step's, which a finished run copies to
+train/<run>/final (fp32, ~1.8 MB; `load_model("train/<run>/final")` loads it; also
+`python scripts/emergence_long.py final 8l`). The same command on a fresh clone resumes it exactly
 (one thread, as run.json records).
 """
 
 from __future__ import annotations
 
 import argparse
+import shutil
 import sys
 import time
 from pathlib import Path
@@ -22,14 +25,14 @@ from pathlib import Path
 import torch
 
 from attn_sink_circuits.cli.train_lm import utc_time
-from attn_sink_circuits.runs.io import write_csv, write_json
+from attn_sink_circuits.runs.io import MARKER, atomic_folder, write_csv, write_json
 from attn_sink_circuits.runs.provenance import provenance, stamped
 from attn_sink_circuits.studies.emergence.config import PhaseRuleConfig
 from attn_sink_circuits.studies.emergence.phase_rule import run_verdicts
 from attn_sink_circuits.studies.emergence.watch import CheckpointWatch, checkpoints_frame, read_rows
 from attn_sink_circuits.training.config import LMConfig, TrainConfig
 from attn_sink_circuits.training.corpus import load_corpus
-from attn_sink_circuits.training.train import Until, train_lm
+from attn_sink_circuits.training.train import Until, checkpoint_folder, train_lm
 
 ROOT = Path(__file__).resolve().parent.parent / "train"
 LM = LMConfig(n_layers=8, d_model=64, n_heads=4, d_mlp=192, n_ctx=64)
@@ -69,7 +72,24 @@ def train(args: argparse.Namespace) -> int:
     train_lm(run, lm, config, corpus, until=until, on_checkpoint=watch)
     minutes = (time.time() - t0) / 60
     print(f"stopped: {until.reason or 'finished'} after {minutes:.1f} min", flush=True)
+    if until.reason is None:
+        final(args)
     return status(args)
+
+
+def final(args: argparse.Namespace) -> int:
+    """Copy a finished run's last checkpoint to <run>/final (tracked): its fp32 weights,
+    loadable by `load_model`."""
+    name, _, config = RUNS[args.run]
+    last = checkpoint_folder(ROOT / name, config.steps)
+    if not last.is_dir():
+        raise SystemExit(f"{last} does not exist: the run has not finished (train it first)")
+    with atomic_folder(ROOT / name / "final", {"final": name, "step": config.steps}) as tmp:
+        for f in last.iterdir():
+            if f.name != MARKER:
+                shutil.copy2(f, tmp / f.name)
+    print(f"{ROOT / name / 'final'}: the weights of step {config.steps:,}")
+    return 0
 
 
 def status(args: argparse.Namespace) -> int:
@@ -149,6 +169,9 @@ def main(argv: list[str] | None = None) -> int:
     rp = sub.add_parser("report", help="checkpoints.csv and summary.json of the run so far")
     rp.add_argument("run", choices=RUNS)
     rp.set_defaults(func=report)
+    fi = sub.add_parser("final", help="copy a finished run's last checkpoint to <run>/final")
+    fi.add_argument("run", choices=RUNS)
+    fi.set_defaults(func=final)
     args = p.parse_args(argv)
     return args.func(args)
 
