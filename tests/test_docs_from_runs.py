@@ -40,6 +40,7 @@ def fake_root(make_docs, tmp_path, monkeypatch):
     }
     (run / "summary.json").write_text(json.dumps({"summary": summary, "settings": {"a": 1}}))
     monkeypatch.setattr(make_docs, "ROOT", tmp_path)
+    monkeypatch.setattr(make_docs, "STRICT_PAGES", [])  # strict here only where a test says so
     return tmp_path
 
 
@@ -53,6 +54,11 @@ def test_a_value_mark_takes_its_runs_number(make_docs, fake_root):
 def test_seconds_show_as_whole_minutes(make_docs, fake_root):
     out = make_docs.render("took <!--v docs/p0/m wall_seconds min-->x<!--/v-->", "t.md")
     assert "-->31 min<!--/v-->" in out
+
+
+def test_seconds_show_as_minutes_and_seconds(make_docs, fake_root):
+    out = make_docs.render("took <!--v docs/p0/m wall_seconds minsec-->x<!--/v-->", "t.md")
+    assert "-->30 min 53 s<!--/v-->" in out  # 1853.2 s
 
 
 def test_a_hand_typed_number_over_a_mark_is_reported(make_docs, fake_root):

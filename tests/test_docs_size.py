@@ -121,3 +121,20 @@ def test_a_large_table_is_written_gzipped_and_reads_back_by_its_plain_name(tmp_p
     assert gz.name == "edges.csv.gz" and not path.exists()
     assert cio.read_stored(path) == frame.to_csv(index=False).encode()
     pd.testing.assert_frame_equal(pd.read_csv(cio.stored(path)), frame, check_exact=True)
+
+
+README_MAX_LINES = 220
+"""The README is a front page (what it is, set-up, a first result, the commands, one findings
+table, the models); reference material lives in docs/usage.md and the study pages."""
+
+
+def test_the_readme_is_a_front_page():
+    lines = (ROOT / "README.md").read_text(encoding="utf-8").splitlines()
+    assert len(lines) <= README_MAX_LINES, (
+        f"README.md has {len(lines)} lines (at most {README_MAX_LINES}): move reference text to "
+        "docs/usage.md and findings to their study page"
+    )
+    headings = [line for line in lines if line.startswith("## ")]
+    assert sum(h.startswith("## What it finds") for h in headings) == 1
+    table = "\n".join(lines).split("## What it finds", 1)[1].split("\n## ", 1)[0]
+    assert table.count("| study |") == 1, "one findings table"
