@@ -1,4 +1,5 @@
-"""Write the lead's notebooks (00 quickstart, 01 P0 circuit, 04 edge circuit) from the cells below.
+"""Write the generated notebooks (00 quickstart, 01 P0 circuit, 04 edge circuit, 05 claims,
+06 emergence, 07 KV cache) from the cells below.
 
 Notebooks stay thin: each cell calls the library and shows a result. `make notebooks` runs this
 after editing the cells, then executes every notebook in place (scripts/run_notebooks.py) so that
@@ -309,6 +310,43 @@ EMERGENCE = [
 ]
 
 
+KV = [
+    new_markdown_cell(
+        "# Which tokens may a KV cache drop?\n\n"
+        "A cache policy decides, per layer, which earlier tokens a query may still read under a "
+        "budget. `kv.run` scores each text's continuation (the perplexity of its tokens from "
+        "`score_from` on) under the full cache and under each policy at each budget: a sliding "
+        "window, StreamingLLM (the first tokens + a window), H2O-style heavy hitters, and "
+        "sink-aware (the primary sink and each secondary sink `attn_sink_circuits.sinks` "
+        "measures, at the layers that read it, + a window). Kept keys keep their positions.\n\n"
+        "Three calls: load the model, `kv.run(model, data, config)` (`data`: a texts file, a "
+        "list of texts, or None for the bundled long texts; `config`: a `KVRunConfig`, None for "
+        "the defaults), then the result's `summary()` (the finding first) and `figures()`. Here "
+        "on small settings (2 texts cut to 384 tokens, budgets 32 and 64); `circuits kv --model "
+        "smollm2-135m --out DIR` runs the defaults (2,048 tokens, budgets 64, 256 and 1,024) and "
+        "writes the folder `result.save(DIR)` writes. The saved runs are in `docs/kv/`."
+    ),
+    new_code_cell(
+        "%matplotlib inline\n"
+        "from attn_sink_circuits import load_model\n"
+        "from attn_sink_circuits.studies import kv\n\n"
+        "model = load_model('smollm2-135m')"
+    ),
+    new_code_cell(
+        "config = kv.KVRunConfig(budgets=(32, 64), tokens=384, n_texts=2, "
+        "kv=kv.KVConfig(score_from=128))\n"
+        "result = kv.run(model, None, config)\n"
+        "result.summary()['finding']"
+    ),
+    new_markdown_cell(
+        "The perplexity pooled over the texts per policy and budget, and the sinks the "
+        "sink-aware policy kept in each text (positions, per run of layers)."
+    ),
+    new_code_cell("print(result.text())"),
+    new_code_cell("result.figures()['kv']"),
+]
+
+
 def write(name: str, cells) -> None:
     nb = new_notebook(cells=cells)
     nb.metadata["kernelspec"] = {
@@ -327,3 +365,4 @@ if __name__ == "__main__":
     saved = (HERE.parent / "docs" / "claims" / "smollm2-135m" / "claims.md").is_file()
     write("05_claims.ipynb", CLAIMS + (CLAIMS_SAVED if saved else []))
     write("06_emergence.ipynb", EMERGENCE)
+    write("07_kv_cache.ipynb", KV)

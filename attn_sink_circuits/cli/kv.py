@@ -15,11 +15,7 @@ from attn_sink_circuits.cli.options import (
     out_option,
 )
 from attn_sink_circuits.cli.parser import command
-from attn_sink_circuits.core.texts import DATA
-from attn_sink_circuits.studies.kv.config import KVRunConfig, check_plan
-
-DEFAULT_TEXTS = str(DATA / "long.jsonl")
-"""The bundled long texts (found from any working folder, as p0's default texts are)."""
+from attn_sink_circuits.studies.kv.config import DEFAULT_TEXTS, KVRunConfig, check_plan
 
 
 def run(args: argparse.Namespace) -> int:
@@ -27,21 +23,12 @@ def run(args: argparse.Namespace) -> int:
     out = check_out(args.out)  # before torch is imported, so a bad --out is refused at once
     config = config_from(args, KVRunConfig)
     check_plan(config)
-    from attn_sink_circuits.core.texts import read_kinded_texts
-    from attn_sink_circuits.studies.kv.run import pooled
-    from attn_sink_circuits.studies.kv.study import run_kv
+    from attn_sink_circuits.studies import kv
 
-    texts, kinds = read_kinded_texts(args.texts)
-    texts, kinds = texts[: config.n_texts], kinds[: config.n_texts]
     model = loading.load(args)
-    result = run_kv(model, texts, kinds, config, source=args.texts)
-    identity = {"measured": "kv", "model": args.model}
-    result.save(out, identity, f"{args.model}: {len(texts)} texts")
-    print(pooled(result.table).to_string(index=False))
-    for t, runs in result.kept().items():
-        shown = "; ".join(f"layers {a}-{b}: {p}" for (a, b), p in
-                          ((r["layers"], r["positions"]) for r in runs))  # fmt: skip
-        print(f"text {t}, sinks kept (positions per layer): {shown}")
+    result = kv.run(model, args.texts, config, progress=print)
+    result.save(out)
+    print(result.text())
     print(f"wrote policies.csv, summary.json (pooled perplexities, sinks kept) and kv.png to {out}")
     return 0
 
@@ -60,7 +47,7 @@ def add(sub) -> None:
     p.add_argument(
         "--texts",
         metavar="PATH",
-        default=DEFAULT_TEXTS,
+        default=str(DEFAULT_TEXTS),
         help=f"{TEXTS_HELP} (default: the bundled data/texts/long.jsonl)",
     )
     out_option(p, "policies.csv, summary.json, kv.png")

@@ -1,5 +1,10 @@
 """KV-cache policies decided by the sinks the library measures (issue 35).
 
+In a notebook, three calls: `model = load_model(...)`, `result = kv.run(model, data, config)`
+(`data`: a texts file, a list of texts, None: the bundled long texts; `config`: a
+`KVRunConfig`, None: `circuits kv`'s defaults), then `result.summary()` (the finding first) and
+`result.figures()`; `result.save(folder)` writes what `circuits kv` writes.
+
 `policies`: named cache policies with one signature (`POLICIES`: full, window, streaming_llm,
 heavy_hitters, snapkv, sink_aware), each giving per layer which cached positions a query may
 attend to under a budget, in a streaming or a compress-once mode; `sinks`: the measured primary
@@ -8,8 +13,9 @@ a policy, through attention-score hooks; `positions`: kept keys at their own pos
 re-indexed inside the cache (StreamingLLM); `blocking`: the sinks blocked against as many random
 keys; `stream`: bounded-memory streaming of long texts (chunks of queries, no whole pattern);
 `passkey` / `retrieval`: a pass key told once, asked for after the cache is compressed;
-`config`: `KVConfig`; `study`: the study end to end (`run_kv` -> `KVResult`, saved as one
-folder), which `circuits kv` runs; `plots`: its figure.
+`config`: `KVConfig`, `KVRunConfig`; `table`: the policy table (`policy_table`, `pooled`);
+`study`: the study end to end (`run` -> `KVResult`, saved as one folder), which `circuits kv`
+runs (`run_kv`, the earlier entry taking texts and kinds, still works); `plots`: its figure.
 Names resolve lazily: importing this package loads no model code.
 """
 
@@ -20,6 +26,7 @@ from attn_sink_circuits._lazy import lazy_exports
 _EXPORTS = {
     "KVConfig": "config",
     "KVRunConfig": "config",
+    "DEFAULT_TEXTS": "config",
     "SCORE_FROM": "config",
     "POLICIES": "policies",
     "READS_ATTENTION": "policies",
@@ -36,9 +43,10 @@ _EXPORTS = {
     "blocking_table": "blocking",
     "POSITIONS": "positions",
     "streaming_nll": "stream",
-    "policy_table": "run",
-    "pooled": "run",
+    "policy_table": "table",
+    "pooled": "table",
     "KVResult": "study",
+    "run": "study",
     "run_kv": "study",
     "MIN_FULL_ACCURACY": "retrieval",
     "PasskeyPrompt": "passkey",

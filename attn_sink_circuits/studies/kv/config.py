@@ -6,10 +6,14 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from attn_sink_circuits.config import Config, nested, option
+from attn_sink_circuits.core.texts import DATA
 from attn_sink_circuits.sinks.constants import LABELS, TAU
 
 SCORE_FROM = 256
 """Perplexity is of the tokens from this position on (StreamingLLM's first look, issue 35)."""
+DEFAULT_TEXTS = DATA / "long.jsonl"
+"""The texts `circuits kv` and `kv.run` read by default: the bundled long texts (found from any
+working folder)."""
 POLICY_NAMES = ("full", "window", "streaming_llm", "heavy_hitters", "snapkv", "sink_aware")
 """The names of `attn_sink_circuits.studies.kv.policies.POLICIES`, written out here to stay light (the CLI's
 choices); a test checks they are the registry's."""
@@ -90,4 +94,4 @@ def check_plan(run: KVRunConfig) -> None:
         raise ValueError(f"prefix {run.kv.prefix} must be below tokens {run.tokens}")
 
 
-__all__ = ["POLICY_NAMES", "SCORE_FROM", "KVConfig", "KVRunConfig", "check_plan"]
+__all__ = ["DEFAULT_TEXTS", "POLICY_NAMES", "SCORE_FROM", "KVConfig", "KVRunConfig", "check_plan"]
