@@ -19,10 +19,11 @@ from attn_sink_circuits.studies import claims, emergence, known_answers, p0, sec
 from attn_sink_circuits.studies.result import CircuitResult, Result
 
 P0_SMALL = p0.P0Config().with_options(
-    n_tokens=20, n_texts=2, edge_n_tokens=20, edge_n_fit=4, edge_n_heldout=4, edge_ig_steps=3,
-    edge_n_curve=6, edge_n_random=5, edge_n_boot=200, edge_n_stability=10,
+    n_tokens=20, n_texts=2, edge_n_tokens=20, edge_n_fit=4, edge_n_heldout=4, edge_ig_steps=2,
+    edge_n_curve=3, edge_n_random=3, edge_n_boot=50, edge_n_stability=2, edge_n_exact_texts=1,
+    edge_max_exact=10,
 )  # fmt: skip
-"""tests/test_p0.py's planted settings with `--quick`'s fewer baselines and resamples."""
+"""tests/test_p0.py's planted settings with fewer baselines and resamples than `--quick`'s."""
 
 
 def check_shape(result, tmp_path) -> dict:
@@ -131,7 +132,8 @@ def test_emergence_run_measures_the_checkpoints_given_as_its_model(tmp_path):
     cfg = TrainConfig(steps=4, batch_size=2, n_checkpoints=1, first_checkpoint=4, eval_windows=2)
     run = train_lm(tmp_path / "one", lm, cfg, load_corpus(max_files=40), progress=False)
     config = emergence.EmergenceConfig(n_texts=4, n_tokens=16, n_fit=2, n_heldout=2, edges_every=0)
-    result = emergence.run(run, None, config, progress=False)
+    texts = [f"def f{i}(x):\n    return x * {i} + 1\n" * 4 for i in range(4)]
+    result = emergence.run(run, texts, config, progress=False)
     summary = check_shape(result, tmp_path)
     assert summary["checkpoints"] == 2  # steps 0 and 4
     assert summary["runs"]["one"]["last_step"] == 4
