@@ -18,7 +18,7 @@ The studies, each a package: `p0/`, `secondary/`, `ioi/` (MIB's protocol), `kv/`
 `discovery`, `graph`, `report`, `training`) sits below the studies and never imports one; the
 run machinery is `attn_sink_circuits.runs`.
 A study measures, summarises and draws its figures without `attn_sink_circuits.report`; only
-writing a result and drawing its circuit go through it: in `result.py` (`TraceResult.save` is `report.write_trace`,
-`FoundCircuit.draw` is `report.draw_circuit`, `save_figures`) and lazily inside a result's own
-`save` method (tests/test_structure.py checks it).
+writing a result and drawing its circuit go through it: in `result.py` (`TraceResult.save` is
+`report.write_trace`, `FoundCircuit.draw` is `report.draw_circuit`, `save_figures`) and lazily
+inside a result's own `save` method (tests/test_structure.py checks it).
 """

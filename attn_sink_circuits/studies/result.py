@@ -7,8 +7,8 @@ Every tracer's result is a `TraceResult`: `summary()` (headline numbers, JSON-re
 shows), `summary_keys()` (what each summary number means), `details()` (further JSON), plus
 `model`, `config`, `seconds` and `provenance` (what ran on what: `attn_sink_circuits.runs.provenance`).
 `save(folder)` writes any of them with one folder layout (`attn_sink_circuits.report.write_trace`);
-`read_summary` reads its summary.json back. Notebooks show the short `repr` or the HTML table. How a pipeline runs
-its steps (timing, checkpoints, resume) is `attn_sink_circuits.runs.steps`.
+`read_summary` reads its summary.json back. Notebooks show the short `repr` or the HTML table.
+How a pipeline runs its steps (timing, checkpoints, resume) is `attn_sink_circuits.runs.steps`.
 
 Every study's result, whatever its base, follows one protocol: `Result` (`summary()` with the
 finding first, `save(folder)` writing the run folder with its provenance, `figures()`), and

@@ -4,7 +4,8 @@
 solution of Theorem 3), `train` trains them on CPU, `measure` gives task error, BOS attention and
 the theorem checks (`measure_trigger`), `circuit` the head roles as a circuit graph
 (`trigger_graph`), `experiment` the multi-seed table, `study` the study in one call
-(`run(model, data, config) -> TriggerResult`). Plots live in `attn_sink_circuits.studies.trigger.plots`.
+(`run(model, data, config) -> TriggerResult`). Plots live in
+`attn_sink_circuits.studies.trigger.plots`.
 """
 
 from attn_sink_circuits.studies.trigger.circuit import (
