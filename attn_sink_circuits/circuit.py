@@ -18,22 +18,16 @@ from typing import Any
 import networkx as nx
 import pandas as pd
 import torch
-from matplotlib.figure import Figure
 from transformer_lens.model_bridge import TransformerBridge
 
 from attn_sink_circuits._repr import number, summary_html
+from attn_sink_circuits.core.texts import texts_and_kinds
 from attn_sink_circuits.discovery import EdgeCircuit
 from attn_sink_circuits.discovery.config import DiscoveryConfig
-from attn_sink_circuits.discovery.saved import build_metric, judge_saved
-from attn_sink_circuits.discovery.texts import (
-    DEFAULT_TEXTS,
-    PLAIN_KIND,
-    read_kinded_texts,
-    token_rows,
-)
+from attn_sink_circuits.discovery.saved import build_metric
+from attn_sink_circuits.discovery.texts import token_rows
 from attn_sink_circuits.graph import io as graph_io
 from attn_sink_circuits.patching.metrics import Metric, p0_attention
-from attn_sink_circuits.report.draw import draw_circuit
 from attn_sink_circuits.sinks import measure_tokens
 from attn_sink_circuits.studies.edge_config import EdgeFitConfig
 from attn_sink_circuits.studies.edge_fit import edge_split, fit_edges
@@ -41,14 +35,16 @@ from attn_sink_circuits.studies.p0.config import P0Config
 from attn_sink_circuits.studies.p0.config import quick as quick_settings
 from attn_sink_circuits.studies.p0.edges import text_task
 from attn_sink_circuits.studies.p0.formation import find_formation
+from attn_sink_circuits.studies.result import FoundCircuit
 
 Texts = str | Path | Sequence[str] | None
 """A text file (one text a line, or JSONL with `text` and `kind`), a list of texts, or None
-(`attn_sink_circuits.discovery.texts.DEFAULT_TEXTS`, four kinds of text: the CLI's default)."""
+(`attn_sink_circuits.discovery.texts.DEFAULT_TEXTS`, four kinds of text: the CLI's default);
+read by `attn_sink_circuits.core.texts.texts_and_kinds`."""
 
 
 @dataclass(repr=False)
-class Circuit:
+class Circuit(FoundCircuit):
     """An edge circuit found by `find_circuit`: `graph` (the circuit graph, as `circuits p0`
     writes it: its metric spec, first token and settings on it), `edges` (the discovery result:
     `edges_frame()`, `curve`, `summary()`), its held-out judgement by kind of text (`by_kind`),
@@ -94,22 +90,11 @@ class Circuit:
         return {"model": self.graph.graph.get("model"), **{k: e[k] for k in keys},
                 "heldout_by_kind": by_kind}  # fmt: skip
 
-    def judge(self, texts: Texts, *, n_random: int | None = None, seed: int | None = None) -> dict:
-        """The circuit's faithfulness on other `texts` (a list or a text file), cut and started
-        as its fit texts were, with a bootstrap interval, `n_random` random circuits of its size
-        (default: its own setting) and the complement (`attn_sink_circuits.discovery.judge_saved`, as
-        `circuits faithfulness` judges a saved circuit)."""
-        found, _ = texts_and_kinds(texts, None)
-        d = self.config.edge.discovery
-        return judge_saved(
-            self.model, self.graph, found, n_random=d.n_random if n_random is None else n_random,
-            n_boot=d.n_boot, seed=d.seed if seed is None else seed, batch_size=d.batch_size,
-        )  # fmt: skip
-
-    def draw(self, title: str | None = None, **settings: Any) -> Figure:
-        """The circuit drawn as `circuits p0` draws it (`attn_sink_circuits.report.draw_circuit`; its
-        `DrawOptions` as keywords)."""
-        return draw_circuit(self.graph, title=title, **settings)
+    def judging(self) -> tuple[TransformerBridge, DiscoveryConfig]:
+        """`judge` (`FoundCircuit.judge`, as `circuits faithfulness` judges a saved circuit)
+        runs on the model it was found on, with its discovery settings; `draw` draws it as
+        `circuits p0` does."""
+        return self.model, self.config.edge.discovery
 
     def save(self, path: str | Path) -> Path:
         """Write the graph (`.graphml`, `.gexf` or `.json`: `attn_sink_circuits.graph.io.write`); read it
@@ -185,22 +170,6 @@ def p0_config(config: object, quick: bool, overrides: dict) -> P0Config:
     if quick:
         config = quick_settings(config, keep=tuple(overrides))
     return config.with_options(**overrides) if overrides else config
-
-
-def texts_and_kinds(texts: Texts, kinds: Sequence[str] | None) -> tuple[list[str], list[str]]:
-    """Texts with one kind each: read from a file (with the kinds it gives), a list (with
-    `kinds`, default all `PLAIN_KIND`), or None: the CLI's default texts."""
-    if texts is None or isinstance(texts, str | Path):
-        if kinds is not None:
-            raise ValueError("kinds come from the text file; give kinds only with a list of texts")
-        return read_kinded_texts(DEFAULT_TEXTS if texts is None else texts)
-    texts = list(texts)
-    if not texts or not all(isinstance(t, str) for t in texts):
-        raise ValueError("texts must be a text file's path or a non-empty list of strings")
-    kinds = list(kinds) if kinds is not None else [PLAIN_KIND] * len(texts)
-    if len(kinds) != len(texts):
-        raise ValueError(f"{len(kinds)} kinds for {len(texts)} texts; give one kind a text")
-    return texts, kinds
 
 
 def p0_token(model: TransformerBridge) -> int | None:

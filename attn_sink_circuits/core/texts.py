@@ -59,6 +59,24 @@ def read_kinded_texts(path: str | Path) -> tuple[list[str], list[str]]:
     return _remember(path, texts), kinds
 
 
+def texts_and_kinds(
+    texts: str | Path | Sequence[str] | None, kinds: Sequence[str] | None = None
+) -> tuple[list[str], list[str]]:
+    """Texts with one kind each: read from a file (with the kinds it gives), a list (with
+    `kinds`, default all `PLAIN_KIND`), or None: the default texts (`DEFAULT_TEXTS`)."""
+    if texts is None or isinstance(texts, str | Path):
+        if kinds is not None:
+            raise ValueError("kinds come from the text file; give kinds only with a list of texts")
+        return read_kinded_texts(DEFAULT_TEXTS if texts is None else texts)
+    texts = list(texts)
+    if not texts or not all(isinstance(t, str) for t in texts):
+        raise ValueError("texts must be a text file's path or a non-empty list of strings")
+    kinds = list(kinds) if kinds is not None else [PLAIN_KIND] * len(texts)
+    if len(kinds) != len(texts):
+        raise ValueError(f"{len(kinds)} kinds for {len(texts)} texts; give one kind a text")
+    return texts, kinds
+
+
 def texts_sha256(texts: Sequence, kinds: Sequence[str] | None = None) -> str:
     """sha256 of the texts (strings, or JSON-ready items such as token-id lists) as JSON, with
     their kinds when given: the same hash the checkpoints' run key uses."""
@@ -130,6 +148,7 @@ __all__ = [
     "read_texts",
     "split_indices",
     "split_texts",
+    "texts_and_kinds",
     "texts_sha256",
     "texts_source",
 ]

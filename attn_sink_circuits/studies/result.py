@@ -6,9 +6,9 @@ Every tracer's result is a `TraceResult`: `summary()` (headline numbers, JSON-re
 `finding()` (the few sentences a report opens with), `captions()` (what each figure and table
 shows), `summary_keys()` (what each summary number means), `details()` (further JSON), plus
 `model`, `config`, `seconds` and `provenance` (what ran on what: `attn_sink_circuits.runs.provenance`).
-`attn_sink_circuits.report.write_trace` writes any of them with one folder layout; `read_summary` reads
-its summary.json back. Notebooks show the short `repr` or the HTML table. How a pipeline runs
-its steps (timing, checkpoints, resume) is `attn_sink_circuits.runs.steps`.
+`save(folder)` writes any of them with one folder layout (`attn_sink_circuits.report.write_trace`);
+`read_summary` reads its summary.json back. Notebooks show the short `repr` or the HTML table.
+How a pipeline runs its steps (timing, checkpoints, resume) is `attn_sink_circuits.runs.steps`.
 
 Every study's result, whatever its base, follows one protocol: `Result` (`summary()` with the
 finding first, `save(folder)` writing the run folder with its provenance, `figures()`), and
@@ -16,11 +16,15 @@ finding first, `save(folder)` writing the run folder with its provenance, `figur
 library's one judging path, `attn_sink_circuits.discovery.saved.judge_saved`, which reads what
 the circuit was found under from the graph). Each study package exposes
 `run(model, data, config) -> Result`; `tests/test_study_shape.py` checks every one.
+`FoundCircuit` gives a result holding an edge circuit its `draw` and `judge`; `save_figures`
+writes a result's figures. This module is the studies' save path: with a result's own `save`,
+the one place a study reaches `attn_sink_circuits.report` (which sits below the studies).
 """
 
 from __future__ import annotations
 
 import json
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Any, Protocol, runtime_checkable
 
@@ -88,6 +92,15 @@ class TraceResult:
     def summary(self) -> dict:
         raise NotImplementedError
 
+    def save(self, folder: str | Path, model: Any = None) -> Path:
+        """Write the run folder (`attn_sink_circuits.report.write_trace`: summary.json with the
+        provenance, tables, the circuit, figures, report.html, summary.md; atomic); returns
+        report.html's path. With `model` (the one traced), the report also shows the attention
+        patterns of the heads the trace names."""
+        from attn_sink_circuits.report import write_trace
+
+        return write_trace(self, folder, model)
+
     def tables(self) -> dict[str, pd.DataFrame]:
         raise NotImplementedError
 
@@ -132,6 +145,63 @@ class TraceResult:
 
     def _repr_html_(self) -> str:
         return summary_html(repr(self), self.summary())
+
+
+class FoundCircuit:
+    """`draw` and `judge` for a result whose `graph` is an edge circuit found by edge discovery
+    (its metric, positions, first token and settings on it). A subclass says which model the
+    circuit was found on and under which discovery settings (`judging`)."""
+
+    graph: nx.DiGraph
+
+    def judging(self) -> tuple[Any, Any]:
+        """(the model the circuit was found on, its `DiscoveryConfig`)."""
+        raise NotImplementedError
+
+    def draw(self, title: str | None = None, **settings: Any) -> Any:
+        """The circuit drawn (`attn_sink_circuits.report.draw_circuit`; its `DrawOptions` as
+        keywords)."""
+        from attn_sink_circuits.report.draw import draw_circuit
+
+        return draw_circuit(self.graph, title=title, **settings)
+
+    def judge(
+        self, data: Any = None, *, n_random: int | None = None, seed: int | None = None
+    ) -> dict:
+        """The circuit's faithfulness on other `data` (a list of texts, a text file, `Pairs` or a
+        task's name; None: the default texts, `attn_sink_circuits.core.texts.DEFAULT_TEXTS`), cut
+        and started as its fit texts were, with a bootstrap interval, `n_random` random circuits
+        of its size (default: its own setting) and the complement: the library's one judging
+        path, `attn_sink_circuits.discovery.saved.judge_saved`, which reads what the circuit was
+        found under from the graph."""
+        from attn_sink_circuits.core.texts import DEFAULT_TEXTS
+        from attn_sink_circuits.discovery.saved import judge_saved
+
+        model, d = self.judging()
+        if model is None:
+            raise ValueError(
+                "this result holds no model (it was read back); judge its graph with "
+                "attn_sink_circuits.discovery.saved.judge_saved(model, result.graph, data)"
+            )
+        data = DEFAULT_TEXTS if data is None else data
+        if isinstance(data, Sequence) and not isinstance(data, str):
+            if not data or not all(isinstance(t, str) for t in data):
+                raise ValueError("data must be a non-empty list of texts, a text file or pairs")
+            data = list(data)
+        return judge_saved(
+            model, self.graph, data, n_random=d.n_random if n_random is None else n_random,
+            n_boot=d.n_boot, seed=d.seed if seed is None else seed, batch_size=d.batch_size,
+        )  # fmt: skip
+
+
+def save_figures(figures: dict, folder: str | Path) -> list[Path]:
+    """Write each figure of `figures` (name -> Figure) as `{name}.png` in `folder` (atomically,
+    `attn_sink_circuits.report.draw.save_figure`); returns the paths."""
+    from attn_sink_circuits.report.draw import save_figure
+
+    folder = Path(folder)
+    folder.mkdir(parents=True, exist_ok=True)
+    return [save_figure(fig, folder / f"{name}.png") for name, fig in figures.items()]
 
 
 def read_summary(folder: str | Path) -> dict:

@@ -13,7 +13,8 @@ verdict), one module per claim family:
 
 Each verdict is one of four (`verdict`): holds, does not hold, undecided (the interval
 straddles the threshold), not applicable (premise absent, or fewer than `attn_sink_circuits.stats.MIN_N`
-items). `claims(model, texts, config)` measures them on any TransformerBridge;
+items). `claims(model, texts, config)` measures them on any TransformerBridge (`run(model,
+data, config)`: the same, the study's one call; `Claims.save(folder)` writes the run folder);
 `rejudge(folder)` (`judge_saved`) judges a saved run again from its measurement tables, without
 the model. Names resolve lazily,
 so importing this package (or its config, as the CLI does for `--help`) loads no model code."""
@@ -25,6 +26,7 @@ _EXPORTS = {
     "Claims": "pipeline",
     "claims": "pipeline",
     "write_claims": "pipeline",
+    "run": "pipeline",
     "rejudge": "judge_saved",
     "read_secondary": "secondary_tables",
     "secondary_claims": "secondary",

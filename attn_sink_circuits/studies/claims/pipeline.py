@@ -11,8 +11,6 @@ import torch
 from matplotlib.figure import Figure
 from transformer_lens.model_bridge import TransformerBridge
 
-from attn_sink_circuits.report import write_trace
-from attn_sink_circuits.report.trace import trace_record
 from attn_sink_circuits.runs.io import atomic_write, write_json
 from attn_sink_circuits.runs.provenance import provenance, stamped
 from attn_sink_circuits.runs.record_paths import portable_path
@@ -71,23 +69,29 @@ class Claims(TraceResult):
     def text(self) -> str:
         return f"# Mechanism claims: {self.model}\n\n" + self.table.markdown()
 
-    def claims_json(self) -> dict:
-        """claims.json: the schema version, the provenance record (ended now), the model and
-        the rows."""
+    def claims_json(self, record: dict | None = None) -> dict:
+        """claims.json: the schema version, the provenance `record` (default: the result's
+        own; ended now), the model and the rows."""
         doc = {"model": self.model, "by_paper": self.table.by_paper(),
                "claims": self.table.records()}  # fmt: skip
-        return stamped(doc, trace_record(self))
+        return stamped(doc, record or self.provenance)
+
+    def save(self, folder: str | Path, model=None) -> Path:
+        """The trace folder (`TraceResult.save`: summary.json with provenance, claims.csv, the
+        measurement tables, figures, report.html) plus claims.json and claims.md; returns
+        report.html's path."""
+        from attn_sink_circuits.report.trace import trace_record
+
+        report = super().save(folder, model)
+        write_json(Path(folder) / "claims.json", self.claims_json(trace_record(self, model)))
+        with atomic_write(Path(folder) / "claims.md") as f:
+            f.write(self.text() + "\n")
+        return report
 
 
 def write_claims(result: Claims, out: str | Path) -> Path:
-    """`result` as a trace folder (`attn_sink_circuits.report.write_trace`: summary.json with provenance,
-    claims.csv, the measurement tables, figures, report.html) plus claims.json and claims.md;
-    returns report.html's path."""
-    report = write_trace(result, out)
-    write_json(Path(out) / "claims.json", result.claims_json())
-    with atomic_write(Path(out) / "claims.md") as f:
-        f.write(result.text() + "\n")
-    return report
+    """`result.save(out)` (kept for the callers that write a claims folder this way)."""
+    return result.save(out)
 
 
 def run_facts(inputs: Basis, config: ClaimsConfig) -> dict:
@@ -179,3 +183,22 @@ def claims(
     result = Claims(name, config, table, run, seconds=seconds)
     result.provenance = provenance(model, texts[: config.n_texts], settings=result.settings())
     return result
+
+
+def run(
+    model: TransformerBridge,
+    data: str | Path | Sequence[str] | None = None,
+    config: ClaimsConfig | None = None,
+    *,
+    secondary: Mapping[str, pd.DataFrame] | None = None,
+    progress: bool = True,
+) -> Claims:
+    """The claims study in one call: `claims` on `data` (a list of texts, a text file, or None:
+    the P0 tracer's texts) with `config` (a `ClaimsConfig`; None: the defaults) and, given a
+    secondary trace's tables, the secondary-sink claims. The result is a `Result`."""
+    from attn_sink_circuits.core.texts import texts_and_kinds
+
+    if not isinstance(config, ClaimsConfig | None):
+        raise ValueError(f"config is a {type(config).__name__}; give a ClaimsConfig (or None)")
+    texts, _ = texts_and_kinds(data)
+    return claims(model, texts, config or ClaimsConfig(), secondary=secondary, progress=progress)

@@ -1,5 +1,6 @@
 """Emergence: the P0-sink measurements tracked over a series of training checkpoints
-(`emergence`), with the phase rule (`phase`) and the figures."""
+(`emergence`; `run(model, data, config)`, the study in one call, with the checkpoints as its
+model), with the phase rule (`phase`) and the figures."""
 
 from __future__ import annotations
 
@@ -22,6 +23,7 @@ _EXPORTS = {
     "load_checkpoint": "specs",
     "EmergenceResult": "series",
     "emergence": "series",
+    "run": "series",
     "load_result": "series",
     "heldout_texts": "series",
     "stdlib_texts": "series",

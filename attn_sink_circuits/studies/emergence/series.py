@@ -14,7 +14,7 @@ import pandas as pd
 import torch
 from matplotlib.figure import Figure
 
-from attn_sink_circuits.runs.io import atomic_folder, stored, write_csv, write_json
+from attn_sink_circuits.runs.io import atomic_folder, json_finite, stored, write_csv, write_json
 from attn_sink_circuits.runs.provenance import provenance, stamped
 from attn_sink_circuits.runs.record_paths import portable_path
 from attn_sink_circuits.studies.emergence.config import EmergenceConfig
@@ -91,6 +91,12 @@ class EmergenceResult:
     def summaries(self) -> dict[str, dict]:
         table = self.table()
         return {run: run_summary(table.iloc[idx]) for run, idx in self.runs().items()}
+
+    def summary(self) -> dict:
+        """Each run's closing numbers first (`summaries`: where the sink forms, its last phase,
+        the last edge circuit), then the number of checkpoints and the texts measured on."""
+        return json_finite({"runs": self.summaries(), "checkpoints": len(self.rows),
+                            "texts": self.texts, "seconds": round(self.seconds, 1)})  # fmt: skip
 
     def text(self) -> str:
         head = (
@@ -247,6 +253,25 @@ def emergence(
     return EmergenceResult(
         specs, rows, config, source, loss_curves(specs), time.perf_counter() - t0
     )
+
+
+def run(
+    model: str | Path | Sequence[str | Path],
+    data: Sequence[str] | None = None,
+    config: EmergenceConfig | None = None,
+    *,
+    progress: bool = True,
+) -> EmergenceResult:
+    """The emergence study in one call: `emergence` over `model`, the checkpoints (a training
+    run's folder, a checkpoint spec, or a list of them; `attn_sink_circuits.studies.emergence.specs`),
+    on `data` (a list of texts; None: held-out windows of the standard-library corpus) with
+    `config` (an `EmergenceConfig`; None: the defaults). The result is a `Result`."""
+    if not isinstance(config, EmergenceConfig | None):
+        raise ValueError(f"config is a {type(config).__name__}; give an EmergenceConfig (or None)")
+    specs = [model] if isinstance(model, str | Path) else list(model or [])
+    if not specs:
+        raise ValueError("give the checkpoints: a training run's folder, a spec or a list of them")
+    return emergence(specs, data, config or EmergenceConfig(), progress=progress)
 
 
 def _measure(spec, texts, config, with_edges: bool, device: str) -> dict:

@@ -18,7 +18,8 @@ One module per step, each one result and one function:
     graph       6. node_graph -> nx.DiGraph                   (node-level first view)
     edges       7. edge_circuit -> EdgeFit (edge circuit, held-out judged, also by kind;
                    the shared step attn_sink_circuits.studies.edge_fit)
-    pipeline    trace_p0 -> P0Trace (runs them; P0Config holds every setting)
+    pipeline    trace_p0 -> P0Trace (runs them; P0Config holds every setting);
+                run(model, data, config) -> P0Trace, the study in one call
 
 Node-level ablation (experiments 3-6) is mean-over-positions at P0 (`ablation.p0_ablation`,
 `NODE_ABLATION`); the edge circuit's is `config.edge.discovery.ablation`. Effects are relative
@@ -47,6 +48,7 @@ _EXPORTS = {
     "edge_circuit": "edges",
     "P0Trace": "pipeline",
     "trace_p0": "pipeline",
+    "run": "pipeline",
 }
 __all__ = sorted(_EXPORTS)
 

@@ -18,9 +18,10 @@ from transformer_lens.model_bridge import TransformerBridge
 
 from attn_sink_circuits.core.identity import model_key, prepends_bos
 from attn_sink_circuits.core.nodes import node_id
-from attn_sink_circuits.core.texts import DEFAULT_TEXTS, PLAIN_KIND, read_kinded_texts
+from attn_sink_circuits.core.texts import texts_and_kinds
 from attn_sink_circuits.core.tokens import token_rows
 from attn_sink_circuits.discovery import EdgeCircuit
+from attn_sink_circuits.discovery.config import DiscoveryConfig
 from attn_sink_circuits.graph import edge_table
 from attn_sink_circuits.runs.provenance import code_identity, provenance
 from attn_sink_circuits.runs.steps import Steps, run_key
@@ -42,19 +43,21 @@ from attn_sink_circuits.studies.p0.localise import Localisation, localise
 from attn_sink_circuits.studies.p0.position import position_vs_content
 from attn_sink_circuits.studies.p0.summary import CAPTIONS, SUMMARY_KEYS, finding_text, summary_text
 from attn_sink_circuits.studies.p0.variants import Variants, first_token_variants
-from attn_sink_circuits.studies.result import TraceResult
+from attn_sink_circuits.studies.result import FoundCircuit, TraceResult
 
 STEPS = ("variants", "position", "localise", "confirm", "graph", "edges")
 
 
 @dataclass(repr=False)
-class P0Trace(TraceResult):
+class P0Trace(TraceResult, FoundCircuit):
     """Everything `trace_p0` measured, with the config it used. `main_variant` is the
     first-token variant the circuit is traced on ("bos" when the model prepends one, else
     "no_bos": position 0 is the text's first token). `graph` is the edge circuit (experiment 7,
     the headline), `edges_by_kind` its held-out judgement by kind of text
     (`attn_sink_circuits.discovery.kinds.judge_by_kind`); `node_graph` the node-level first view
-    (experiment 6). `texts` are the fit texts, `kinds` theirs."""
+    (experiment 6). `texts` are the fit texts, `kinds` theirs. `draw()` draws the edge circuit,
+    `judge(data)` judges it on other texts (`FoundCircuit`) with `bridge`, the model traced
+    (None in a trace made without one: judge its graph with `judge_saved` then)."""
 
     title = "P0-sink circuit"
     model: str
@@ -74,6 +77,10 @@ class P0Trace(TraceResult):
     heldout_texts: list[str]
     kinds: list[str]
     seconds: dict[str, float] = field(default_factory=dict)
+    bridge: TransformerBridge | None = field(default=None, repr=False, compare=False)
+
+    def judging(self) -> tuple[TransformerBridge | None, DiscoveryConfig]:
+        return self.bridge, self.config.edge.discovery
 
     @property
     def confirmation(self) -> pd.DataFrame:
@@ -256,7 +263,7 @@ def trace_p0(
     config = config.with_options(**overrides) if overrides else config
     code_identity()  # the code's state as the run begins
     torch.manual_seed(config.seed)
-    texts, kinds = _texts_and_kinds(texts, kinds)
+    texts, kinds = texts_and_kinds(texts, kinds)
     key = run_key(model, config, texts, kinds) if checkpoint is not None else None
     fit_items, held_items = edge_split(kinds, config.edge)
     fit_texts, heldout = [texts[i] for i in fit_items], [texts[i] for i in held_items]
@@ -276,25 +283,28 @@ def trace_p0(
     trace = P0Trace(
         model=name, config=config, main_variant=main, **node, edges=edges.circuit,
         graph=edges.graph, edges_by_kind=edges.by_kind, texts=fit_texts, heldout_texts=heldout,
-        kinds=[kinds[i] for i in fit_items], seconds=steps.close(),
+        kinds=[kinds[i] for i in fit_items], seconds=steps.close(), bridge=model,
     )  # fmt: skip
     trace.resumed = tuple(steps.resumed)
     trace.provenance = provenance(model, texts, kinds, (fit_items, held_items), config.to_dict())
     return trace
 
 
-def _texts_and_kinds(
-    texts: Sequence[str] | None, kinds: Sequence[str] | None
-) -> tuple[list[str], list[str]]:
-    """The texts (default: the mixed DEFAULT_TEXTS with their kinds) and one kind a text
-    (default: all plain)."""
-    if texts is None:
-        texts, kinds = read_kinded_texts(DEFAULT_TEXTS)
-    texts = list(texts)
-    kinds = list(kinds) if kinds is not None else [PLAIN_KIND] * len(texts)
-    if len(kinds) != len(texts):
-        raise ValueError(f"{len(kinds)} kinds for {len(texts)} texts; give one kind a text")
-    return texts, kinds
+def run(
+    model: TransformerBridge,
+    data: str | Path | Sequence[str] | None = None,
+    config: P0Config | None = None,
+    *,
+    progress: bool = True,
+) -> P0Trace:
+    """The P0 study in one call: `trace_p0` on `data` (a list of texts, a text file whose lines
+    may carry their kind, or None: the default texts) with `config` (a `P0Config`; None: the
+    defaults). The result is a `CircuitResult`: `summary()`, `save(folder)`, `figures()`,
+    `graph`, `draw()` and `judge(other_data)`."""
+    if not isinstance(config, P0Config | None):
+        raise ValueError(f"config is a {type(config).__name__}; give a P0Config (or None)")
+    texts, kinds = texts_and_kinds(data)
+    return trace_p0(model, texts, config or P0Config(), kinds=kinds, progress=progress)
 
 
 def _node_view(

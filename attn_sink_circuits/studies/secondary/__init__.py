@@ -21,7 +21,8 @@ One module per step, each one result and one function:
     swaps       4. token_swaps -> TokenSwaps             (causal swaps and rescaling)
     geometry    5. mlp_geometry -> Geometry              (PCA of the MLP inputs)
     circuit     6. secondary_circuit -> nx.DiGraph
-    pipeline    trace_secondary -> SecondaryTrace (SecondaryConfig holds every setting)
+    pipeline    trace_secondary -> SecondaryTrace (SecondaryConfig holds every setting);
+                run(model, data, config) -> SecondaryTrace, the study in one call
 
 Names resolve lazily, so importing this package (or its config) loads no model code.
 """
@@ -57,6 +58,7 @@ _EXPORTS = {
     "secondary_circuit": "circuit",
     "SecondaryTrace": "pipeline",
     "trace_secondary": "pipeline",
+    "run": "pipeline",
 }
 __all__ = sorted(_EXPORTS)
 

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any
 
 import networkx as nx
@@ -14,7 +15,7 @@ from transformer_lens.model_bridge import TransformerBridge
 
 from attn_sink_circuits.core.identity import model_key, recorded_info
 from attn_sink_circuits.core.nodes import node_id
-from attn_sink_circuits.core.texts import texts_source
+from attn_sink_circuits.core.texts import read_texts, texts_source
 from attn_sink_circuits.graph import edge_table
 from attn_sink_circuits.runs.io import json_finite
 from attn_sink_circuits.runs.provenance import code_identity, provenance
@@ -42,7 +43,8 @@ class SecondaryTrace(TraceResult):
     """All seven experiments on one model and corpus, as `trace_secondary` ran them; `run` holds
     what the run was given beside the config (model hash, corpus size). `graph` is the edge
     circuit (experiment 7, the headline) when enough traces have a usable event, else the
-    node-level circuit; `node_graph` is the node-level circuit (experiment 6)."""
+    node-level circuit; `node_graph` is the node-level circuit (experiment 6). A `Result`, not
+    a `CircuitResult` (see `run`)."""
 
     title = "Secondary sinks"
     model: str
@@ -245,6 +247,28 @@ def trace_secondary(
     )  # fmt: skip
     trace.provenance = _provenance(model, texts, corpus, edges, config)
     return trace
+
+
+def run(
+    model: TransformerBridge,
+    data: str | Path | Sequence,
+    config: SecondaryConfig | None = None,
+    *,
+    progress: bool = True,
+) -> SecondaryTrace:
+    """The secondary-sink study in one call: `trace_secondary` on `data` (a list of strings,
+    `Trace`s or token-id lists, or a text file, one text a line; for a trace file give
+    `attn_sink_circuits.core.traces.read_traces(path)`) with `config` (a `SecondaryConfig`;
+    None: the defaults). The result is a `Result` (`summary()`, `save(folder)`, `figures()`),
+    not a `CircuitResult`: its edge circuit is fitted at positions chosen per text (the
+    census's events), which do not carry over to other texts, so it has no `judge`."""
+    if not isinstance(config, SecondaryConfig | None):
+        raise ValueError(f"config is a {type(config).__name__}; give a SecondaryConfig (or None)")
+    if isinstance(data, str | Path):
+        data = read_texts(data)
+    if data is None or not len(data):
+        raise ValueError("give the texts to trace: a list of texts or traces, or a text file")
+    return trace_secondary(model, list(data), config or SecondaryConfig(), progress=progress)
 
 
 def _provenance(model, texts: Sequence, corpus, edges: SecondaryEdges | None, config) -> dict:

@@ -3,7 +3,9 @@
 `data` makes the task, `model` the hookable softmax/ReLU transformers (and the hand-set ReLU
 solution of Theorem 3), `train` trains them on CPU, `measure` gives task error, BOS attention and
 the theorem checks (`measure_trigger`), `circuit` the head roles as a circuit graph
-(`trigger_graph`), `experiment` the multi-seed table. Plots live in `attn_sink_circuits.studies.trigger.plots`.
+(`trigger_graph`), `experiment` the multi-seed table, `study` the study in one call
+(`run(model, data, config) -> TriggerResult`). Plots live in
+`attn_sink_circuits.studies.trigger.plots`.
 """
 
 from attn_sink_circuits.studies.trigger.circuit import (
@@ -45,6 +47,7 @@ from attn_sink_circuits.studies.trigger.model import (
     TriggerTransformer,
     relu_construction,
 )
+from attn_sink_circuits.studies.trigger.study import TriggerResult, run
 from attn_sink_circuits.studies.trigger.train import (
     Checkpoint,
     TrainResult,
@@ -83,6 +86,7 @@ __all__ = [
     "TriggerExperiment",
     "TriggerMeasurement",
     "TriggerModelConfig",
+    "TriggerResult",
     "TriggerRun",
     "TriggerTask",
     "TriggerTrainConfig",
@@ -99,6 +103,7 @@ __all__ = [
     "measure_trigger",
     "relu_construction",
     "roles_frame",
+    "run",
     "run_experiment",
     "save_checkpoints",
     "save_experiment",

@@ -1,6 +1,7 @@
 """Plots of a trigger-task experiment (matplotlib Figure objects, no pyplot state): the distribution of
 attention on BOS at non-trigger positions, softmax against ReLU; the training loss curves; the
-strongest head's BOS attention at each checkpoint. `plot_trigger_experiment` writes all three."""
+strongest head's BOS attention at each checkpoint. `trigger_figures` makes all three,
+`plot_trigger_experiment` writes them."""
 
 from __future__ import annotations
 
@@ -10,7 +11,7 @@ import numpy as np
 from matplotlib.figure import Figure
 
 from attn_sink_circuits.graph.convention import CATEGORY_COLORS
-from attn_sink_circuits.report.draw import save_figure
+from attn_sink_circuits.studies.result import save_figures
 from attn_sink_circuits.studies.trigger.experiment import TriggerExperiment
 
 KIND_COLORS = {"softmax": CATEGORY_COLORS[0], "relu": CATEGORY_COLORS[2]}
@@ -114,12 +115,15 @@ def sink_over_training(exp: TriggerExperiment) -> Figure:
     return fig
 
 
+def trigger_figures(exp: TriggerExperiment) -> dict[str, Figure]:
+    """The three plots by name: `bos_distributions`, `loss_curves`, `sink_over_training`."""
+    return {
+        "bos_distributions": bos_distributions(exp),
+        "loss_curves": loss_curves(exp),
+        "sink_over_training": sink_over_training(exp),
+    }
+
+
 def plot_trigger_experiment(exp: TriggerExperiment, out: str | Path) -> list[Path]:
     """Write `bos_distributions.png`, `loss_curves.png` and `sink_over_training.png` to `out`."""
-    out = Path(out)
-    out.mkdir(parents=True, exist_ok=True)
-    return [
-        save_figure(bos_distributions(exp), out / "bos_distributions.png"),
-        save_figure(loss_curves(exp), out / "loss_curves.png"),
-        save_figure(sink_over_training(exp), out / "sink_over_training.png"),
-    ]
+    return save_figures(trigger_figures(exp), out)
