@@ -152,3 +152,15 @@ def test_known_answers_run_scores_a_method_against_the_known_circuit(tmp_path):
     )
     with pytest.raises(ValueError, match="fixed by construction"):
         known_answers.run("hist", ["some text"], config)
+
+
+def test_kv_run_is_a_result(tiny, tmp_path):
+    from attn_sink_circuits.studies import kv
+
+    config = kv.KVRunConfig(policies=("window", "streaming_llm"), budgets=(8,), tokens=48,
+                            kv=kv.KVConfig(score_from=16, sinks=1))  # fmt: skip
+    texts = ["The sink holds attention while the window moves on, token by token. " * 2]
+    result = kv.run(tiny, texts, config)
+    summary = check_shape(result, tmp_path)
+    assert not isinstance(result, CircuitResult)
+    assert math.isfinite(summary["closest"]["perplexity"])
