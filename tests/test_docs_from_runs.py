@@ -152,29 +152,28 @@ def test_a_mib_cell_row_gives_its_circuits_stability_or_a_dash(make_docs, fake_r
     assert row.startswith("| m | s2_io_flip | mask (mask_target_share=0.001) | 100 / 200 |")
 
 
-def test_a_targets_row_judges_each_area_by_its_interval(make_docs, fake_root):
-    """CPR / CMD held out against the best published Qwen numbers (1.92 / 0.01) and MIB's row
-    for the method: holds, does not hold or undecided by where the interval lies; the mask is
-    judged against UGS, named; a method MIB does not list gets "-"; too few pairs, n/a."""
+def test_a_published_row_stands_beside_each_cell_as_reference(make_docs, fake_root):
+    """CPR / CMD held out with their intervals, beside MIB's published rows for the method on
+    GPT-2 small and Qwen2.5-0.5B base (no verdict against them: other models and data); the
+    mask beside UGS, named; a method MIB does not list gets "-"; a registry key is shown as
+    the model it stands for."""
     run = fake_root / "docs" / "mib" / "t"
     run.mkdir(parents=True)
     cell = {"model": "m", "partner": "s2_io_flip", "method": "eap_ig_inputs", "n_fit_texts": 100,
             "n_heldout_texts": 200, "cpr_heldout": 2.06, "cpr_heldout_ci": [1.95, 2.19],
             "cmd_heldout": 0.018, "cmd_heldout_ci": [0.013, 0.025]}  # fmt: skip
     (run / "summary.json").write_text(json.dumps(cell))
-    row = make_docs.mib_targets("docs/mib/t").splitlines()[-1]
-    assert row == ("| m | s2_io_flip | eap_ig_inputs | 100 | 2.06 [1.95-2.19] | holds | holds "
-                   "(1.63) | 0.018 [0.013-0.025] | does not hold | undecided (0.02) |")  # fmt: skip
-    mask = {**cell, "method": "mask", "cpr_heldout": 1.90, "cpr_heldout_ci": [1.85, 1.95]}
+    row = make_docs.mib_published("docs/mib/t").splitlines()[-1]
+    assert row == ("| m | s2_io_flip | eap_ig_inputs | 100 | 2.06 [1.95-2.19] | "
+                   "0.018 [0.013-0.025] | 1.85 / 0.03 | 1.63 / 0.02 |")  # fmt: skip
+    assert "holds" not in make_docs.mib_published("docs/mib/t")
+    mask = {**cell, "method": "mask", "model": "qwen2.5-0.5b"}
     (run / "summary.json").write_text(json.dumps(mask))
-    row = make_docs.mib_targets("docs/mib/t").splitlines()[-1]
-    assert "| 1.90 [1.85-1.95] | undecided | holds (0.98 UGS) |" in row
-    assert row.endswith("| does not hold | holds (0.03 UGS) |")
-    (run / "summary.json").write_text(
-        json.dumps({**cell, "method": "eap_ig", "n_heldout_texts": 4})
-    )
-    row = make_docs.mib_targets("docs/mib/t").splitlines()[-1]
-    assert row.endswith("| not applicable | - | 0.018 [0.013-0.025] | not applicable | - |")
+    row = make_docs.mib_published("docs/mib/t").splitlines()[-1]
+    assert row.startswith("| Qwen2.5-Coder-0.5B-Instruct (Q4_K_M, dequantised) | s2_io_flip |")
+    assert row.endswith("| 0.97 / 0.03 (UGS) | 0.98 / 0.03 (UGS) |")
+    (run / "summary.json").write_text(json.dumps({**cell, "method": "eap_ig"}))
+    assert make_docs.mib_published("docs/mib/t").splitlines()[-1].endswith("| - | - |")
 
 
 def test_the_ioi_results_page_is_what_its_generator_writes():
