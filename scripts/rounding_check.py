@@ -96,21 +96,12 @@ def checkpoint_paths(folder: Path, kinds: list[str], work: Path) -> dict:
     return rounded_copies(folder, kinds, work)
 
 
-def smollm2_paths(kinds: list[str], work: Path) -> dict:
+def smollm2_paths(kinds: list[str]) -> dict:
     """SmolLM2 as the loader gives it, and its dequantised weights rounded again, each tensor to
-    the type its file uses (`file_plan`)."""
-    from attn_sink_circuits.models import cache, load_model
-    from attn_sink_circuits.models.gguf import verified_single_file
-    from attn_sink_circuits.models.registry import get_spec
-    from attn_sink_circuits.models.rounding import file_plan, round_folder
+    the type its file uses (`file_plan`; the rounded folders are cached)."""
+    from attn_sink_circuits.models.rounding import cached_rounding
 
-    load_model(SMOLLM2)  # builds the cache entry (the dequantised fp32 folder) if missing
-    gguf = verified_single_file(get_spec(SMOLLM2))
-    paths = {"as loaded": SMOLLM2}
-    for kind in kinds:
-        round_folder(cache.entry_dir(SMOLLM2), work / kind, file_plan(gguf, kind))
-        paths[kind] = work / kind
-    return paths
+    return {"as loaded": SMOLLM2, **{kind: cached_rounding(SMOLLM2, kind) for kind in kinds}}
 
 
 def checkpoint_record(folder: Path) -> dict:
@@ -145,14 +136,14 @@ def run(args, config) -> Path:
     torch.set_num_threads(1)
     with tempfile.TemporaryDirectory(prefix="rounding-") as work:
         if args.smollm2:
-            paths, model = smollm2_paths(args.kinds, Path(work)), {"model": SMOLLM2}
+            paths, model = smollm2_paths(args.kinds), {"model": SMOLLM2}
         else:
             paths = checkpoint_paths(args.checkpoint, args.kinds, Path(work))
             name = args.name or portable_path(args.checkpoint, keep=4)
             model = {"checkpoint": name,
                      **checkpoint_record(args.checkpoint)}  # fmt: skip
         texts = texts_for(args.smollm2, config)
-        check = rounding_check(paths, texts, config)
+        check = rounding_check(paths, texts, config, progress=True)
     source = "P0 tracer texts" if args.smollm2 else "held-out standard-library windows"
     settings = {**model, "kinds": list(args.kinds), "texts": source, **config.to_dict()}
     record = provenance(settings=settings, started=started)

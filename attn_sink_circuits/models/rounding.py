@@ -137,11 +137,30 @@ def round_folder(src: str | Path, dst: str | Path, plan: RoundingPlan) -> list[d
     return rows
 
 
+def cached_rounding(key: str, kind: str) -> Path:
+    """The loader's fp32 folder of registry model `key` (a GGUF file) rounded to `kind` by the
+    file's own plan (`file_plan`), written once into the cache (`<cache>/rounded/<key>-<kind>`)
+    and read from there after; `circuits.load_model` reads the folder returned."""
+    from attn_sink_circuits.models import cache
+    from attn_sink_circuits.models.gguf import verified_single_file
+    from attn_sink_circuits.models.load import load_model
+    from attn_sink_circuits.models.registry import get_spec
+
+    dst = cache.cache_root() / "rounded" / f"{key}-{kind}"
+    if not (dst / "rounding.json").is_file():
+        load_model(key)  # builds the cache entry (the dequantised fp32 folder) if missing
+        round_folder(
+            cache.entry_dir(key), dst, file_plan(verified_single_file(get_spec(key)), kind)
+        )
+    return dst
+
+
 __all__ = [
     "BLOCK",
     "GGUF_CLASSES",
     "TYPES",
     "RoundingPlan",
+    "cached_rounding",
     "file_plan",
     "round_folder",
     "round_model",

@@ -6,6 +6,7 @@ rounding's circuit with the reference's, and the claims verdicts with those that
 from __future__ import annotations
 
 import json
+import sys
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -81,7 +82,7 @@ def rounding_rows(path: Path) -> list[dict]:
 
 
 def measure_all(models: Mapping[str, object], paths: Mapping, texts: Sequence[str],
-                config: RoundingCheckConfig) -> tuple[dict, dict, dict]:  # fmt: skip
+                config: RoundingCheckConfig, progress: bool = False) -> tuple[dict, dict, dict]:  # fmt: skip
     """Sink measures and P0 circuit on every model (the first is the reference, whose formation
     block fixes the metric for all): (sink rows, circuits, facts with the metric)."""
     from attn_sink_circuits.patching.metrics import p0_attention
@@ -101,6 +102,8 @@ def measure_all(models: Mapping[str, object], paths: Mapping, texts: Sequence[st
             facts = {"jump_layers": formation.jump_layers, "late_layers": formation.late_layers,
                      "metric": p0_attention(formation.late_layers, 0)}  # fmt: skip
         fits[name] = p0_circuit(model, texts[config.n_texts :], facts["metric"], config.edge, first)
+        if progress:
+            print(f"{name}: sinks and P0 circuit measured", file=sys.stderr, flush=True)
     return sinks, fits, facts
 
 
@@ -162,10 +165,13 @@ def rounding_check(
     paths: Mapping[str, str | Path],
     texts: Sequence[str],
     config: RoundingCheckConfig = RoundingCheckConfig(),  # noqa: B008 (frozen)
+    *,
+    progress: bool = False,
 ) -> RoundingCheck:
     """The check on the models at `paths` (name -> model folder or registry key; the first is
     the reference, e.g. `rounded_copies`' "fp32"), on `texts`: the first `config.n_texts` for
-    the sink measures and the claims, the rest for the edge circuit's fit and held-out split."""
+    the sink measures and the claims, the rest for the edge circuit's fit and held-out split.
+    With `progress`, a line on stderr as each model's sinks and circuit are measured."""
     import time
 
     from attn_sink_circuits.models import load_model
@@ -176,7 +182,7 @@ def rounding_check(
                          "edge n_heldout); give more texts or lower these")  # fmt: skip
     t0 = time.perf_counter()
     models = {name: load_model(p) for name, p in paths.items()}
-    sinks, fits, facts = measure_all(models, paths, texts, config)
+    sinks, fits, facts = measure_all(models, paths, texts, config, progress)
     t1 = time.perf_counter()
     cross = cross_table(models, fits, texts, facts["metric"], config)
     t2 = time.perf_counter()
