@@ -377,18 +377,9 @@ def rounded_copy(key: str, kind: str) -> Path:
     """The loader's fp32 folder of registry model `key` rounded to `kind` (every matrix; the
     classes the file keeps at 8 bits or wider stay so: `attn_sink_circuits.models.rounding.file_plan`),
     written once into the cache (`<cache>/rounded/<key>-<kind>`)."""
-    from attn_sink_circuits.models import cache, load_model
-    from attn_sink_circuits.models.gguf import verified_single_file
-    from attn_sink_circuits.models.registry import get_spec
-    from attn_sink_circuits.models.rounding import file_plan, round_folder
+    from attn_sink_circuits.models.rounding import cached_rounding
 
-    dst = cache.cache_root() / "rounded" / f"{key}-{kind}"
-    if not (dst / "rounding.json").is_file():
-        load_model(key)  # builds the cache entry (the dequantised fp32 folder) if missing
-        round_folder(
-            cache.entry_dir(key), dst, file_plan(verified_single_file(get_spec(key)), kind)
-        )
-    return dst
+    return cached_rounding(key, kind)
 
 
 def run_rounded(key: str, kinds: list[str], selection: Selection) -> list[dict]:

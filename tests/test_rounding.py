@@ -61,3 +61,40 @@ def test_a_rounded_folder_loads_and_8_bits_move_the_output_less_than_4(tmp_path)
     assert 0 < change["q8_0"] < change["q4_0"] < 0.5, change
     with pytest.raises(ValueError, match="exists"):
         round_folder(src, tmp_path / "q8_0", RoundingPlan("q8_0"))
+
+
+def _p0_mass_by_head(model, texts):
+    from attn_sink_circuits.core.tokens import token_rows
+    from attn_sink_circuits.sinks import measure_tokens
+
+    tokens = token_rows(model, texts, 20, first=None)
+    return measure_tokens(model, tokens, sink_position=0, progress=False).p0_mass
+
+
+@pytest.mark.parametrize("seed", [0, 1, 2, 3])
+def test_8_bits_barely_move_a_planted_sink_and_4_bits_move_it_more(seed):
+    """On the planted P0-sink model (seeds 0-7, amplify 1 and 10) the mean per-head change of
+    the P0 mass was at most 6.2e-6 at Q8_0 with amplify 1 (1.0e-2 with amplify 10), and Q4_0's
+    was 5.8 to 5e4 times Q8_0's on every one of the 16 models (at seed 0 Q4_0 turns one of the
+    four sink heads of layers 2-3 off: its P0 mass falls by about 0.25)."""
+    from attn_sink_circuits.models.planted import planted_p0_model
+    from attn_sink_circuits.models.rounding import round_model
+
+    texts = ["abcdefghijklmnopqrstuvwxyz0123", "the quick brown fox jumps over it",
+             "def f(x):\n    return x + 1 # ok", "ZYXWVUTSRQPONMLKJIHGFEDCBA9876"]  # fmt: skip
+    model = planted_p0_model(seed=seed).model
+    clean = _p0_mass_by_head(model, texts)
+    assert clean[2:].mean() > 0.4  # the planted sink heads attend to P0
+    original = {n: p.detach().clone() for n, p in model.original_model.named_parameters()}
+    change = {}
+    for kind in ("q8_0", "q4_0"):
+        rows = round_model(model, RoundingPlan(kind))
+        assert any(r["type"] == kind for r in rows) and all(
+            r["type"] == "F32" for r in rows if len(r["shape"]) == 1
+        )
+        change[kind] = float((_p0_mass_by_head(model, texts) - clean).abs().mean())
+        with torch.no_grad():
+            for n, p in model.original_model.named_parameters():
+                p.copy_(original[n])
+    assert change["q8_0"] < 1e-4, change
+    assert change["q4_0"] > 3 * change["q8_0"], change

@@ -4,7 +4,8 @@ A model folder (fp32 safetensors, e.g. a training checkpoint or the loader's deq
 entry) is written again with every matrix rounded to a GGUF block type (Q4_0, Q4_1, Q8_0: blocks
 of 32 values along the last axis, `gguf.quants`) and dequantised back to fp32, as the loader
 dequantises a GGUF file. Vectors (norm weights, biases) stay F32, as llama.cpp leaves them.
-`circuits.load_model(folder)` reads the result like any local model.
+`circuits.load_model(folder)` reads the result like any local model; `round_model` rounds a
+loaded model's parameters in place, with the same arithmetic.
 
 A `RoundingPlan` says which type each matrix gets: one type for every matrix, or, for a
 released model whose file mixes types, the file's own choice per tensor class (SmolLM2's Q4_1
@@ -102,6 +103,19 @@ def round_state(state: dict[str, Tensor], plan: RoundingPlan) -> tuple[dict, lis
     return out, rows
 
 
+def round_model(model, plan: RoundingPlan) -> list[dict]:
+    """Every parameter of a loaded `model` (a TransformerBridge: its `original_model`; or any
+    torch module) rounded by `plan` in place, as `round_state` rounds a folder's tensors; returns
+    `round_state`'s rows (named as the module names its parameters)."""
+    module = getattr(model, "original_model", model)
+    params = dict(module.named_parameters())
+    state, rows = round_state({name: p.detach() for name, p in params.items()}, plan)
+    with torch.no_grad():
+        for name, p in params.items():
+            p.copy_(state[name])
+    return rows
+
+
 def round_folder(src: str | Path, dst: str | Path, plan: RoundingPlan) -> list[dict]:
     """Write `dst` (a new folder): `src`'s files with its weights rounded by `plan`; also
     `rounding.json` (the plan and the per-tensor rows). Returns the rows."""
@@ -123,13 +137,33 @@ def round_folder(src: str | Path, dst: str | Path, plan: RoundingPlan) -> list[d
     return rows
 
 
+def cached_rounding(key: str, kind: str) -> Path:
+    """The loader's fp32 folder of registry model `key` (a GGUF file) rounded to `kind` by the
+    file's own plan (`file_plan`), written once into the cache (`<cache>/rounded/<key>-<kind>`)
+    and read from there after; `circuits.load_model` reads the folder returned."""
+    from attn_sink_circuits.models import cache
+    from attn_sink_circuits.models.gguf import verified_single_file
+    from attn_sink_circuits.models.load import load_model
+    from attn_sink_circuits.models.registry import get_spec
+
+    dst = cache.cache_root() / "rounded" / f"{key}-{kind}"
+    if not (dst / "rounding.json").is_file():
+        load_model(key)  # builds the cache entry (the dequantised fp32 folder) if missing
+        round_folder(
+            cache.entry_dir(key), dst, file_plan(verified_single_file(get_spec(key)), kind)
+        )
+    return dst
+
+
 __all__ = [
     "BLOCK",
     "GGUF_CLASSES",
     "TYPES",
     "RoundingPlan",
+    "cached_rounding",
     "file_plan",
     "round_folder",
+    "round_model",
     "round_state",
     "round_tensor",
 ]
