@@ -88,11 +88,11 @@ def normalise(argv: list[str] | None, path: str) -> str:
     argv = [PROGRAMS.get(argv[0], argv[0]), *argv[1:]]
     if argv[0] in SUBCOMMANDS:
         argv = ["circuits", *argv]
-    words = []
+    words = []  # shell-safe stand-ins, so that shlex.join leaves them unquoted
     for i, word in enumerate(argv):
         out = i > 0 and argv[i - 1] == "--out"
-        words.append("{out}" if out else word.replace("<outside>/", "{work}/"))
-    return shlex.join(words).replace("'{out}'", "{out}")
+        words.append("@OUT@" if out else word.replace("<outside>/", "@WORK@/"))
+    return shlex.join(words).replace("@OUT@", "{out}").replace("@WORK@", "{work}")
 
 
 def read_list(path: Path = LIST) -> list[dict]:
