@@ -63,27 +63,9 @@ def diary_words(page: Path) -> list[str]:
     ]
 
 
-PENDING = {
-    "docs/emergence/README.md": "its section 'The long runs' is rewritten on its own",
-}
-"""Pages whose remaining diary words sit in a part rewritten separately: the check is expected
-to fail there (strict: once the rewrite lands clean, the mark itself fails and must go)."""
-
-
-def _pages_to_check() -> list:
-    return [
-        pytest.param(
-            page,
-            id=str(page.relative_to(ROOT)),
-            marks=[pytest.mark.xfail(strict=True, reason=PENDING[name])]
-            if (name := str(page.relative_to(ROOT))) in PENDING
-            else [],
-        )
-        for page in [ROOT / "README.md", *PAGES]
-    ]
-
-
-@pytest.mark.parametrize("page", _pages_to_check())
+@pytest.mark.parametrize(
+    "page", [ROOT / "README.md", *PAGES], ids=lambda p: str(p.relative_to(ROOT))
+)
 def test_a_page_has_no_diary_words(page: Path):
     found = diary_words(page)
     assert not found, "\n".join(found)
