@@ -1,4 +1,4 @@
-"""Shared fixtures: one tiny random model and one real default model per test session.
+"""Shared fixtures: one tiny random model and the real models, each loaded once per test session.
 
 Every jaxtyping annotation in `circuits` (dtype and shape, e.g. `Float[Tensor, "batch pos"]`)
 is checked at run time in the tests: the import hook below wraps each function with beartype
@@ -31,6 +31,36 @@ def smollm2():
     from attn_sink_circuits.models import load_model
 
     return load_model("smollm2-135m")
+
+
+@pytest.fixture(scope="session")
+def qwen():
+    """Qwen2.5-Coder-0.5B-Instruct (no BOS token), from the shared cache; loaded once for every
+    file that reads it (test_models, test_sinks, test_secondary)."""
+    from attn_sink_circuits.models import load_model
+
+    return load_model("qwen2.5-0.5b")
+
+
+@pytest.fixture(scope="session")
+def planted_p0(tmp_path_factory):
+    """The planted P0-sink model (`planted_p0_model()`: seed 0, amplify 1)."""
+    from attn_sink_circuits.models.planted import planted_p0_model
+
+    return planted_p0_model(folder=tmp_path_factory.mktemp("planted-p0"))
+
+
+@pytest.fixture(scope="session")
+def planted_p0_trace(planted_p0):
+    """`trace_p0` of the planted model on its texts with tests/test_p0.py's small settings (4 + 4
+    texts of 20 tokens), traced once for test_p0, test_report and test_report_browser (no test
+    changes it)."""
+    from test_p0 import SMALL
+
+    from attn_sink_circuits.models.planted import P0_TEXTS
+    from attn_sink_circuits.studies.p0 import trace_p0
+
+    return trace_p0(planted_p0.model, P0_TEXTS, SMALL, progress=False)
 
 
 @pytest.fixture

@@ -166,8 +166,8 @@ def test_cold_cache_then_warm_then_corrupt(tmp_path, monkeypatch):
 
 @pytest.mark.slow
 @pytest.mark.qwen
-def test_qwen_has_no_bos_and_knows_paris():
-    model = load_model("qwen2.5-0.5b")
+def test_qwen_has_no_bos_and_knows_paris(qwen):
+    model = qwen
     info = model_info(model)
     assert (info.n_layers, info.d_model, info.n_heads, info.n_kv_heads) == (24, 896, 14, 2)
     assert not info.prepend_bos

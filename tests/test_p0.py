@@ -9,7 +9,7 @@ import pytest
 from attn_sink_circuits.discovery import token_rows
 from attn_sink_circuits.graph import io as graph_io
 from attn_sink_circuits.graph import validate
-from attn_sink_circuits.models.planted import P0_TEXTS, planted_p0_model
+from attn_sink_circuits.models.planted import P0_TEXTS
 from attn_sink_circuits.report import write_trace
 from attn_sink_circuits.runs.io import MARKER
 from attn_sink_circuits.studies.p0 import P0Config, find_formation, position_vs_content, trace_p0
@@ -26,13 +26,13 @@ SMALL = P0Config().with_options(
 
 
 @pytest.fixture(scope="module")
-def planted(tmp_path_factory):
-    return planted_p0_model(folder=tmp_path_factory.mktemp("planted"))
+def planted(planted_p0):
+    return planted_p0
 
 
 @pytest.fixture(scope="module")
-def planted_trace(planted):
-    return trace_p0(planted.model, P0_TEXTS, SMALL, progress=False)
+def planted_trace(planted_p0_trace):
+    return planted_p0_trace
 
 
 def test_planted_model_has_the_sink(planted):

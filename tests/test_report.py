@@ -290,17 +290,10 @@ MEASURE = (
 
 
 @pytest.fixture(scope="module")
-def p0_trace(tmp_path_factory):
+def p0_trace(planted_p0_trace, tmp_path_factory):
     """The planted P0 circuit (tests/test_p0.py) traced on 4 + 4 short texts, and its report."""
-    from test_p0 import SMALL
-
-    from attn_sink_circuits.models.planted import P0_TEXTS, planted_p0_model
-    from attn_sink_circuits.studies.p0 import trace_p0
-
-    planted = planted_p0_model(folder=tmp_path_factory.mktemp("planted"))
-    trace = trace_p0(planted.model, P0_TEXTS, SMALL, progress=False)
     folder = tmp_path_factory.mktemp("p0-report")
-    return trace, write_trace(trace, folder)
+    return planted_p0_trace, write_trace(planted_p0_trace, folder)
 
 
 def section(page: str, heading: str) -> str:

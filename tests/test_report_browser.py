@@ -78,16 +78,9 @@ def measure(page: Path, width: int, tmp_path: Path) -> dict:
 
 
 @pytest.fixture(scope="module")
-def planted_report(tmp_path_factory) -> Path:
+def planted_report(planted_p0_trace, tmp_path_factory) -> Path:
     """The planted P0 model's trace (tests/test_p0.py's small settings) as report.html."""
-    from test_p0 import SMALL
-
-    from attn_sink_circuits.models.planted import P0_TEXTS, planted_p0_model
-    from attn_sink_circuits.studies.p0 import trace_p0
-
-    planted = planted_p0_model(folder=tmp_path_factory.mktemp("planted"))
-    trace = trace_p0(planted.model, P0_TEXTS, SMALL, progress=False)
-    return write_trace(trace, tmp_path_factory.mktemp("p0-report"))
+    return write_trace(planted_p0_trace, tmp_path_factory.mktemp("p0-report"))
 
 
 @pytest.fixture(scope="module")

@@ -450,15 +450,13 @@ def test_cli_rejects_bad_arguments_before_loading(tmp_path, capsys):
 
 @pytest.mark.slow
 @pytest.mark.qwen
-def test_qwen_sinks_are_the_system_prompt_tokens():
+def test_qwen_sinks_are_the_system_prompt_tokens(qwen):
     """Qwen2.5-Coder-0.5B-Instruct on its first reasoning trace (measured on all 12: the same
     7 system-prompt tokens and nothing else). No event is labelled secondary at tau 0.95: the
     sink-like tokens run from layer 5 for 15-17 of 24 layers (primary-like by lifetime), and
     MLP 5 writes them onto the sink direction (cosine ~0.98, norm ~290 vs ~5 for controls)."""
-    from attn_sink_circuits.models import load_model
     from attn_sink_circuits.studies.secondary import project_traces
 
-    qwen = load_model("qwen2.5-0.5b")
     corpus = make_corpus(qwen, project_traces("qwen2.5-0.5b", 1))
     census = find_secondary(qwen, corpus, labels=("secondary", "primary-like"), progress=False)
     ev = census.events[census.events.tau == 0.95]

@@ -587,13 +587,6 @@ QWEN_TEXTS = [
 ]
 
 
-@pytest.fixture(scope="module")
-def qwen():
-    from attn_sink_circuits.models import load_model
-
-    return load_model("qwen2.5-0.5b")
-
-
 @pytest.mark.slow
 @pytest.mark.qwen
 def test_qwen_first_text_token_is_the_sink(qwen):
