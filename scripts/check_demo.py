@@ -196,7 +196,7 @@ def compare_folders(a: Path, b: Path, tolerance: float = TOLERANCE) -> Compariso
 
 def run_demo(out: Path, threads: int) -> int:
     """`make demo`'s command into `out` (resumed where its steps are kept); its exit status."""
-    command = [sys.executable, "-m", "attn_sink_circuits", "p0", "--model", DEMO_MODEL]
+    command = [sys.executable, "-m", "attn_sink_circuits.cli", "p0", "--model", DEMO_MODEL]
     command += ["--out", str(out), "--threads", str(threads)]
     steps = Path(f"{out}.steps")
     if steps.is_dir() and any(steps.iterdir()):
