@@ -85,7 +85,7 @@ class Comparison:
             n = len(self.differences)
             return f"DIFFERENT: {n} differences ({scope} compared, tolerance {self.tolerance:g})"
         gap, where = self.largest
-        at = f"; the largest, {gap:.1e}, at {where}" if where else ""
+        at = f"; the largest |a - b| / max(1, |a|, |b|), {gap:.1e}, at {where}" if where else ""
         return f"equal: {scope} agree within {self.tolerance:g}{at}"
 
 
