@@ -38,6 +38,8 @@ import sys
 from collections.abc import Callable
 from pathlib import Path
 
+from attn_sink_circuits.models.registry import display_name
+
 ROOT = Path(__file__).resolve().parent.parent
 
 VALUE = re.compile(r"<!--v (?P<run>\S+) (?P<key>\S+) (?P<fmt>\S+?)-->(?P<text>.*?)<!--/v-->")
@@ -104,7 +106,7 @@ def p0_headline(*runs: str) -> str:
         s = lookup(load_doc(run), "summary")
         f = s["heldout_faithfulness"]
         rows.append(
-            f"| {s['model']} | `{run}` | {s['edge_circuit_edges']:,} of "
+            f"| {display_name(s['model'])} | `{run}` | {s['edge_circuit_edges']:,} of "
             f"{s['edge_circuit_of_all_edges']:,} | {f:.2f} ({_ci(s, 'heldout_faithfulness_ci')}) "
             f"| {abs(1 - f):.2f} | {s['random_faithfulness_mean']:.3f} +- "
             f"{s['random_faithfulness_sd']:.3f} | {s['complement_faithfulness']:.3f} "
@@ -265,7 +267,7 @@ def mib_cells(*runs: str) -> str:
         judged = s.get("n_fit_judged", s["n_fit_texts"])  # fit_judged: the curve on fewer
         fit = f"{s['n_fit_texts']:,}" + (f" (curve {judged})" if judged < s["n_fit_texts"] else "")
         rows.append(
-            f"| {s['model']} | {s['partner']} | {variant_name(s)} | {fit} / "
+            f"| {display_name(s['model'])} | {s['partner']} | {variant_name(s)} | {fit} / "
             f"{s['n_heldout_texts']} | {s['cpr_heldout']:.2f}{_area_ci(run, s, 'cpr', 2)} "
             f"({s['cpr_fit']:.2f}) | {s['cmd_heldout']:.3f}{_area_ci(run, s, 'cmd', 3)} "
             f"({s['cmd_fit']:.3f}) | {published} | {s['n_edges']:,} "
@@ -296,7 +298,7 @@ def mib_targets(*runs: str) -> str:
         s = load_doc(run)
         name = "ugs" if s["method"] == "mask" else s["method"]
         theirs = MIB_PUBLISHED["qwen2.5-0.5b"].get(name)
-        cells = [s["model"], s["partner"], variant_name(s), f"{s['n_fit_texts']:,}"]
+        cells = [display_name(s["model"]), s["partner"], variant_name(s), f"{s['n_fit_texts']:,}"]
         for i, (area, sense, digits) in enumerate((("cpr", ">=", 2), ("cmd", "<=", 3))):
             ci = _area_interval(run, s, area)
             low, high = ci or (math.nan, math.nan)
@@ -334,7 +336,7 @@ def mib_cross_partner(*files: str) -> str:
         f = {k: "{:.2f} [{:.2f}, {:.2f}]".format(d["faithfulness"], *d["faithfulness_ci"])
              for k, d in ((own, a), (other, b))}  # fmt: skip
         rows.append(
-            f"| {run['model']} | {run['method']} | {own} | {a['n_edges']:,} | {f[own]} | "
+            f"| {display_name(run['model'])} | {run['method']} | {own} | {a['n_edges']:,} | {f[own]} | "
             f"{other} | {f[other]} | {b['random_faithfulness']:z.2f} |"
         )
     return "\n".join(rows)

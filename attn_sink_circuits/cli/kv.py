@@ -28,6 +28,7 @@ def run(args: argparse.Namespace) -> int:
     config = config_from(args, KVRunConfig)
     check_plan(config)
     from attn_sink_circuits.core.texts import read_kinded_texts
+    from attn_sink_circuits.models.registry import display_name
     from attn_sink_circuits.studies.kv.run import pooled
     from attn_sink_circuits.studies.kv.study import run_kv
 
@@ -36,7 +37,7 @@ def run(args: argparse.Namespace) -> int:
     model = loading.load(args)
     result = run_kv(model, texts, kinds, config, source=args.texts)
     identity = {"measured": "kv", "model": args.model}
-    result.save(out, identity, f"{args.model}: {len(texts)} texts")
+    result.save(out, identity, f"{display_name(args.model)}: {len(texts)} texts")
     print(pooled(result.table).to_string(index=False))
     for t, runs in result.kept().items():
         shown = "; ".join(f"layers {a}-{b}: {p}" for (a, b), p in

@@ -11,6 +11,7 @@ import torch
 from matplotlib.figure import Figure
 from transformer_lens.model_bridge import TransformerBridge
 
+from attn_sink_circuits.models.registry import display_name
 from attn_sink_circuits.report import write_trace
 from attn_sink_circuits.report.trace import trace_record
 from attn_sink_circuits.runs.io import atomic_write, write_json
@@ -69,7 +70,7 @@ class Claims(TraceResult):
         return fig.claim_figures(self.table.tables, self.model, self.run.get("jump_layers", ()))
 
     def text(self) -> str:
-        return f"# Mechanism claims: {self.model}\n\n" + self.table.markdown()
+        return f"# Mechanism claims: {display_name(self.model)}\n\n" + self.table.markdown()
 
     def claims_json(self) -> dict:
         """claims.json: the schema version, the provenance record (ended now), the model and
