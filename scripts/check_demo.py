@@ -11,7 +11,8 @@ path, CSV by row (counted from 0 below the header) and column, GraphML by graph,
 |a - b| <= tolerance * max(1, |a|, |b|): an absolute tolerance for values up to 1 in size, a
 relative one above (a norm of 25,101.87 may move by 0.0025). Text, booleans and empty cells must be
 equal. Left out: what differs between two faithful runs (the provenance's time, code commit,
-command with its output path and environment; the step timings under "seconds").
+command with its output path and environment; the step timings under "seconds" and the steps a
+resumed run loaded, "resumed_steps").
 
 Prints a one-line verdict, then each difference; exit 0 when equal, 1 on any difference, 2 when a
 folder is missing or the demo run fails.
@@ -41,6 +42,7 @@ IGNORED = (
     ("provenance", "command"),
     ("provenance", "environment"),
     ("seconds",),
+    ("resumed_steps",),
 )
 KINDS = (".json", ".csv", ".graphml")
 

@@ -34,6 +34,7 @@ SUMMARY = {
         "node_circuit_heads": ["L0.H2", "L0.H5"],
     },
     "seconds": {"edges": 1477.22},
+    "resumed_steps": [],
 }
 CURVE = "top_n,n_edges,faithfulness_fit,source\n1,0,0.0,greedy growth\n3,12,0.52,greedy growth\n"
 
@@ -68,6 +69,7 @@ def test_equal_within_tolerance_and_provenance_left_out(tmp_path, capsys):
     b["provenance"]["code"]["commit"] = "0123abcd"
     b["provenance"]["command"][-1] = "/tmp/demo-check-x/p0"
     b["seconds"]["edges"] = 300.0
+    b["resumed_steps"] = ["variants", "position"]
     status, out = run(tmp_path, capsys, b)
     assert status == 0, out
     assert out.startswith("equal: ")
@@ -131,3 +133,11 @@ def test_unreadable_file_reported(tmp_path, capsys, text):
     status = check_demo.main(["--compare", str(a), str(b)])
     assert status == 1
     assert "summary.json: cannot be read" in capsys.readouterr().out
+
+
+def test_provenance_that_names_the_inputs_is_compared(tmp_path, capsys):
+    b = copy.deepcopy(SUMMARY)
+    b["provenance"]["model"]["weights_sha256"] = "0000ff"
+    status, out = run(tmp_path, capsys, b)
+    assert status == 1
+    assert "provenance.model.weights_sha256: 'b179c9' vs '0000ff'" in out
