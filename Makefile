@@ -5,7 +5,7 @@ PY := $(VENV)/bin/python
 TEST_MODELS := smollm2-135m qwen2.5-0.5b
 OUT ?= out
 
-.PHONY: install demo quick docs test lint format clean notebooks
+.PHONY: install demo demo-check quick docs test lint format clean notebooks
 
 install: $(VENV)/.installed
 
@@ -23,6 +23,12 @@ DEMO := $(OUT)/p0-smollm2-135m
 demo: install
 	$(VENV)/bin/circuits p0 --model smollm2-135m --out $(DEMO) \
 		$(if $(wildcard $(DEMO).steps/*),--resume)
+
+# Run `make demo`'s command again (one thread, a temporary folder) and compare every number of its
+# JSON, CSV and GraphML files with the documented run, docs/p0/smollm2-135m (within 1e-4: absolute
+# up to 1, relative above); exit 1 on any difference. `--compare A B` compares two folders only.
+demo-check: install
+	$(PY) scripts/check_demo.py
 
 # A rough first result in about 2-4 minutes on 2 cores (fewer, shorter texts; see --quick).
 quick: install

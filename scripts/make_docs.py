@@ -39,6 +39,8 @@ import sys
 from collections.abc import Callable
 from pathlib import Path
 
+from attn_sink_circuits.models.registry import display_name
+
 ROOT = Path(__file__).resolve().parent.parent
 
 VALUE = re.compile(r"<!--v (?P<run>\S+) (?P<key>\S+) (?P<fmt>\S+?)-->(?P<text>.*?)<!--/v-->")
@@ -108,7 +110,7 @@ def p0_headline(*runs: str) -> str:
         s = lookup(load_doc(run), "summary")
         f = s["heldout_faithfulness"]
         rows.append(
-            f"| {s['model']} | `{run}` | {s['edge_circuit_edges']:,} of "
+            f"| {display_name(s['model'])} | `{run}` | {s['edge_circuit_edges']:,} of "
             f"{s['edge_circuit_of_all_edges']:,} | {f:.2f} ({_ci(s, 'heldout_faithfulness_ci')}) "
             f"| {abs(1 - f):.2f} | {s['random_faithfulness_mean']:.3f} +- "
             f"{s['random_faithfulness_sd']:.3f} | {s['complement_faithfulness']:.3f} "
@@ -270,7 +272,7 @@ def mib_cells(*runs: str) -> str:
         judged = s.get("n_fit_judged", s["n_fit_texts"])  # fit_judged: the curve on fewer
         fit = f"{s['n_fit_texts']:,}" + (f" (curve {judged})" if judged < s["n_fit_texts"] else "")
         rows.append(
-            f"| {model_name(s['model'])} | {s['partner']} | {variant_name(s)} | {fit} / "
+            f"| {display_name(s['model'])} | {s['partner']} | {variant_name(s)} | {fit} / "
             f"{s['n_heldout_texts']} | {s['cpr_heldout']:.2f}{_area_ci(run, s, 'cpr', 2)} "
             f"({s['cpr_fit']:.2f}) | {s['cmd_heldout']:.3f}{_area_ci(run, s, 'cmd', 3)} "
             f"({s['cmd_fit']:.3f}) | {published} | {s['n_edges']:,} "
@@ -278,19 +280,6 @@ def mib_cells(*runs: str) -> str:
             f"{abs(1 - f):.2f} | {s['random_faithfulness_mean']:z.3f} | {_stability(s)} |"
         )
     return "\n".join(rows)
-
-
-def model_name(key: str) -> str:
-    """A registry model's displayed name: what it is, not its key (e.g. "Qwen2.5-Coder-0.5B-
-    Instruct (Q4_K_M, dequantised)" for `qwen2.5-0.5b`); any other name as given."""
-    from attn_sink_circuits.models.registry import get_spec
-
-    try:
-        spec = get_spec(key)
-    except ValueError:
-        return key
-    quant = spec.quantisation
-    return spec.hub_name.split("/")[-1] + (f" ({quant}, dequantised)" if quant else "")
 
 
 def mib_published(*runs: str) -> str:
@@ -310,7 +299,7 @@ def mib_published(*runs: str) -> str:
     for run in runs:
         s = load_doc(run)
         name = "ugs" if s["method"] == "mask" else s["method"]
-        cells = [model_name(s["model"]), s["partner"], variant_name(s), f"{s['n_fit_texts']:,}"]
+        cells = [display_name(s["model"]), s["partner"], variant_name(s), f"{s['n_fit_texts']:,}"]
         for area, digits in (("cpr", 2), ("cmd", 3)):
             cells.append(f"{s[f'{area}_heldout']:.{digits}f}"
                          f"{_bracket(_area_interval(run, s, area), digits)}")  # fmt: skip
@@ -343,7 +332,7 @@ def mib_cross_partner(*files: str) -> str:
         f = {k: "{:.2f} [{:.2f}, {:.2f}]".format(d["faithfulness"], *d["faithfulness_ci"])
              for k, d in ((own, a), (other, b))}  # fmt: skip
         rows.append(
-            f"| {run['model']} | {run['method']} | {own} | {a['n_edges']:,} | {f[own]} | "
+            f"| {display_name(run['model'])} | {run['method']} | {own} | {a['n_edges']:,} | {f[own]} | "
             f"{other} | {f[other]} | {b['random_faithfulness']:z.2f} |"
         )
     return "\n".join(rows)

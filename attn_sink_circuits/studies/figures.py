@@ -8,6 +8,7 @@ from matplotlib.figure import Figure
 
 from attn_sink_circuits._repr import short_metric
 from attn_sink_circuits.graph.convention import CATEGORY_COLORS, category_style
+from attn_sink_circuits.models.registry import display_name
 
 if TYPE_CHECKING:
     from attn_sink_circuits.discovery import EdgeCircuit
@@ -44,7 +45,7 @@ def faithfulness_figure(circuit: EdgeCircuit, model: str) -> Figure:
     ax.set_xlabel(f"direct edges kept (of {circuit.runner.space.n_edges:,}; greedy growth, pruned)")
     ax.set_ylabel("faithfulness")
     ax.set_title(
-        f"{model}: {circuit.config.method} edge circuit of "
+        f"{display_name(model)}: {circuit.config.method} edge circuit of "
         f"{short_metric(circuit.runner.metric.name)}",
         fontsize=8,
     )

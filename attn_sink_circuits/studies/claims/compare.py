@@ -11,6 +11,7 @@ from pathlib import Path
 
 import pandas as pd
 
+from attn_sink_circuits.models.registry import display_name
 from attn_sink_circuits.runs.io import stored
 from attn_sink_circuits.studies.claims.verdict import (
     FAILS,
@@ -78,11 +79,12 @@ def markdown(frame: pd.DataFrame, code: str = "claim") -> str:
 
 
 def _tables(folders) -> dict[str, pd.DataFrame]:
-    return {Path(f).name: read_claims(f) for f in folders}
+    return {display_name(Path(f).name): read_claims(f) for f in folders}
 
 
 def side_by_side_markdown(*folders: str | Path) -> str:
-    """`side_by_side` of the claims runs in `folders` (columns named by the folders)."""
+    """`side_by_side` of the claims runs in `folders` (columns named by the folders; a folder
+    named by a model key shows the model's display name)."""
     return markdown(side_by_side(_tables(folders)))
 
 

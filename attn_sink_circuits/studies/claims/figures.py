@@ -11,6 +11,7 @@ from matplotlib.figure import Figure
 from matplotlib.ticker import MaxNLocator
 
 from attn_sink_circuits.graph.convention import CATEGORY_COLORS, SEQUENTIAL_CMAP, category_style
+from attn_sink_circuits.models.registry import display_name
 
 
 def _mean(col: pd.Series) -> np.ndarray:
@@ -43,7 +44,7 @@ def identification_figure(heads: pd.DataFrame, shares: pd.DataFrame, model: str)
     ax.set_xlabel("non-local attention share (keys >= window back)")
     ax.set_ylabel("share of the P0 norm jump removed\nwhen the head is ablated at P0")
     ax.axhline(0, color="grey", lw=0.6)
-    ax.set_title(f"{model}: which heads identify P0", fontsize=10)
+    ax.set_title(f"{display_name(model)}: which heads identify P0", fontsize=10)
     return fig
 
 
@@ -61,7 +62,7 @@ def direction_figure(directions: pd.DataFrame, jump_layers, model: str) -> Figur
                 ax.plot(directions.layer, directions[name], style, color=colour, marker=marker,
                         label=label, alpha=0.8)  # fmt: skip
     _by_layer(ax, jump_layers, "mean pairwise cosine of the P0 state")
-    ax.set_title(f"{model}: is the P0 direction fixed?", fontsize=10)
+    ax.set_title(f"{display_name(model)}: is the P0 direction fixed?", fontsize=10)
     return fig
 
 
@@ -86,7 +87,7 @@ def split_figure(split: pd.DataFrame, model: str, max_heads: int = 24) -> Figure
     ax.axhline(1, color="grey", lw=0.6, ls=":")
     ax.set_ylabel("share of P0's score advantage")
     ax.legend(fontsize=7)
-    ax.set_title(f"{model}: how late sink heads read P0 (QK split)", fontsize=10)
+    ax.set_title(f"{display_name(model)}: how late sink heads read P0 (QK split)", fontsize=10)
     return fig
 
 
@@ -99,7 +100,9 @@ def cone_figure(cone: pd.DataFrame, jump_layers, model: str) -> Figure:
             **category_style(1))  # fmt: skip
     ax.set_yscale("log")
     _by_layer(ax, jump_layers, "attention-output L2 norm")
-    ax.set_title(f"{model}: the cone model (attention output at P0 vs later)", fontsize=10)
+    ax.set_title(
+        f"{display_name(model)}: the cone model (attention output at P0 vs later)", fontsize=10
+    )
     return fig
 
 

@@ -11,6 +11,7 @@ import torch
 from matplotlib.figure import Figure
 from transformer_lens.model_bridge import TransformerBridge
 
+from attn_sink_circuits.models.registry import display_name
 from attn_sink_circuits.runs.io import atomic_write, write_json
 from attn_sink_circuits.runs.provenance import provenance, stamped
 from attn_sink_circuits.runs.record_paths import portable_path
@@ -67,7 +68,7 @@ class Claims(TraceResult):
         return fig.claim_figures(self.table.tables, self.model, self.run.get("jump_layers", ()))
 
     def text(self) -> str:
-        return f"# Mechanism claims: {self.model}\n\n" + self.table.markdown()
+        return f"# Mechanism claims: {display_name(self.model)}\n\n" + self.table.markdown()
 
     def claims_json(self, record: dict | None = None) -> dict:
         """claims.json: the schema version, the provenance `record` (default: the result's

@@ -84,8 +84,10 @@ class KVResult:
         return {"measured": "kv", "model": self.record.get("model", {}).get("key")}
 
     def title(self) -> str:
-        """The figure's title: the model's key and how many texts."""
-        return f"{self.identity()['model']}: {len(set(self.table.text))} texts"
+        """The figure's title: the model's displayed name and how many texts."""
+        from attn_sink_circuits.models.registry import display_name
+
+        return f"{display_name(self.identity()['model'])}: {len(set(self.table.text))} texts"
 
     def figures(self) -> dict:
         """Name -> figure: "kv", perplexity against the budget per policy (`budget_figure`)."""

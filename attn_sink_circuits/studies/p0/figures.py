@@ -13,6 +13,7 @@ from matplotlib.patches import Patch, Rectangle
 from matplotlib.ticker import MaxNLocator
 
 from attn_sink_circuits.graph.convention import ROLE_COLORS, category_style, role_cmap
+from attn_sink_circuits.models.registry import display_name
 
 
 def variants_figure(
@@ -45,7 +46,9 @@ def variants_figure(
         labels=[_variant_label(name) for name in ax_norm.get_legend_handles_labels()[1]],
         loc="outside lower center", ncols=5, fontsize=7, frameon=False,
     )  # fmt: skip
-    fig.suptitle(f"{model}: first-token variants (dotted: blocks where the P0 norm jumps)")
+    fig.suptitle(
+        f"{display_name(model)}: first-token variants (dotted: blocks where the P0 norm jumps)"
+    )
     return fig
 
 
@@ -96,7 +99,7 @@ def heads_figure(heads: pd.DataFrame, model: str) -> Figure:
         )  # fmt: skip
     axes[0].set_ylabel("layer")
     axes[0].set_yticks(range(len(grid.index)), grid.index, fontsize=7)
-    fig.suptitle(f"{model}: heads ablated (mean over the other positions)")
+    fig.suptitle(f"{display_name(model)}: heads ablated (mean over the other positions)")
     member = Patch(fc="none", ec="black", label="black box: head in the node-level circuit")
     unstable = Patch(fc="none", ec="0.3", hatch="////", lw=0,
                      label="hatched: unstable, sd over texts >= |mean effect|")  # fmt: skip
@@ -163,7 +166,7 @@ def mlps_figure(mlps: pd.DataFrame, model: str) -> Figure:
         ax.set_title(title.replace("head", "MLP").replace("\n", " "), fontsize=9)
     axes[-1].set_xlabel("MLP layer")
     axes[-1].xaxis.set_major_locator(MaxNLocator(integer=True))
-    fig.suptitle(f"{model}: MLPs ablated, (ablated - clean) / clean")
+    fig.suptitle(f"{display_name(model)}: MLPs ablated, (ablated - clean) / clean")
     member = Line2D([], [], marker="$*$", ls="", color="black", ms=9,
                     label="*: MLP in the node-level circuit")  # fmt: skip
     _role_legend(fig, "MLP", member)
@@ -188,5 +191,5 @@ def position_figure(position: pd.DataFrame, model: str) -> Figure:
         ax.set_xlabel("layer")
         ax.xaxis.set_major_locator(MaxNLocator(integer=True))
         ax.legend(fontsize=8)
-    fig.suptitle(f"{model}: position vs content")
+    fig.suptitle(f"{display_name(model)}: position vs content")
     return fig

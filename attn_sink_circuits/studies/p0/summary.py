@@ -10,6 +10,7 @@ import pandas as pd
 from attn_sink_circuits._repr import number, percent
 from attn_sink_circuits.core.nodes import node_id, parse_node_id
 from attn_sink_circuits.discovery.size_rule import rule_text
+from attn_sink_circuits.models.registry import display_name
 from attn_sink_circuits.stats import MIN_N
 from attn_sink_circuits.studies.edge_list import strongest_edges_text
 from attn_sink_circuits.studies.edge_text import (
@@ -229,7 +230,7 @@ def finding_text(trace: P0Trace) -> str:
     late = trace.formation.late_layers
     rough = trace.config.rough()
     sentence = (
-        f"In {trace.model}, the late P0 attention (the attention layers "
+        f"In {display_name(trace.model)}, the late P0 attention (the attention layers "
         f"{late[0]}-{late[-1]} pay to position 0: {number(s['late_p0_attention_clean'], '.3f')} "
         f"on average over heads, later queries and texts) is carried by an edge circuit of "
         f"{e['n_edges']:,} of the model's {e['n_edges_total']:,} direct edges between "

@@ -4,6 +4,8 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
+from attn_sink_circuits.models.registry import display_name
+
 if TYPE_CHECKING:
     from attn_sink_circuits.studies.secondary.census import SecondaryCensus
     from attn_sink_circuits.studies.secondary.pipeline import SecondaryTrace
@@ -31,7 +33,7 @@ def _census_lines(trace: SecondaryTrace, s: dict) -> list[str]:
     c = trace.census
     split = ", ".join(f"{n} {name.replace('_', ' ')}" for name, n in s["tokens_by_part"].items())
     lines = [
-        f"Model **{trace.model}**, "
+        f"Model **{display_name(trace.model)}**, "
         f"{s['n_texts']} texts, {s['n_tokens']} tokens ({s['n_unique_tokens']} with a new "
         f"prefix; {split}). Detection rule **{c.rule.name}** "
         f"({c.rule.describe(c.report.n_layers).split(': ', 1)[1]}); layers searched: "
