@@ -170,7 +170,7 @@ def test_a_published_row_stands_beside_each_cell_as_reference(make_docs, fake_ro
     mask = {**cell, "method": "mask", "model": "qwen2.5-0.5b"}
     (run / "summary.json").write_text(json.dumps(mask))
     row = make_docs.mib_published("docs/mib/t").splitlines()[-1]
-    assert row.startswith("| Qwen2.5-Coder-0.5B-Instruct (Q4_K_M, dequantised) | s2_io_flip |")
+    assert row.startswith("| Qwen2.5-Coder-0.5B-Instruct, Q4_K_M dequantised | s2_io_flip |")
     assert row.endswith("| 0.97 / 0.03 (UGS) | 0.98 / 0.03 (UGS) |")
     (run / "summary.json").write_text(json.dumps({**cell, "method": "eap_ig"}))
     assert make_docs.mib_published("docs/mib/t").splitlines()[-1].endswith("| - | - |")
