@@ -9,14 +9,13 @@ import argparse
 from typing import TYPE_CHECKING
 
 from attn_sink_circuits.cli.options import count_int, positive_int
-from attn_sink_circuits.studies.ioi import TASKS
+from attn_sink_circuits.studies.ioi import PARTNER_NAMES, TASKS
 
 if TYPE_CHECKING:
     from attn_sink_circuits.discovery.protocol import Protocol
 
-PARTNERS = ("abc", "s2_io_flip", "abc_before_s2")
-"""The IOI partners (the keys of `attn_sink_circuits.studies.ioi.prompts.PARTNERS`, which imports torch; a test
-keeps them equal)."""
+PARTNERS = PARTNER_NAMES
+"""The IOI partners (`attn_sink_circuits.studies.ioi.PARTNER_NAMES`)."""
 PAIRS_HELP = (
     "JSONL file, one pair a line: {'clean', 'corrupt', 'answer', 'wrong'} (answer / wrong: one "
     "token each, e.g. ' Mary'; clean and corrupt of one token length)"
