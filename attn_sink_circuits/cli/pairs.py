@@ -91,21 +91,12 @@ def make_pairs(
     `shuffle` the first `n` in an order seeded by --pair-seed. Padding and BOS as `proto` says
     (default: the library's protocol)."""
     from attn_sink_circuits.discovery.protocol import protocol
+    from attn_sink_circuits.studies.ioi.data import pairs_of
 
     proto = proto or protocol("library")
-    if rows is None:
-        from attn_sink_circuits.studies.ioi.prompts import ioi_pairs
-
-        return ioi_pairs(model, n, seed=args.pair_seed, partner=partner(args, proto),
-                         pad=proto.pad, bos=proto.bos)[0]  # fmt: skip
-    from attn_sink_circuits.discovery.pairs import tokenize
-
-    pairs = tokenize(model, rows, str(args.pairs), pad=proto.pad, bos=proto.bos)
-    if not shuffle:
-        return pairs
-    import numpy as np
-
-    return pairs[np.random.default_rng(args.pair_seed).permutation(len(rows))[:n].tolist()]
+    source = str(args.pairs) if rows is not None else "ioi"
+    return pairs_of(model, rows, n, proto, seed=args.pair_seed, partner=partner(args, proto),
+                    shuffle=shuffle, source=source)  # fmt: skip
 
 
 __all__ = ["PAIRS_HELP", "PARTNERS", "make_pairs", "pair_options", "partner", "read_pair_rows"]

@@ -13,9 +13,8 @@ import numpy as np
 
 from attn_sink_circuits.discovery.pairs import Pairs, check_rows, read_rows, tokenize
 from attn_sink_circuits.discovery.protocol import Protocol
-from attn_sink_circuits.studies.ioi import TASKS
+from attn_sink_circuits.studies.ioi import TASKS, prompts
 from attn_sink_circuits.studies.ioi.config import IOIConfig
-from attn_sink_circuits.studies.ioi.prompts import ioi_pairs
 
 Data = str | Path | Sequence[dict] | Pairs | tuple[Pairs, Pairs] | None
 """What `run` takes as data (see the module docstring)."""
@@ -60,7 +59,7 @@ def pairs_of(
     in order, or with `shuffle` the first `n` in an order seeded by `seed`. Padding and BOS as
     `proto` says."""
     if rows is None:
-        return ioi_pairs(model, n, seed=seed, partner=partner or proto.partner, pad=proto.pad,
+        return prompts.ioi_pairs(model, n, seed=seed, partner=partner or proto.partner, pad=proto.pad,
                          bos=proto.bos)[0]  # fmt: skip
     pairs = tokenize(model, rows, source, pad=proto.pad, bos=proto.bos)
     if not shuffle:
