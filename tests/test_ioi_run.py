@@ -114,3 +114,37 @@ def test_configs_are_read_as_protocols_say():
         IOIConfig.under("mib", ablation="mean")
     with pytest.raises(ValueError, match="unknown IOIConfig options"):
         IOIConfig.under("mib", n_pairs=3)
+
+
+def test_the_heads_and_the_models_behaviour_beside_the_circuit(tiny, tmp_path):
+    import torch
+
+    from attn_sink_circuits.studies import ioi
+    from attn_sink_circuits.studies.ioi.heads import head_table
+
+    config = ioi.IOIConfig.under("library", method="eap", heads=True, **SMALL)
+    r = ioi.run(tiny, FLIP, config)
+    s = r.summary()
+    pairs = tokenize(tiny, FLIP, "rows")  # one length: the library's protocol pads nothing
+    with torch.no_grad():
+        rows = torch.arange(len(pairs))
+        logits = tiny(pairs.clean)[:, -1]
+        diff = logits[rows, pairs.answer] - logits[rows, pairs.wrong]
+    assert s["model_clean_logit_diff_mean"] == pytest.approx(float(diff.mean()), abs=1e-5)
+    assert s["model_clean_io_above_s"] == pytest.approx(float((diff > 0).float().mean()))
+    assert len(r.heads) == 16 and {h["head"] for h in r.heads} == {
+        f"L{layer}.H{h}" for layer in range(4) for h in range(4)}  # fmt: skip
+    direct = [(u, v, d) for u, v, d in r.graph.edges(data=True) if d["edge_kind"] == "direct"]
+    from_heads = [(u, v, d) for u, v, d in direct if u.startswith("L") and ".H" in u]
+    assert sum(h["edges_out"] for h in r.heads) == len(from_heads)
+    for h in r.heads:
+        into = [d["estimated_effect"] for u, v, d in from_heads
+                if u == h["head"] and v.startswith("target:")]  # fmt: skip
+        assert h["to_logits"] == len(into)
+        assert h["to_logits_score"] == pytest.approx(-sum(into), abs=1e-6)
+    out = r.save(tmp_path / "run")
+    assert json.loads((out / "heads.json").read_text())["heads"] == json.loads(
+        json.dumps(r.heads))  # fmt: skip
+    padded = tokenize(tiny, [*FLIP, LONGER], "padded", pad=True)
+    with pytest.raises(ValueError, match="unpadded pairs"):
+        head_table(tiny, r.graph, padded)

@@ -21,8 +21,8 @@ IOI under `--protocol mib`)."""
 class IOIConfig(Config):
     """One IOI circuit run: the `protocol` (padding, BOS and the defaults below), the IOI
     `partner` ("": the protocol's), the fit / held-out pair counts (None: the protocol's),
-    `pair_seed` (the generated pairs' seed, or the order a pairs file is drawn in) and the
-    `discovery` settings. `discovery` left at its default takes the protocol's settings
+    `pair_seed` (the generated pairs' seed, or the order a pairs file is drawn in), whether to
+    add the model's behaviour and its heads (`heads`) and the `discovery` settings. `discovery` left at its default takes the protocol's settings
     (`Protocol.config`); `IOIConfig.under(name, **overrides)` builds one from a protocol with
     any field changed (a discovery field by its own name: `method`, `n_boot`, ...)."""
 
@@ -33,6 +33,11 @@ class IOIConfig(Config):
     n_fit: int | None = option(None, "fit pairs (None: the protocol's)", low=1)
     n_heldout: int | None = option(None, "held-out pairs (None: the protocol's)", low=1)
     pair_seed: int = option(0, "seed of the generated pairs, or of a pairs file's order", low=0)
+    heads: bool = option(
+        False,
+        "also the model's own logit difference on the pairs and every head's name-mover table "
+        "with its edges in the circuit (`attn_sink_circuits.studies.ioi.heads`; unpadded pairs)",
+    )
     discovery: DiscoveryConfig = nested(
         DiscoveryConfig, "discovery settings", default=PROTOCOLS[DEFAULT_PROTOCOL].config()
     )

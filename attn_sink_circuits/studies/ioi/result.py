@@ -6,6 +6,7 @@ the run folder `circuits discover` writes."""
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -25,9 +26,9 @@ from attn_sink_circuits.studies.ioi.data import IOIPairs, given_rows, pairs_of
 from attn_sink_circuits.studies.ioi.figures import curves_frame, mib_curves_figure
 
 FILES = ("summary.json", "curve.csv", "edges.csv", "mib_curves.csv", "circuit.json",
-         "circuit.eap-ig.json", "importances.mib.json", "mib_curves.png", "faithfulness.png")  # fmt: skip
+         "circuit.eap-ig.json", "importances.mib.json", "mib_curves.png", "faithfulness.png", "heads.json")  # fmt: skip
 """What `IOIResult.save` writes (edges.csv and circuit.json gzip'd, NAME.gz, when large;
-mib_curves.png only when the run measured MIB's sizes)."""
+mib_curves.png only when the run measured MIB's sizes; heads.json with `config.heads`)."""
 
 
 @dataclass(repr=False)
@@ -35,7 +36,8 @@ class IOIResult:
     """An IOI circuit run: the `model`, its `config`, the `pairs` (fit and held-out, with what
     made them), the discovered `circuit` (`EdgeCircuit`: scores, curve, held-out judgement,
     MIB's per-size values), its `graph`, the run's `provenance` record, and the discovery's
-    wall time and the process's peak memory."""
+    wall time and the process's peak memory; with `config.heads`, the model's `behaviour` and
+    its `heads`."""
 
     model: Any
     config: IOIConfig
@@ -45,6 +47,11 @@ class IOIResult:
     provenance: dict = field(default_factory=dict)
     seconds: float = 0.0
     peak_rss_mb: float = 0.0
+    behaviour: dict | None = None
+    """The model's own logit difference on the pairs (`heads.behaviour`), with `config.heads`."""
+    heads: list[dict] | None = None
+    """Every head's name-mover row with its circuit edges (`heads.head_table`), with
+    `config.heads`."""
 
     def finding(self) -> str:
         """The finding in one sentence: MIB's CPR / CMD on the held-out pairs (where measured),
@@ -66,11 +73,14 @@ class IOIResult:
     def summary(self) -> dict:
         """The finding first, then the run (model, pairs, partner, protocol with what differs
         from it) and the circuit's summary (`EdgeCircuit.summary`: size, faithfulness on fit and
-        held-out pairs with the interval, random circuits, CPR / CMD and MIB's sizes), wall time
-        and peak memory."""
+        held-out pairs with the interval, random circuits, CPR / CMD and MIB's sizes), |1 - f|
+        held-out, the model's and the empty circuit's held-out metric, the model's behaviour
+        (`model_*`, with `config.heads`), wall time and peak memory."""
         found = self.circuit.summary()
         found.pop("positions", None)  # every position
-        cfg = self.config
+        cfg, held = self.config, self.circuit.heldout
+        f = found["heldout_faithfulness"]
+        behaviour = {f"model_{k}": v for k, v in (self.behaviour or {}).items()}
         return {
             "finding": self.finding(),
             "model": model_key(self.model),
@@ -80,6 +90,11 @@ class IOIResult:
             "pair_seed": cfg.pair_seed,
             "n_tokens": self.pairs.n_tokens,
             **found,
+            "ig_steps": cfg.discovery.ig_steps if found["method"].startswith("eap_ig") else None,
+            "abs_1_minus_f_heldout": abs(1 - f) if math.isfinite(f) else math.nan,
+            "heldout_model_metric": held.model_metric,
+            "heldout_empty_metric": held.empty_metric,
+            **behaviour,
             "seconds": self.seconds,
             "peak_rss_mb": self.peak_rss_mb,
         }
@@ -129,7 +144,7 @@ class IOIResult:
 
         record = self.provenance or None
         with atomic_folder(folder, record=record) as tmp, Steps(3, "writing", progress) as steps:
-            steps.run("tables", write_tables, self, tmp)
+            steps.run("tables", write_tables, self, tmp)  # heads.json too, with config.heads
             steps.run("circuit", write_circuit, self, tmp)
             steps.run("figures", self.write_figures, tmp)
         return Path(folder)

@@ -14,6 +14,7 @@ from attn_sink_circuits.graph.io import write
 from attn_sink_circuits.runs.io import write_csv, write_json
 from attn_sink_circuits.runs.provenance import stamped
 from attn_sink_circuits.studies.ioi.figures import curves_frame
+from attn_sink_circuits.studies.ioi.name_movers import NameMoverRule
 
 if TYPE_CHECKING:
     from attn_sink_circuits.studies.ioi.result import IOIResult
@@ -21,11 +22,15 @@ if TYPE_CHECKING:
 
 def write_tables(result: IOIResult, folder: Path) -> None:
     """summary.json (stamped with the run's provenance), curve.csv, edges.csv (gzip'd when
-    large) and mib_curves.csv (MIB's sizes, one row per split, ranking and size)."""
+    large), mib_curves.csv (MIB's sizes, one row per split, ranking and size) and, where the
+    run has them, heads.json (the name-mover rule and every head's row)."""
     write_json(folder / "summary.json", stamped(result.summary(), result.provenance or None))
     result.circuit.curve.to_csv(folder / "curve.csv", index=False)
     write_csv(folder / "edges.csv", result.circuit.edges_frame(), lean=True)
     curves_frame(result.circuit.mib).to_csv(folder / "mib_curves.csv", index=False)
+    if result.heads is not None:
+        rule = NameMoverRule().to_dict()
+        write_json(folder / "heads.json", {"rule": rule, "heads": result.heads})
 
 
 def write_circuit(result: IOIResult, folder: Path) -> Path:

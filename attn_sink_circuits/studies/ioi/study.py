@@ -14,6 +14,7 @@ from attn_sink_circuits.discovery.recorded import record_pairs
 from attn_sink_circuits.runs.provenance import provenance
 from attn_sink_circuits.studies.ioi.config import IOIConfig, as_config
 from attn_sink_circuits.studies.ioi.data import Data, ioi_inputs
+from attn_sink_circuits.studies.ioi.heads import behaviour, head_table
 from attn_sink_circuits.studies.ioi.result import IOIResult
 
 
@@ -32,6 +33,8 @@ def run(
     in an order seeded by `config.pair_seed`), `Pairs` (in order) or (fit, held-out) `Pairs`.
     `config`: an `IOIConfig`, a `DiscoveryConfig` (under MIB's protocol's pairs), a protocol or
     its name, or None (MIB's protocol, as `circuits discover --task ioi --protocol mib`).
+    With `config.heads`, also the model's own logit difference on the pairs and every head's
+    name-mover table on the held-out pairs (`attn_sink_circuits.studies.ioi.heads`).
     `checkpoint`: a folder keeping what a stopped run did (`discover`'s). A bad input is a
     ValueError in one line, before any model work."""
     config = as_config(config)
@@ -48,8 +51,12 @@ def run(
     n_fit = len(pairs.fit)
     record = provenance(model, pairs.rows(), split=(range(n_fit), range(n_fit, n_fit + len(pairs.held))),
                         settings=config.discovery.to_dict(), source=pairs.file)  # fmt: skip
-    peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
-    return IOIResult(model, config, pairs, circuit, graph, record, seconds, peak)
+    result = IOIResult(model, config, pairs, circuit, graph, record, seconds)
+    if config.heads:
+        result.behaviour = behaviour(model, pairs.fit, pairs.held)
+        result.heads = head_table(model, graph, pairs.held)
+    result.peak_rss_mb = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
+    return result
 
 
 __all__ = ["run"]
