@@ -319,7 +319,7 @@ IOI_MIB = [
         "measures MIB's CPR and CMD at its ten sizes. `data=None` is the generated IOI pairs "
         "(a pairs file, rows or `Pairs` work too); `config=None` is MIB's protocol as "
         "`circuits discover --task ioi --protocol mib` runs it (100 fit, 200 held-out pairs). "
-        "Here small settings keep it quick: 8 fit and 8 held-out pairs, 100 bootstrap "
+        "Here small settings keep it quick: 6 fit and 6 held-out pairs, 100 bootstrap "
         "resamples, 3 random circuits, no stability resamples, no exact edge effects: rough "
         "numbers, the shape of the run. docs/mib/README.md has the full-scale runs."
     ),
@@ -328,7 +328,7 @@ IOI_MIB = [
         "from attn_sink_circuits import load_model\n"
         "from attn_sink_circuits.studies import ioi\n\n"
         "model = load_model('smollm2-135m')\n"
-        "small = ioi.IOIConfig.under('mib', n_fit=8, n_heldout=8, n_boot=100, n_stability=0, "
+        "small = ioi.IOIConfig.under('mib', n_fit=6, n_heldout=6, n_boot=100, n_stability=0, "
         "n_random=3, max_exact=0, n_curve=4)\n"
         "result = ioi.run(model, None, small)\n"
         "result  # the finding; result.summary() is every number as a dict"
