@@ -11,6 +11,7 @@ model the edges into the logits four ways (`scripts/ioi_logit_edges.py`) where s
 from __future__ import annotations
 
 import json
+import math
 import sys
 from pathlib import Path
 
@@ -33,6 +34,16 @@ def method(s: dict) -> str:
     """The run's method, with its integration path and steps for EAP-IG."""
     path = PATHS.get(s["method"])
     return s["method"] if path is None else f"{s['method']} ({path}, {s['ig_steps']} steps)"
+
+
+def minutes(s: dict) -> float:
+    """The run's wall time in minutes (runs before the library's IOI study: with judgement)."""
+    return s.get("seconds_with_judgement", s.get("seconds", math.nan)) / 60
+
+
+def peak_gb(s: dict) -> float:
+    """The run's peak memory in GB (runs of the library's IOI study record it in MB)."""
+    return s["peak_rss_gb"] if "peak_rss_gb" in s else s.get("peak_rss_mb", math.nan) / 1000
 
 
 def edge_table(doc: dict, chosen: list[str]) -> str:
@@ -100,7 +111,7 @@ def main() -> None:
             f"({fmt(s['random_faithfulness_sd'])}) | {fmt(s['complement_faithfulness'])} | "
             f"{fmt(s['stability_mean'])} ({fmt(s['share_edges_stable_half'])}) | {band} | "
             f"{fmt(s.get('cpr_heldout'), 3)} / {fmt(s.get('cmd_heldout'), 3)} | "
-            f"{fmt(s['seconds_with_judgement'] / 60, 1)} | {fmt(s['peak_rss_gb'])} |"
+            f"{fmt(minutes(s), 1)} | {fmt(peak_gb(s))} |"
         )
     for folder, s in found:
         heads_table(json.loads((folder / "heads.json").read_text()), s)

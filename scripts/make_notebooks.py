@@ -1,5 +1,5 @@
 """Write the generated notebooks (00 quickstart, 01 P0 circuit, 04 edge circuit, 05 claims,
-06 emergence, 07 KV cache) from the cells below.
+06 emergence, 07 KV cache, 08 IOI under MIB) from the cells below.
 
 Notebooks stay thin: each cell calls the library and shows a result. `make notebooks` runs this
 after editing the cells, then executes every notebook in place (scripts/run_notebooks.py) so that
@@ -309,6 +309,57 @@ EMERGENCE = [
     ),
 ]
 
+IOI_MIB = [
+    new_markdown_cell(
+        "# The IOI circuit of SmolLM2-135M under MIB's protocol, in three calls\n\n"
+        "`ioi.run(model, data, config)` makes the IOI pairs as MIB's circuit track does (the "
+        "`s2_io_flip` partner: the second S replaced by IO; prompts right-padded, BOS first), "
+        "finds the edge circuit of logit(IO) - logit(S) on MIB's graph (q, k, v inputs per "
+        "query head) with EAP-IG-inputs on 5 left points, judges it on held-out pairs and "
+        "measures MIB's CPR and CMD at its ten sizes. `data=None` is the generated IOI pairs "
+        "(a pairs file, rows or `Pairs` work too); `config=None` is MIB's protocol as "
+        "`circuits discover --task ioi --protocol mib` runs it (100 fit, 200 held-out pairs). "
+        "Here small settings keep it quick: 6 fit and 6 held-out pairs, 100 bootstrap "
+        "resamples, 3 random circuits, no stability resamples, no exact edge effects: rough "
+        "numbers, the shape of the run. docs/mib/README.md has the full-scale runs."
+    ),
+    new_code_cell(
+        "%matplotlib inline\n"
+        "from attn_sink_circuits import load_model\n"
+        "from attn_sink_circuits.studies import ioi\n\n"
+        "model = load_model('smollm2-135m')\n"
+        "small = ioi.IOIConfig.under('mib', n_fit=6, n_heldout=6, n_boot=100, n_stability=0, "
+        "n_random=3, max_exact=0, n_curve=4)\n"
+        "result = ioi.run(model, None, small)\n"
+        "result  # the finding; result.summary() is every number as a dict"
+    ),
+    new_markdown_cell(
+        "The headline numbers: CPR (area under faithfulness f over MIB's ten sizes, edges by "
+        "signed score; higher is better) and CMD (area under |1 - f|, edges by |score|; lower is "
+        "better) on the held-out pairs with 95 % bootstrap intervals, the chosen circuit's size "
+        "and held-out faithfulness, and random circuits of the same size."
+    ),
+    new_code_cell(
+        "s = result.summary()\n"
+        "{k: s[k] for k in ('protocol', 'partner', 'cpr_heldout', 'cpr_heldout_ci', 'cmd_heldout', "
+        "'cmd_heldout_ci', 'n_edges', 'n_edges_total', 'heldout_faithfulness', "
+        "'heldout_faithfulness_ci', 'random_faithfulness_mean')}"
+    ),
+    new_code_cell("result.figures()['mib_curves']"),
+    new_code_cell(
+        "# The drawing shows the strongest edges only (its caption says how many of how many).\n"
+        "result.draw()"
+    ),
+    new_markdown_cell(
+        "The graph records how its pairs were made (task, partner, protocol, padding, BOS), so "
+        "judging it on the task's name makes new IOI pairs the same way (other prompts than the "
+        "run's: seed + 1) and judges it through the library's one judging path "
+        "(`attn_sink_circuits.discovery.saved.judge_saved`, as `circuits faithfulness` does); "
+        "`result.save(folder)` writes the run folder of `circuits discover`."
+    ),
+    new_code_cell("result.judge('ioi')"),
+]
+
 
 KV = [
     new_markdown_cell(
@@ -366,3 +417,4 @@ if __name__ == "__main__":
     write("05_claims.ipynb", CLAIMS + (CLAIMS_SAVED if saved else []))
     write("06_emergence.ipynb", EMERGENCE)
     write("07_kv_cache.ipynb", KV)
+    write("08_ioi_mib.ipynb", IOI_MIB)

@@ -37,7 +37,10 @@ def _file(path, rows):
 
 def _settings(*argv: str):
     args = cli.app.parse(["discover", "--task", "ioi", "--out", "x", *argv])
-    return (*discover.settings(args), args)
+    config = discover.settings(
+        args
+    )  # an IOIConfig: what `attn_sink_circuits.studies.ioi.run` takes
+    return config.discovery, {"name": config.protocol, "overrides": config.overrides()}, args
 
 
 def test_the_mib_preset_fills_what_the_flags_leave_and_given_flags_win():

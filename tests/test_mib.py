@@ -469,8 +469,9 @@ def test_additivity_rebuilds_a_runs_curve_circuits_from_its_importance_file(tiny
     from attn_sink_circuits.discovery.evaluation import prune, top_mask, top_order
     from attn_sink_circuits.discovery.protocol import protocol, read_mib_scores, write_mib
     from attn_sink_circuits.graph.eap_ig import shape_of
+    from attn_sink_circuits.studies.ioi.figures import curves_frame
 
-    additivity, ioi = _script("mib_additivity"), _script("mib_ioi")
+    additivity = _script("mib_additivity")
     cfg = protocol("mib").config(n_boot=10, n_stability=0, n_random=2, max_exact=0, n_curve=4)
     c = discover(tiny, flip[:4], flip[4:], None, positions=None, config=cfg)
     write_mib(c, shape_of(tiny), tmp_path / "importances.mib.json")
@@ -481,7 +482,7 @@ def test_additivity_rebuilds_a_runs_curve_circuits_from_its_importance_file(tiny
     grouped = build_space(tiny, c.runner.metric, None, "grouped")
     with pytest.raises(ValueError, match="ungrouped graph"):
         read_mib_scores(tmp_path / "importances.mib.json", grouped)
-    curves = ioi.curves_frame(c.mib)
+    curves = curves_frame(c.mib)
     rows = additivity.additivity(space, scores, curves, "run")
     assert len(rows) == 2 * len(MIB_FRACTIONS)
     held = curves[curves.split == "heldout"].set_index(["rank", "fraction"])
@@ -780,7 +781,7 @@ def test_a_circuit_judged_under_another_partner_is_first_judged_as_its_run_did(t
 def test_a_run_folder_without_a_run_summary_is_refused_by_name(tmp_path):
     from attn_sink_circuits.discovery.protocol import read_run
 
-    with pytest.raises(ValueError, match="not a scripts/mib_ioi.py run folder"):
+    with pytest.raises(ValueError, match="not an IOI run folder"):
         read_run(tmp_path)
     (tmp_path / "summary.json").write_text('{"cpr_heldout": 1.0}')
     with pytest.raises(ValueError, match="no provenance record"):

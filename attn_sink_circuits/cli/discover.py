@@ -1,6 +1,7 @@
 """`circuits discover`: the edge circuit of any behaviour given as counterfactual text pairs (a
 JSONL file with clean, corrupt, answer, wrong; or a standard task such as IOI), fitted on some
-pairs and judged on the others. Its settings are spelled as `p0`'s and `secondary`'s edge
+pairs and judged on the others: `attn_sink_circuits.studies.ioi.run`, its folder written by
+`IOIResult.save`. Its settings are spelled as `p0`'s and `secondary`'s edge
 circuit's (`--edge-n-fit`, `--edge-method`, ...), on top of a named protocol (`--protocol`,
 `attn_sink_circuits.discovery.protocol`: the library's defaults, or MIB's): a flag given explicitly wins
 over the protocol, the rest take the protocol's values."""
@@ -19,19 +20,14 @@ from attn_sink_circuits.cli.options import (
     positive_int,
     protocol_option,
 )
-from attn_sink_circuits.cli.output import print_summary, writing
-from attn_sink_circuits.cli.pairs import (
-    PAIRS_HELP,
-    make_pairs,
-    pair_options,
-    partner,
-    read_pair_rows,
-)
+from attn_sink_circuits.cli.output import print_summary
+from attn_sink_circuits.cli.pairs import PAIRS_HELP, pair_options, read_pair_rows
 from attn_sink_circuits.cli.parser import command
 from attn_sink_circuits.config import flat_fields
 from attn_sink_circuits.discovery.config import DiscoveryConfig
 from attn_sink_circuits.discovery.protocol import PROTOCOLS, protocol
-from attn_sink_circuits.discovery.recorded import record_pairs
+from attn_sink_circuits.runs.io import stored
+from attn_sink_circuits.studies.ioi.config import IOIConfig
 
 PREFIX = "edge_"
 """The prefix of the discovery settings, as in p0's and secondary's `--edge-` options."""
@@ -51,81 +47,38 @@ def given(args: argparse.Namespace) -> dict:
     return {k: tuple(v) if isinstance(v, list) else v for k, v in out.items()}
 
 
-def settings(args: argparse.Namespace) -> tuple[DiscoveryConfig, dict]:
-    """The protocol's DiscoveryConfig with the flags given on top, and what the run records of
-    it ({"name", "overrides"}); --edge-n-fit / --edge-n-heldout resolved in `args` (the
+def settings(args: argparse.Namespace) -> IOIConfig:
+    """The run's `IOIConfig`: the protocol's settings with the flags given on top (the pair
+    counts, --partner, --pair-seed); --edge-n-fit / --edge-n-heldout resolved in `args` (the
     protocol's counts unless given). Checked: a bad value is a ValueError naming it."""
     proto = protocol(args.protocol)
     overrides = given(args)
-    fields = {k: v for k, v in overrides.items() if k not in (*COUNTS, "partner")}
-    config = proto.config(**fields)
-    if config.ablation != "resample":
+    if overrides.get("ablation", "resample") != "resample":
         raise ValueError(
-            f"--edge-ablation {config.ablation}: pairs are ablated from the partner text; use "
-            "--edge-ablation resample (the default here)"
+            f"--edge-ablation {overrides['ablation']}: pairs are ablated from the partner text; "
+            "use --edge-ablation resample (the default here)"
         )
     args.edge_n_fit = overrides.get("n_fit", proto.n_fit)
     args.edge_n_heldout = overrides.get("n_heldout", proto.n_heldout)
     if args.edge_n_heldout < 1:
         raise ValueError("--edge-n-heldout must be >= 1: the circuit is judged on held-out pairs")
-    return config, {"name": proto.name, "overrides": overrides}
-
-
-def _write(out, circuit, graph, summary: dict, model, record: dict) -> str:
-    """Write the run folder (summary and marker with the run's provenance `record`); returns
-    the circuit file's name (gzip'd when large)."""
-    from attn_sink_circuits.discovery.protocol import write_mib
-    from attn_sink_circuits.discovery.submission import IMPORTANCES
-    from attn_sink_circuits.graph.eap_ig import shape_of, write_eap_ig
-    from attn_sink_circuits.graph.io import write
-    from attn_sink_circuits.runs.io import atomic_folder, write_csv, write_json
-    from attn_sink_circuits.runs.provenance import stamped
-
-    def tables(tmp) -> None:
-        write_json(tmp / "summary.json", stamped(summary, record))
-        circuit.curve.to_csv(tmp / "curve.csv", index=False)
-        write_csv(tmp / "edges.csv", circuit.edges_frame(), lean=True)
-
-    with atomic_folder(out, record=record) as tmp, writing(4) as steps:
-        steps.run("tables", tables, tmp)
-        name = steps.run("circuit", write, graph, tmp / "circuit.json", lean=True).name
-        steps.run("EAP-IG file", write_eap_ig, graph, tmp / "circuit.eap-ig.json", shape_of(model))
-        steps.run("MIB importances", write_mib, circuit, shape_of(model), tmp / IMPORTANCES)
-    return name
+    return IOIConfig.under(proto.name, **overrides, pair_seed=args.pair_seed)
 
 
 def run(args: argparse.Namespace) -> int:
-    import json
-
     existing(args.pairs, "--pairs", f"a {PAIRS_HELP}")
     out = check_out(args.out)
-    config, proto_record = settings(args)
-    n_fit = args.edge_n_fit
-    rows = read_pair_rows(args, n_fit + args.edge_n_heldout)
-    from attn_sink_circuits.discovery import circuit_graph, discover
-    from attn_sink_circuits.runs.provenance import provenance
+    config = settings(args)
+    read_pair_rows(args, args.edge_n_fit + args.edge_n_heldout)  # checked before the model loads
+    from attn_sink_circuits.studies import ioi
 
     model = loading.load(args)
-    proto = protocol(args.protocol)
-    pairs = make_pairs(model, args, rows, n_fit + args.edge_n_heldout, True, proto)
-    fit, held = pairs[:n_fit], pairs[n_fit:]
-    circuit = discover(model, fit, held, None, positions=None, config=config, progress=True)
-    source = (
-        args.pairs or f"task {args.task}, partner {partner(args, proto)} (seed {args.pair_seed})"
-    )
-    graph = circuit_graph(circuit, model, data=source, metric_spec={"metric": "pairs"})
-    graph.graph["protocol"] = json.dumps(proto_record, sort_keys=True)
-    record_pairs(graph, args.task, partner(args, proto) if args.task else None, proto)
-    summary = {"pairs": source, "protocol": proto_record, "n_tokens": int(pairs.shape[1]),
-               **circuit.summary()}  # fmt: skip
-    summary.pop("positions", None)  # every position
-    record = provenance(model, pairs.rows(), split=(range(n_fit), range(n_fit, len(pairs))),
-                        settings=config.to_dict(), source=args.pairs)  # fmt: skip
-    name = _write(out, circuit, graph, summary, model, record)
-    print_summary(summary)
+    result = ioi.run(model, args.pairs, config, progress=True)
+    result.save(out, progress=True)
+    print_summary(result.summary())
     print(
-        f"wrote {out} ({name}; circuit.eap-ig.json, the circuit for EAP-IG / MIB; "
-        "importances.mib.json, every edge's score: MIB's importance file)"
+        f"wrote {out} ({stored(out / 'circuit.json').name}; circuit.eap-ig.json, the circuit for "
+        "EAP-IG / MIB; importances.mib.json, every edge's score: MIB's importance file)"
     )
     return 0
 
@@ -153,8 +106,9 @@ def add(sub) -> None:
         )
     model_options(p)
     out_option(
-        p, "summary.json, curve.csv, edges.csv, circuit.json, circuit.eap-ig.json, "
-        "importances.mib.json (edges.csv and circuit.json gzip'd, NAME.gz, when large)",
+        p, "summary.json, curve.csv, edges.csv, mib_curves.csv, circuit.json, "
+        "circuit.eap-ig.json, importances.mib.json, mib_curves.png, faithfulness.png (edges.csv "
+        "and circuit.json gzip'd, NAME.gz, when large)",
     )  # fmt: skip
     config_options(p, DiscoveryConfig, prefix=PREFIX, defaults=DEFAULTS)
     # Unset settings stay None, for the protocol to fill (--help shows the library's defaults).

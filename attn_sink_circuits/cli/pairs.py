@@ -9,14 +9,13 @@ import argparse
 from typing import TYPE_CHECKING
 
 from attn_sink_circuits.cli.options import count_int, positive_int
-from attn_sink_circuits.studies.ioi import TASKS
+from attn_sink_circuits.studies.ioi import PARTNER_NAMES, TASKS
 
 if TYPE_CHECKING:
     from attn_sink_circuits.discovery.protocol import Protocol
 
-PARTNERS = ("abc", "s2_io_flip", "abc_before_s2")
-"""The IOI partners (the keys of `attn_sink_circuits.studies.ioi.prompts.PARTNERS`, which imports torch; a test
-keeps them equal)."""
+PARTNERS = PARTNER_NAMES
+"""The IOI partners (`attn_sink_circuits.studies.ioi.PARTNER_NAMES`)."""
 PAIRS_HELP = (
     "JSONL file, one pair a line: {'clean', 'corrupt', 'answer', 'wrong'} (answer / wrong: one "
     "token each, e.g. ' Mary'; clean and corrupt of one token length)"
@@ -92,21 +91,12 @@ def make_pairs(
     `shuffle` the first `n` in an order seeded by --pair-seed. Padding and BOS as `proto` says
     (default: the library's protocol)."""
     from attn_sink_circuits.discovery.protocol import protocol
+    from attn_sink_circuits.studies.ioi.data import pairs_of
 
     proto = proto or protocol("library")
-    if rows is None:
-        from attn_sink_circuits.studies.ioi.prompts import ioi_pairs
-
-        return ioi_pairs(model, n, seed=args.pair_seed, partner=partner(args, proto),
-                         pad=proto.pad, bos=proto.bos)[0]  # fmt: skip
-    from attn_sink_circuits.discovery.pairs import tokenize
-
-    pairs = tokenize(model, rows, str(args.pairs), pad=proto.pad, bos=proto.bos)
-    if not shuffle:
-        return pairs
-    import numpy as np
-
-    return pairs[np.random.default_rng(args.pair_seed).permutation(len(rows))[:n].tolist()]
+    source = str(args.pairs) if rows is not None else "ioi"
+    return pairs_of(model, rows, n, proto, seed=args.pair_seed, partner=partner(args, proto),
+                    shuffle=shuffle, source=source)  # fmt: skip
 
 
 __all__ = ["PAIRS_HELP", "PARTNERS", "make_pairs", "pair_options", "partner", "read_pair_rows"]

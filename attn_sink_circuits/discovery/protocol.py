@@ -102,6 +102,14 @@ def protocol(name: str) -> Protocol:
     return PROTOCOLS[name]
 
 
+def protocol_name(value) -> str | None:
+    """A protocol's name as a run records it: a name, or {"name": ..., "overrides": ...} (None
+    when neither)."""
+    if isinstance(value, dict):
+        value = value.get("name")
+    return value if isinstance(value, str) and value else None
+
+
 def mib_importances(circuit, shape: dict) -> dict:
     """MIB's graph dict of a discovered circuit (`EdgeCircuit`) on a model of `shape`
     (`attn_sink_circuits.graph.eap_ig.shape_of`): every edge scored with its mean score over the fit
@@ -125,7 +133,8 @@ def variant_name(summary: dict) -> str:
     from attn_sink_circuits.discovery.config import BUDGET_OPTIONS
 
     method, settings = summary["method"], summary.get("provenance", {}).get("settings", {})
-    default = protocol(summary.get("protocol", "mib")).config(method=method).to_dict()
+    name = protocol_name(summary.get("protocol")) or "mib"
+    default = protocol(name).config(method=method).to_dict()
     changed = [f"{k}={settings[k]}" for k in default
                if k in settings and k not in BUDGET_OPTIONS and settings[k] != default[k]]  # fmt: skip
     return f"{method} ({', '.join(changed)})" if changed else method
@@ -148,16 +157,16 @@ def read_mib_scores(path: str | Path, space):
 
 
 def read_run(folder: str | Path) -> dict:
-    """The summary.json of a run folder `scripts/mib_ioi.py` wrote (what its record, curves and
-    circuit are read from), a ValueError naming the folder when it holds none or it is not
-    JSON."""
+    """The summary.json of an IOI run folder (`IOIResult.save`: `circuits discover`,
+    scripts/mib_ioi.py; what its record, curves and circuit are read from), a ValueError naming
+    the folder when it holds none or it is not JSON."""
     path = Path(folder) / "summary.json"
     try:
         summary = json.loads(path.read_text(encoding="utf-8"))
     except (OSError, ValueError) as err:
-        raise ValueError(f"{folder}: not a scripts/mib_ioi.py run folder ({err})") from None
+        raise ValueError(f"{folder}: not an IOI run folder ({err})") from None
     if not isinstance(summary, dict) or "provenance" not in summary:
-        raise ValueError(f"{path}: not a scripts/mib_ioi.py summary (no provenance record)")
+        raise ValueError(f"{path}: not an IOI run's summary (no provenance record)")
     return summary
 
 
@@ -178,6 +187,7 @@ __all__ = [
     "Protocol",
     "mib_importances",
     "protocol",
+    "protocol_name",
     "read_mib_scores",
     "read_run",
     "variant_name",

@@ -17,7 +17,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from attn_sink_circuits.discovery.protocol import PROTOCOLS, Protocol, protocol
+from attn_sink_circuits.discovery.protocol import PROTOCOLS, Protocol, protocol, protocol_name
 
 if TYPE_CHECKING:  # networkx is imported only where graphs are read
     import networkx as nx
@@ -25,7 +25,7 @@ if TYPE_CHECKING:  # networkx is imported only where graphs are read
 PAIRS_FILE = "pairs"
 """The `task` of a circuit found on a `--pairs` file (each pair gives its own corrupt text)."""
 _DATA = re.compile(r"task (?P<task>\w+), partner (?P<partner>\w+)")
-"""The prose `data` attribute `circuits discover` and scripts/mib_ioi.py wrote for a task."""
+"""The prose `data` attribute an IOI run (`attn_sink_circuits.studies.ioi.run`) writes for a task."""
 
 
 @dataclass(frozen=True)
@@ -63,13 +63,6 @@ def _json_attr(graph: nx.DiGraph, key: str):
         return value
 
 
-def _protocol_name(value) -> str | None:
-    """A protocol as a graph or a summary records it: a name, or {"name": ..., "overrides"}."""
-    if isinstance(value, dict):
-        value = value.get("name")
-    return value if isinstance(value, str) and value else None
-
-
 def _summary_protocol(path: str | Path | None) -> str | None:
     """The protocol the summary.json beside a saved circuit names (None when there is none)."""
     if path is None:
@@ -79,7 +72,7 @@ def _summary_protocol(path: str | Path | None) -> str | None:
         doc = json.loads(summary.read_text(encoding="utf-8"))
     except (OSError, ValueError):
         return None
-    return _protocol_name(doc.get("protocol")) if isinstance(doc, dict) else None
+    return protocol_name(doc.get("protocol")) if isinstance(doc, dict) else None
 
 
 def found_under(graph: nx.DiGraph, path: str | Path | None = None) -> Recorded:
@@ -91,7 +84,7 @@ def found_under(graph: nx.DiGraph, path: str | Path | None = None) -> Recorded:
         task, partner = named["task"], partner or named["partner"]
     if task is None and str(graph.graph.get("data", "")).startswith("IOI pairs"):
         task = "ioi"
-    name = _protocol_name(_json_attr(graph, "protocol")) or _summary_protocol(path)
+    name = protocol_name(_json_attr(graph, "protocol")) or _summary_protocol(path)
     pad, bos = _json_attr(graph, "pad"), _json_attr(graph, "bos")
     if name in PROTOCOLS and "pad" not in graph.graph:  # an older graph: its protocol's
         pad, bos = PROTOCOLS[name].pad, PROTOCOLS[name].bos

@@ -188,19 +188,20 @@ def name_positions(pairs: Pairs) -> dict[str, list[int]]:
 
 
 def saved_run_pairs(model, summary: dict, partner: str | None = None) -> tuple[Pairs, Pairs]:
-    """(fit pairs, held-out pairs) of a saved `scripts/mib_ioi.py` run (its summary.json as a
+    """(fit pairs, held-out pairs) of a saved IOI run (`IOIResult.save`; its summary.json as a
     dict), made again from its record (pair seed, partner, protocol, split) and refused unless
     every pair hashes as the run recorded, so what is computed on them is on the run's texts.
     With `partner` (`PARTNERS`), the same clean prompts, answers and split with that partner's
     corrupted prompts instead (refused unless only the corrupted prompts changed)."""
-    from attn_sink_circuits.discovery.protocol import protocol
+    from attn_sink_circuits.discovery.protocol import protocol, protocol_name
     from attn_sink_circuits.runs.provenance import texts_identity
 
     record, command = summary["provenance"], summary["provenance"]["command"]
     seed = int(command[command.index("--pair-seed") + 1]) if "--pair-seed" in command else 0
+    seed = summary.get("pair_seed", seed)  # recorded by runs since the study's `run`
     texts = record["texts"]
     n_fit, n = len(texts["fit_indices"]), texts["n"]
-    proto = protocol(summary["protocol"])
+    proto = protocol(protocol_name(summary["protocol"]) or "")
 
     def made(with_partner: str) -> Pairs:
         return ioi_pairs(model, n, seed=seed, partner=with_partner, pad=proto.pad,
