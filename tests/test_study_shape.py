@@ -164,3 +164,16 @@ def test_kv_run_is_a_result(tiny, tmp_path):
     summary = check_shape(result, tmp_path)
     assert not isinstance(result, CircuitResult)
     assert math.isfinite(summary["closest"]["perplexity"])
+
+
+def test_ioi_run_is_a_circuit_result(tiny, tmp_path):
+    from test_mib import FLIP
+
+    from attn_sink_circuits.studies import ioi
+
+    config = ioi.IOIConfig.under("mib", n_fit=4, n_heldout=2, n_boot=10, n_stability=0,
+                                 n_random=2, max_exact=0, n_curve=4)  # fmt: skip
+    result = ioi.run(tiny, FLIP, config)
+    assert isinstance(result, CircuitResult)
+    summary = check_shape(result, tmp_path)
+    assert summary["n_edges"] > 0 and summary["stability_mean"] is None  # none resampled

@@ -75,13 +75,14 @@ class IOIResult:
         from it) and the circuit's summary (`EdgeCircuit.summary`: size, faithfulness on fit and
         held-out pairs with the interval, random circuits, CPR / CMD and MIB's sizes), |1 - f|
         held-out, the model's and the empty circuit's held-out metric, the model's behaviour
-        (`model_*`, with `config.heads`), wall time and peak memory."""
+        (`model_*`, with `config.heads`), wall time and peak memory. JSON-ready: a number not
+        measured (NaN, e.g. the stability with no resamples) is None."""
         found = self.circuit.summary()
         found.pop("positions", None)  # every position
         cfg, held = self.config, self.circuit.heldout
         f = found["heldout_faithfulness"]
         behaviour = {f"model_{k}": v for k, v in (self.behaviour or {}).items()}
-        return {
+        doc = {
             "finding": self.finding(),
             "model": model_key(self.model),
             "pairs": self.pairs.source,
@@ -98,6 +99,8 @@ class IOIResult:
             "seconds": self.seconds,
             "peak_rss_mb": self.peak_rss_mb,
         }
+        return {k: None if isinstance(v, float) and not math.isfinite(v) else v
+                for k, v in doc.items()}  # fmt: skip
 
     def figures(self) -> dict[str, Figure]:
         """MIB's per-size curves (where measured) and the faithfulness curve."""
