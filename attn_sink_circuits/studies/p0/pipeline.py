@@ -21,6 +21,7 @@ from attn_sink_circuits.core.nodes import node_id
 from attn_sink_circuits.core.texts import DEFAULT_TEXTS, PLAIN_KIND, read_kinded_texts
 from attn_sink_circuits.core.tokens import token_rows
 from attn_sink_circuits.discovery import EdgeCircuit
+from attn_sink_circuits.discovery.text_grid import EDGES_FILE, GRID_FILE
 from attn_sink_circuits.graph import edge_table
 from attn_sink_circuits.runs.provenance import code_identity, provenance
 from attn_sink_circuits.runs.steps import Steps, run_key
@@ -207,6 +208,14 @@ class P0Trace(TraceResult):
             "heldout_by_kind": self.edges_by_kind,
             "faithfulness_curve": self.edges.curve,
             "faithfulness_curve_by_kind": self.edges.curve_by_kind,
+            **{
+                name: frame
+                for name, frame in (
+                    (GRID_FILE, self.edges.text_grid),
+                    (EDGES_FILE, self.edges.grid_edges),
+                )
+                if frame is not None
+            },  # fmt: skip
         }
 
     def figures(self) -> dict[str, Figure]:
