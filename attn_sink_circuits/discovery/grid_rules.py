@@ -66,7 +66,7 @@ class Grid:
     empty: np.ndarray
     kinds: list[str]
 
-    def subset(self, texts: Sequence[int]) -> Grid:
+    def subset(self, texts: Sequence[int] | np.ndarray) -> Grid:
         idx = np.asarray(texts)
         kinds = [self.kinds[i] for i in idx]
         return Grid(self.top_n, self.n_edges, self.values[:, idx], self.model[idx],

@@ -39,19 +39,22 @@ from attn_sink_circuits.studies.known_answers.task import SEED
 
 BEST_METHOD = {"mean": "eap_ig", "resample": "eap_ig", "zero": "path_patching"}
 """The ranking each ablation's circuits grow by (see the module docstring)."""
+GRID_BATCH = 4096
+"""Sequences in one forward of the grid (the models are tiny: many circuits a forward)."""
 
 
 def fit_grid(runner: EdgeRunner, ablation: str, n: int | None = None, method: str = ""):
     """The fit rows of the per-text grid of `runner` (every size when `n` is None), its
     circuits grown by the |score| of `method` (default `BEST_METHOD[ablation]`)."""
-    config = DiscoveryConfig(ablation=ablation, seed=SEED)
+    config = DiscoveryConfig(ablation=ablation, seed=SEED, grad_batch=GRID_BATCH)
     torch.manual_seed(SEED)
     key = method_scores(runner, method or BEST_METHOD[ablation], config).detach().float()
     space = runner.space
     order = grow_order(space, key, config.grow)
     sizes = grid_sizes(space.n_edges, n or space.n_edges)
     masks = grid_masks(space, order, sizes)
-    return split_frame(runner, masks, sizes, empty_metric(runner), config.batch_size, split="fit")
+    empty = empty_metric(runner, batch_size=GRID_BATCH)
+    return split_frame(runner, masks, sizes, empty, GRID_BATCH, split="fit")
 
 
 def planted_sizes(planted: PlantedP0, cfg: RuleConfig = RuleConfig()) -> dict:  # noqa: B008
