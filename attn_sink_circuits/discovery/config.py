@@ -166,6 +166,14 @@ class DiscoveryConfig(Config):
         "abs", "order edges by |score| (abs, as EAP) or by signed score", choices=RANK_BY
     )
     n_curve: int = option(12, "circuit sizes on the faithfulness curve", low=2)
+    text_grid: int = option(
+        0,
+        "sizes of the per-text grid: the grown circuit at this many sizes (half around the "
+        "chosen one) on every fit and held-out text, saved for trying size rules later "
+        "(attn_sink_circuits.discovery.grid_rules); 0: none (costs as many circuits again as "
+        "the curve)",
+        low=0,
+    )
     n_random: int = option(10, "random circuits of the circuit's size for the baseline", low=0)
     n_boot: int = option(1000, "bootstrap resamples of texts for the interval", low=0)
     n_stability: int = option(50, "bootstrap resamples of the fit texts for edge stability", low=0)

@@ -54,6 +54,13 @@ from attn_sink_circuits.discovery.size_rule import (
     fired_text,
     kind_counts,
 )
+from attn_sink_circuits.discovery.text_grid import (
+    SPLITS,
+    edges_frame,
+    grid_masks,
+    grid_sizes,
+    split_frame,
+)
 from attn_sink_circuits.patching.metrics import Metric
 
 
@@ -77,6 +84,8 @@ class EdgeCircuit:
     method_records: list[dict] = field(default_factory=list)  # the method's own figures
     size_rule_fired: str = ""  # the size rule that chose the circuit, or its fallback
     curve_by_kind: pd.DataFrame | None = None  # the curve per kind of text (size_rule)
+    text_grid: pd.DataFrame | None = None  # per-text grid (`text_grid.split_frame`), or None
+    grid_edges: pd.DataFrame | None = None  # its circuits' edges (`text_grid.edges_frame`)
 
     @property
     def edge_index(self) -> list[int]:
@@ -208,6 +217,10 @@ def discover(
             model, fit_tokens[:n_judged], metric_at, fit, mask, scores.values, cfg
         ))  # fmt: skip
         done("exact effects")
+        grid = phase("per-text grid", lambda: _text_grid(
+            (fit, held), (empty_fit, empty_held), scores, cfg, direction, (fit_kinds, held_kinds),
+            n_top,
+        ))  # fmt: skip
         curve = curve_frame(grown, f_held[ALL].tolist())
         counts = {"fit": kind_counts(fit_kinds, fit.tokens.shape[0]),
                   "heldout": kind_counts(held_kinds, held.tokens.shape[0])}  # fmt: skip
@@ -219,8 +232,25 @@ def discover(
         fit, cfg, scores.values, mask, n_top, curve, f_fit, grown["met"], heldout, stability,
         direct, band_circuit(curve, cfg.target_band), mib, scores.records,
         fired_text(cfg.size_rule, grown["met"]),
-        curve_by_kind(curve, grown["f_fit"], f_held, counts),
+        curve_by_kind(curve, grown["f_fit"], f_held, counts), *grid,
     )  # fmt: skip
+
+
+def _text_grid(runners, empties, scores: EdgeScores, cfg, direction: float, kinds, near: int):
+    """The per-text grid of `cfg.text_grid` sizes around `near` (the chosen top-n) on the fit
+    and the held-out texts (`runners`, their empty circuits' values `empties` and `kinds`), and
+    its circuits' edges (`attn_sink_circuits.discovery.text_grid`); (None, None) when off."""
+    if not cfg.text_grid:
+        return None, None
+    space = runners[0].space
+    order = order_edges(space, scores, cfg, direction)
+    sizes = grid_sizes(space.n_edges, cfg.text_grid, near)
+    masks = grid_masks(space, order, sizes)
+    frames = [
+        split_frame(r, masks, sizes, e, cfg.batch_size, split=name, kinds=k)
+        for name, r, e, k in zip(SPLITS, runners, empties, kinds, strict=True)
+    ]
+    return pd.concat(frames, ignore_index=True), edges_frame(space, order, sizes, masks)
 
 
 def _mib_areas(phase: PhaseStore, cfg, scores: EdgeScores, direction: float, splits) -> dict:

@@ -22,6 +22,7 @@ from attn_sink_circuits.core.texts import texts_and_kinds
 from attn_sink_circuits.core.tokens import token_rows
 from attn_sink_circuits.discovery import EdgeCircuit
 from attn_sink_circuits.discovery.config import DiscoveryConfig
+from attn_sink_circuits.discovery.text_grid import EDGES_FILE, GRID_FILE
 from attn_sink_circuits.graph import edge_table
 from attn_sink_circuits.runs.provenance import code_identity, provenance
 from attn_sink_circuits.runs.steps import Steps, run_key
@@ -214,6 +215,14 @@ class P0Trace(TraceResult, FoundCircuit):
             "heldout_by_kind": self.edges_by_kind,
             "faithfulness_curve": self.edges.curve,
             "faithfulness_curve_by_kind": self.edges.curve_by_kind,
+            **{
+                name: frame
+                for name, frame in (
+                    (GRID_FILE, self.edges.text_grid),
+                    (EDGES_FILE, self.edges.grid_edges),
+                )
+                if frame is not None
+            },  # fmt: skip
         }
 
     def figures(self) -> dict[str, Figure]:

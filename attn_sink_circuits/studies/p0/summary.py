@@ -282,6 +282,11 @@ CAPTIONS = {
     "circuits of its size (mean +- sd).",
     "faithfulness_curve_by_kind": "the faithfulness curve per kind of text: for every circuit "
     "size, f on the fit and on the held-out texts of each kind (and all), with their counts",
+    "faithfulness_per_text": "with --edge-text-grid: the grown circuit at a fine grid "
+    "of sizes on every fit and held-out text (value, model, empty, faithfulness), for trying "
+    "size rules without the model (attn_sink_circuits.discovery.grid_rules)",
+    "grid_edges": "with --edge-text-grid: every edge of a grid circuit, its rank in "
+    "growth order and the smallest grid size that keeps it",
     "edge_circuit": "the circuit's direct edges; direct_effect: exact change of the late P0 "
     "attention when the edge alone is removed, estimated_effect: the method's estimate of the "
     "same (both negative = supports); role in words",
