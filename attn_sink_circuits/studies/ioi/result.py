@@ -19,11 +19,11 @@ from attn_sink_circuits.core.identity import model_key
 from attn_sink_circuits.discovery import EdgeCircuit
 from attn_sink_circuits.discovery.pairs import Pairs
 from attn_sink_circuits.discovery.saved import judge_saved
-from attn_sink_circuits.report.draw import draw_circuit
 from attn_sink_circuits.studies.ioi import TASKS
 from attn_sink_circuits.studies.ioi.config import IOIConfig
 from attn_sink_circuits.studies.ioi.data import IOIPairs, given_rows, pairs_of
 from attn_sink_circuits.studies.ioi.figures import curves_frame, mib_curves_figure
+from attn_sink_circuits.studies.result import FoundCircuit
 
 FILES = ("summary.json", "curve.csv", "edges.csv", "mib_curves.csv", "circuit.json",
          "circuit.eap-ig.json", "importances.mib.json", "mib_curves.png", "faithfulness.png", "heads.json")  # fmt: skip
@@ -32,7 +32,7 @@ mib_curves.png only when the run measured MIB's sizes; heads.json with `config.h
 
 
 @dataclass(repr=False)
-class IOIResult:
+class IOIResult(FoundCircuit):
     """An IOI circuit run: the `model`, its `config`, the `pairs` (fit and held-out, with what
     made them), the discovered `circuit` (`EdgeCircuit`: scores, curve, held-out judgement,
     MIB's per-size values), its `graph`, the run's `provenance` record, and the discovery's
@@ -116,11 +116,13 @@ class IOIResult:
         out["faithfulness"] = faithfulness_figure(self.circuit, model_key(self.model))
         return out
 
+    def judging(self) -> tuple[Any, Any]:
+        return self.model, self.config.discovery
+
     def draw(self, title: str | None = None, **settings: Any) -> Figure:
-        """The circuit drawn (`attn_sink_circuits.report.draw_circuit`; its `DrawOptions` as
-        keywords)."""
+        """The circuit drawn (`FoundCircuit.draw`), titled with the model and the pairs."""
         title = title or f"IOI circuit: {model_key(self.model)}, {self.pairs.source}"
-        return draw_circuit(self.graph, title=title, **settings)
+        return super().draw(title, **settings)
 
     def judge(self, data: Any = "ioi", *, seed: int | None = None) -> dict:
         """The circuit's faithfulness on other pairs, judged as it was found (its protocol's
