@@ -16,6 +16,7 @@ CLI = Path(__file__).parents[1] / "attn_sink_circuits" / "cli"
 STUDY_COMMANDS = {
     "kv": "kv",
     "emergence": "emergence",
+    "trigger": "trigger",
 }
 """Command module -> the study package (`attn_sink_circuits.studies.<study>`) it runs."""
 
@@ -25,7 +26,6 @@ PENDING = {
     "p0": "not yet moved",
     "secondary": "not yet moved",
     "claims": "not yet moved",
-    "trigger": "not yet moved",
 }
 """Study commands not yet thin, each with why."""
 
