@@ -17,6 +17,7 @@ STUDY_COMMANDS = {
     "kv": "kv",
     "emergence": "emergence",
     "trigger": "trigger",
+    "claims": "claims",
 }
 """Command module -> the study package (`attn_sink_circuits.studies.<study>`) it runs."""
 
@@ -25,7 +26,6 @@ PENDING = {
     "STUDY_COMMANDS (as 'ioi') when that lands",
     "p0": "not yet moved",
     "secondary": "not yet moved",
-    "claims": "not yet moved",
 }
 """Study commands not yet thin, each with why."""
 
