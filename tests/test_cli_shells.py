@@ -18,6 +18,7 @@ STUDY_COMMANDS = {
     "emergence": "emergence",
     "trigger": "trigger",
     "claims": "claims",
+    "secondary": "secondary",
 }
 """Command module -> the study package (`attn_sink_circuits.studies.<study>`) it runs."""
 
@@ -25,7 +26,6 @@ PENDING = {
     "discover": "the IOI command is being reworked into the IOI study's `run`; it joins "
     "STUDY_COMMANDS (as 'ioi') when that lands",
     "p0": "not yet moved",
-    "secondary": "not yet moved",
 }
 """Study commands not yet thin, each with why."""
 
