@@ -19,13 +19,13 @@ STUDY_COMMANDS = {
     "trigger": "trigger",
     "claims": "claims",
     "secondary": "secondary",
+    "p0": "p0",
 }
 """Command module -> the study package (`attn_sink_circuits.studies.<study>`) it runs."""
 
 PENDING = {
     "discover": "the IOI command is being reworked into the IOI study's `run`; it joins "
     "STUDY_COMMANDS (as 'ioi') when that lands",
-    "p0": "not yet moved",
 }
 """Study commands not yet thin, each with why."""
 
