@@ -14,20 +14,20 @@ import pytest
 CLI = Path(__file__).parents[1] / "attn_sink_circuits" / "cli"
 
 STUDY_COMMANDS = {
-    "kv": "kv",
-    "emergence": "emergence",
-    "trigger": "trigger",
     "claims": "claims",
-    "secondary": "secondary",
+    "emergence": "emergence",
+    "kv": "kv",
     "p0": "p0",
+    "secondary": "secondary",
+    "trigger": "trigger",
 }
 """Command module -> the study package (`attn_sink_circuits.studies.<study>`) it runs."""
 
 PENDING = {
-    "discover": "the IOI command is being reworked into the IOI study's `run`; it joins "
-    "STUDY_COMMANDS (as 'ioi') when that lands",
+    "discover": "the IOI command (cli/discover.py) is being reworked onto the IOI study's "
+    "`run` in a change of its own; it joins STUDY_COMMANDS as 'discover': 'ioi' when that lands",
 }
-"""Study commands not yet thin, each with why."""
+"""Study commands not checked yet, each with why (checked to name a real command module)."""
 
 
 def _imports(tree: ast.Module) -> set[str]:
@@ -78,13 +78,25 @@ def test_every_study_command_is_listed():
 
 @pytest.mark.parametrize("command", sorted(STUDY_COMMANDS))
 def test_a_study_command_imports_only_the_cli_its_study_and_the_loader(command):
-    """The library modules a study command may import, anywhere in it: `attn_sink_circuits.cli`
-    and its modules (parsing, checks before anything loads, `cli.loading`, printing); its own
-    study package `attn_sink_circuits.studies.<study>` (for `run`) and that package's `.config`
-    (the config the arguments become, and the study's own checks of them, light enough for
-    `--help`); `attn_sink_circuits.models` (loading a model). Anything else (reading files,
-    discovery, reports, checkpoints, another study) is the study's business, done inside its
-    `run` or its result's `save`, so that a notebook calling `run` gets the same run."""
+    """The library modules a study command may import, anywhere in it (module level and inside
+    functions), are exactly:
+
+    - `attn_sink_circuits.cli` and its modules: parsing, the checks of paths and options made
+      before anything loads (`cli.checks`), loading the model (`cli.loading`), printing
+      (`cli.output`);
+    - its own study package `attn_sink_circuits.studies.<study>`: for `run`, and for the
+      settings objects a study without a config class takes (the trigger study's grid, task
+      and training);
+    - that package's `.config` module: the config the arguments become, and the study's own
+      light checks of them that refuse bad input before the model loads (`check_plan`,
+      `check_texts`, `check_secondary`, `check_traces`), importable without torch so that
+      `--help` stays instant;
+    - `attn_sink_circuits.models`: loading a model (`cli.loading` does it today).
+
+    Anything else (reading texts, traces or tables, checkpoints and resuming, discovery,
+    another study's claims, reports and files) belongs to the study, inside its `run` or its
+    result's `save`, so that a notebook calling `run` and `save` gets the very run the command
+    makes."""
     study = STUDY_COMMANDS[command]
     tree = ast.parse((CLI / f"{command}.py").read_text(encoding="utf-8"))
     allowed = {
@@ -101,7 +113,8 @@ def test_a_study_command_imports_only_the_cli_its_study_and_the_loader(command):
 @pytest.mark.parametrize("command", sorted(STUDY_COMMANDS))
 def test_a_study_command_runs_its_study_and_saves_the_result(command):
     """Its `run(args)` calls `<study>.run(...)` (the study's one entry) and the result's
-    `.save` (the study's one way of writing its folder)."""
+    `.save` (the study's one way of writing its folder), called or handed to the bar that
+    shows the write (`steps.run("report", result.save, out)`)."""
     study = STUDY_COMMANDS[command]
     tree = ast.parse((CLI / f"{command}.py").read_text(encoding="utf-8"))
     run = _function(tree, "run")
