@@ -22,23 +22,19 @@ def run(args: argparse.Namespace) -> int:
     existing(args.texts, "--texts", f"a {TEXTS_HELP}")
     existing(args.secondary, "--secondary", "a folder written by circuits secondary")
     out = check_out(args.out)
-    from attn_sink_circuits.studies.claims.config import ClaimsConfig
+    from attn_sink_circuits.studies.claims.config import ClaimsConfig, check_secondary
 
     config = config_from(args, ClaimsConfig)
-    from attn_sink_circuits.core.texts import read_texts
-    from attn_sink_circuits.studies.claims import Claims, read_secondary
-    from attn_sink_circuits.studies.claims.pipeline import claims, write_claims
+    if args.secondary:
+        check_secondary(args.secondary)  # before the load
+    from attn_sink_circuits.studies import claims
 
-    secondary = read_secondary(args.secondary) if args.secondary else None  # before the load
-    texts = read_texts(args.texts) if args.texts else None
     if args.trigger:
-        from attn_sink_circuits.studies.claims.trigger import trigger_claims
-
-        result = Claims("trigger-task", config, trigger_claims(config))
+        result = claims.run(None, None, config, trigger=True)
     else:
-        result = claims(loading.load(args), texts, config, secondary=secondary)
+        result = claims.run(loading.load(args), args.texts, config, secondary=args.secondary)
     with writing(1) as steps:
-        report = steps.run("report", write_claims, result, out)
+        report = steps.run("report", result.save, out)
     print_summary(result.summary())
     print(result.table.markdown())
     print(f"report: {report}")

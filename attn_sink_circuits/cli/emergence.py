@@ -24,12 +24,10 @@ def run(args: argparse.Namespace) -> int:
     config = config_from(args, EmergenceConfig)
     existing(args.texts, "--texts", f"a {TEXTS_HELP}")
     out = check_out(args.out)
-    from attn_sink_circuits.core.texts import read_texts
-    from attn_sink_circuits.studies.emergence import emergence
+    from attn_sink_circuits.studies import emergence
 
-    texts = read_texts(args.texts) if args.texts else None
-    result = emergence(args.checkpoints, texts, config, corpus=args.corpus, device=args.device,
-                       cache=args.cache)  # fmt: skip
+    result = emergence.run(args.checkpoints, args.texts, config, corpus=args.corpus,
+                           device=args.device, cache=args.cache)  # fmt: skip
     result.save(out)
     print(result.text())
     print(f"wrote {out}")

@@ -1,5 +1,5 @@
-"""What the commands print: a summary dict one line a key, numbers rounded for a terminal; a
-tracer's report written with its summary."""
+"""What the commands print: a summary dict one line a key, numbers rounded for a terminal; a bar
+over the steps that write a command's files."""
 
 from __future__ import annotations
 
@@ -36,14 +36,4 @@ def writing(n_steps: int):
     return Steps(n_steps, "writing", True)
 
 
-def write_report(trace, out, model=None) -> None:
-    """A tracer's (or the claims') report and files in `out`, and its summary on the terminal."""
-    from attn_sink_circuits.report import write_trace
-
-    with writing(1) as steps:
-        report = steps.run("report", write_trace, trace, out, model)
-    print_summary(trace.summary())
-    print(f"report: {report}")
-
-
-__all__ = ["print_summary", "short", "write_report", "writing"]
+__all__ = ["print_summary", "short", "writing"]

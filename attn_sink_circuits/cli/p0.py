@@ -17,9 +17,9 @@ from attn_sink_circuits.cli.options import (
     out_option,
     texts_option,
 )
-from attn_sink_circuits.cli.output import write_report
+from attn_sink_circuits.cli.output import print_summary, writing
 from attn_sink_circuits.cli.parser import command
-from attn_sink_circuits.studies.p0.config import QUICK, P0Config, quick
+from attn_sink_circuits.studies.p0.config import QUICK, P0Config, check_texts, quick
 
 
 def _config(args: argparse.Namespace) -> P0Config:
@@ -32,51 +32,26 @@ def _config(args: argparse.Namespace) -> P0Config:
     return config
 
 
-def _texts(args: argparse.Namespace, config: P0Config):
-    """(texts, kinds) of --texts (None, None: the default texts), checked to hold enough texts
-    for the fit and the held-out judgement, before the model loads."""
-    from attn_sink_circuits.core.texts import DEFAULT_TEXTS, read_kinded_texts, read_texts
-
-    texts, kinds = (None, None) if args.texts is None else read_kinded_texts(args.texts)
-    n_texts = len(texts if texts is not None else read_texts(str(DEFAULT_TEXTS)))
-    edge = config.edge
-    if n_texts < edge.n_fit + edge.n_heldout:
-        raise ValueError(
-            f"{args.texts or DEFAULT_TEXTS} holds {n_texts} texts; --edge-n-fit {edge.n_fit} + "
-            f"--edge-n-heldout {edge.n_heldout} are needed (add texts or lower them)"
-        )
-    return texts, kinds
-
-
 def run(args: argparse.Namespace) -> int:
     existing(args.texts, "--texts", f"a {TEXTS_HELP}")
     out = check_out(args.out)
     steps = check_checkpoints(args.checkpoints, f"{out}.steps", args.resume)
     config = _config(args)
-    texts, kinds = _texts(args, config)
-    from attn_sink_circuits.discovery.distributed import writer_paths
+    check_texts(args.texts, config)  # before the load
+    from attn_sink_circuits.studies import p0
 
-    out, steps = writer_paths(out, steps)  # under torchrun only rank 0 writes
     model = loading.load(args)
-    from attn_sink_circuits.runs.steps import remove_checkpoints
-    from attn_sink_circuits.studies.p0 import trace_p0
-    from attn_sink_circuits.studies.p0.pipeline import STEPS
-
     args.kept = f"; finished steps are kept in {steps}: add --resume to continue"
-    trace = trace_p0(model, texts, config, kinds=kinds, checkpoint=steps)
+    trace = p0.run(model, args.texts, config, checkpoint=steps, claims=args.claims)
     if trace.resumed:
         print(
-            f"resumed: {len(trace.resumed)} of {len(STEPS)} steps loaded from {steps} "
+            f"resumed: {len(trace.resumed)} of {len(p0.STEPS)} steps loaded from {steps} "
             f"({', '.join(trace.resumed)})"
         )
-    if args.claims:
-        from attn_sink_circuits.studies.claims import claims
-        from attn_sink_circuits.studies.claims.attach import with_claims
-
-        measured = claims(model, trace.texts)
-        trace = with_claims(trace, measured.table, measured.run["jump_layers"])
-    write_report(trace, out, model)
-    remove_checkpoints(steps)
+    with writing(1) as bar:
+        report = bar.run("report", trace.save, out, model)
+    print_summary(trace.summary())
+    print(f"report: {report}")
     print(f"removed the step checkpoints {steps}")
     return 0
 

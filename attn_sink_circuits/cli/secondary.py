@@ -14,28 +14,26 @@ from attn_sink_circuits.cli.options import (
     out_option,
     positive_int,
 )
-from attn_sink_circuits.cli.output import write_report
+from attn_sink_circuits.cli.output import print_summary, writing
 from attn_sink_circuits.cli.parser import command
-from attn_sink_circuits.studies.secondary.config import SecondaryConfig
+from attn_sink_circuits.studies.secondary.config import SecondaryConfig, check_traces
 
 
 def run(args: argparse.Namespace) -> int:
     existing(args.traces, "--traces", "a trace file (.jsonl) written by circuits generate")
     out = check_out(args.out)
     config = config_from(args, SecondaryConfig)
-    from attn_sink_circuits.core.traces import read_traces
-    from attn_sink_circuits.studies.secondary import plain_texts, project_traces, trace_secondary
+    if not args.traces:
+        check_traces(args.model)  # before the load
+    from attn_sink_circuits.studies import secondary
 
-    if args.traces:
-        traces = read_traces(args.traces)[: args.n_texts]
-    else:
-        traces = project_traces(args.model, args.n_texts)
     model = loading.load(args)
-    trace = trace_secondary(model, plain_texts(traces) if args.plain else traces, config)
-    from attn_sink_circuits.studies.claims import ClaimsConfig, secondary_claims
-    from attn_sink_circuits.studies.claims.attach import with_claims
-
-    write_report(with_claims(trace, secondary_claims(trace.tables(), ClaimsConfig())), out)
+    trace = secondary.run(model, args.traces, config, n_texts=args.n_texts, plain=args.plain,
+                          claims=True)  # fmt: skip
+    with writing(1) as steps:
+        report = steps.run("report", trace.save, out)
+    print_summary(trace.summary())
+    print(f"report: {report}")
     return 0
 
 

@@ -27,48 +27,43 @@ def _check(args: argparse.Namespace) -> None:
         raise ValueError(f"--seeds {args.seeds} repeats a seed; give each seed once")
 
 
-def _experiment(args: argparse.Namespace, runs):
-    from attn_sink_circuits.studies.trigger import (
-        ExperimentGrid,
-        TrainConfig,
-        TriggerModelConfig,
-        TriggerTask,
-        run_experiment,
-    )
+def _settings(args: argparse.Namespace):
+    """(grid, task, training) of the arguments; what was left out keeps the library's
+    defaults."""
+    from attn_sink_circuits.studies import trigger
 
     def given(names: tuple[str, ...]) -> dict:
         return {n: getattr(args, n) for n in names if getattr(args, n) is not None}
 
-    task = TriggerTask(**given(("seq_len", "d_content", "n_triggers")))
-    train = TrainConfig(**given(("steps", "lr", "weight_decay")))
-    grid = ExperimentGrid(
+    task = trigger.TriggerTask(**given(("seq_len", "d_content", "n_triggers")))
+    train = trigger.TriggerTrainConfig(**given(("steps", "lr", "weight_decay")))
+    init_scale = (
+        trigger.TriggerModelConfig.init_scale if args.init_scale is None else args.init_scale
+    )
+    grid = trigger.ExperimentGrid(
         attentions=args.attention,
         sizes=list(zip(args.layers, args.heads, strict=True)),
         seeds=args.seeds,
         d_model=args.d_model,
         d_mlp=args.d_mlp,
-        init_scale=TriggerModelConfig.init_scale if args.init_scale is None else args.init_scale,
+        init_scale=init_scale,
     )
-    return run_experiment(grid, task, train, runs_dir=runs, resume=args.resume)
+    return grid, task, train
 
 
 def run(args: argparse.Namespace) -> int:
     out = check_out(args.out)
     _check(args)
     runs = check_checkpoints(args.runs_dir, f"{out}.runs", args.resume, "--runs-dir")
-    from attn_sink_circuits.runs.io import atomic_folder
-    from attn_sink_circuits.studies.trigger import save_experiment
-    from attn_sink_circuits.studies.trigger.experiment import remove_runs
-    from attn_sink_circuits.studies.trigger.plots import plot_trigger_experiment
+    from attn_sink_circuits.studies import trigger
 
     args.kept = f"; finished runs are kept in {runs}: add --resume to continue"
-    exp = _experiment(args, runs)
-    with atomic_folder(out, {"experiment": "trigger"}) as tmp, writing(2) as steps:
-        paths = steps.run("tables, graphs, checkpoints", save_experiment, exp, tmp)
-        paths += steps.run("plots", plot_trigger_experiment, exp, tmp)
-    print(exp.summary().to_string(index=False))
-    print(f"wrote {len(paths)} files under {out}")
-    remove_runs(runs)
+    grid, task, train = _settings(args)
+    result = trigger.run(grid, task, train, runs_dir=runs, resume=args.resume)
+    with writing(1) as steps:
+        steps.run("tables, graphs, checkpoints, plots", result.save, out)
+    print(result.experiment.summary().to_string(index=False))
+    print(f"wrote {sum(p.is_file() for p in out.rglob('*'))} files under {out}")
     print(f"removed the saved runs {runs}")
     return 0
 

@@ -117,14 +117,21 @@ def read_corpus(path: str | Path) -> list[str] | list[Trace]:
     return texts
 
 
-def project_traces(key: str, n: int | None = None) -> list[Trace]:
-    """The first `n` (all if None) reasoning traces of model `key` from `TRACES`."""
+def project_traces_file(key: str) -> Path:
+    """The file of model `key`'s reasoning traces under `TRACES`; FileNotFoundError, in one line
+    saying how to make it, when there is none."""
     path = TRACES / f"{key}.jsonl"
     if not path.is_file():
         raise FileNotFoundError(
             f"no traces for {key!r} at {path}; make them with "
             f"`circuits generate --model {key} --out {path}` or pass --traces FILE"
         )
+    return path
+
+
+def project_traces(key: str, n: int | None = None) -> list[Trace]:
+    """The first `n` (all if None) reasoning traces of model `key` from `TRACES`."""
+    path = project_traces_file(key)
     if n is not None and n < 1:
         raise ValueError(f"n must be >= 1, got {n}")
     return read_traces(path)[:n]
@@ -144,6 +151,7 @@ __all__ = [
     "load_problems",
     "plain_texts",
     "project_traces",
+    "project_traces_file",
     "read_corpus",
     "read_traces",
 ]

@@ -92,14 +92,25 @@ class TraceResult:
     def summary(self) -> dict:
         raise NotImplementedError
 
+    checkpoint: Path | None = None
+    """The folder the run kept its finished steps in (None: none), removed once `save` has
+    written the run folder."""
+
     def save(self, folder: str | Path, model: Any = None) -> Path:
         """Write the run folder (`attn_sink_circuits.report.write_trace`: summary.json with the
         provenance, tables, the circuit, figures, report.html, summary.md; atomic); returns
         report.html's path. With `model` (the one traced), the report also shows the attention
-        patterns of the heads the trace names."""
+        patterns of the heads the trace names. Under torchrun only rank 0 writes (the other
+        ranks write to a scratch folder removed at exit); the step checkpoints (`checkpoint`)
+        are removed once the folder is whole."""
+        from attn_sink_circuits.discovery.distributed import writer_paths
         from attn_sink_circuits.report import write_trace
+        from attn_sink_circuits.runs.steps import remove_checkpoints
 
-        return write_trace(self, folder, model)
+        report = write_trace(self, writer_paths(Path(folder))[0], model)
+        if self.checkpoint is not None:
+            remove_checkpoints(self.checkpoint)
+        return report
 
     def tables(self) -> dict[str, pd.DataFrame]:
         raise NotImplementedError

@@ -8,6 +8,7 @@ import pandas as pd
 
 from attn_sink_circuits.studies.claims.figures import claim_figures
 from attn_sink_circuits.studies.claims.table import ClaimsTable, claim_line
+from attn_sink_circuits.studies.result import TraceResult
 
 
 class WithClaims:
@@ -28,6 +29,10 @@ class WithClaims:
     def figures(self) -> dict:
         return {**self._trace.figures(), **claim_figures(self._table.tables, self.model,
                                                         self._jumps)}  # fmt: skip
+
+    def save(self, folder, model=None):
+        """The trace's run folder with the claims in it (`TraceResult.save` on this trace)."""
+        return TraceResult.save(self, folder, model)
 
     def text(self) -> str:
         lines = "\n".join(f"- {claim_line(r)}" for r in self._table.rows)

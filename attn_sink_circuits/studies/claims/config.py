@@ -5,9 +5,25 @@ library's, stated in each claim row)."""
 from __future__ import annotations
 
 from dataclasses import dataclass
+from pathlib import Path
 
 from attn_sink_circuits.config import Config, option
 from attn_sink_circuits.studies.p0.config import P0Config
+
+SECONDARY_TABLES = ("forming", "layers")
+"""The tables of a `circuits secondary` folder the secondary-sink claims read."""
+
+
+def check_secondary(folder: str | Path) -> None:
+    """Refuse, in one line, a folder lacking a table of `SECONDARY_TABLES` (light: no table is
+    read, so `circuits claims` checks --secondary before the model loads)."""
+    folder = Path(folder)
+    missing = [n for n in SECONDARY_TABLES if not (folder / f"{n}.csv").is_file()]
+    if missing:
+        raise ValueError(
+            f"{folder} lacks {', '.join(f'{n}.csv' for n in missing)}: pass a folder written "
+            "by `circuits secondary`"
+        )
 
 
 @dataclass(frozen=True)

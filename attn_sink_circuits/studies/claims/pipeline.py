@@ -187,19 +187,34 @@ def claims(
 
 
 def run(
-    model: TransformerBridge,
+    model: TransformerBridge | None,
     data: str | Path | Sequence[str] | None = None,
     config: ClaimsConfig | None = None,
     *,
-    secondary: Mapping[str, pd.DataFrame] | None = None,
+    secondary: str | Path | Mapping[str, pd.DataFrame] | None = None,
+    trigger: bool = False,
     progress: bool = True,
 ) -> Claims:
     """The claims study in one call: `claims` on `data` (a list of texts, a text file, or None:
     the P0 tracer's texts) with `config` (a `ClaimsConfig`; None: the defaults) and, given a
-    secondary trace's tables, the secondary-sink claims. The result is a `Result`."""
+    secondary trace's tables or the folder `circuits secondary` wrote them to
+    (`read_secondary`), the secondary-sink claims. With `trigger`, instead of a model (give
+    `model` and `data` None): Ran-Milo's theorems on small models trained on the trigger task
+    (`trigger_claims`). The result is a `Result`; `circuits claims` runs this."""
     from attn_sink_circuits.core.texts import texts_and_kinds
+    from attn_sink_circuits.studies.claims.secondary_tables import read_secondary
 
     if not isinstance(config, ClaimsConfig | None):
         raise ValueError(f"config is a {type(config).__name__}; give a ClaimsConfig (or None)")
+    config = config or ClaimsConfig()
+    if trigger:
+        from attn_sink_circuits.studies.claims.trigger import trigger_claims
+
+        if model is not None or data is not None or secondary is not None:
+            raise ValueError("trigger claims train their own models: give no model, data or "
+                             "secondary tables")  # fmt: skip
+        return Claims("trigger-task", config, trigger_claims(config, progress=progress))
+    if isinstance(secondary, str | Path):
+        secondary = read_secondary(secondary)
     texts, _ = texts_and_kinds(data)
-    return claims(model, texts, config or ClaimsConfig(), secondary=secondary, progress=progress)
+    return claims(model, texts, config, secondary=secondary, progress=progress)

@@ -8,8 +8,9 @@ from pathlib import Path
 import pandas as pd
 
 from attn_sink_circuits.runs.io import stored
+from attn_sink_circuits.studies.claims.config import SECONDARY_TABLES, check_secondary
 
-NEEDED = ("forming", "layers")
+NEEDED = SECONDARY_TABLES
 """The secondary trace's tables the claims read."""
 OPTIONAL = ("events",)
 """Tables read when the folder has them (the controls need the events)."""
@@ -35,12 +36,7 @@ def read_secondary(folder: str | Path) -> SecondaryTables:
     """The tables `NEEDED` (and `OPTIONAL` ones present) from a folder written by
     `circuits secondary`."""
     folder = Path(folder)
-    missing = [n for n in NEEDED if not (folder / f"{n}.csv").is_file()]
-    if missing:
-        raise ValueError(
-            f"{folder} lacks {', '.join(f'{n}.csv' for n in missing)}: pass a folder written "
-            "by `circuits secondary`"
-        )
+    check_secondary(folder)
     names = [*NEEDED, *(n for n in OPTIONAL if stored(folder / f"{n}.csv").is_file())]
     tables = {n: _read(folder / f"{n}.csv") for n in names}
     check_columns(tables, folder)

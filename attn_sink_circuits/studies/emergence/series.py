@@ -257,21 +257,30 @@ def emergence(
 
 def run(
     model: str | Path | Sequence[str | Path],
-    data: Sequence[str] | None = None,
+    data: str | Path | Sequence[str] | None = None,
     config: EmergenceConfig | None = None,
     *,
+    corpus: str = "stdlib",
+    device: str = "cpu",
+    cache: str | Path | None = None,
     progress: bool = True,
 ) -> EmergenceResult:
     """The emergence study in one call: `emergence` over `model`, the checkpoints (a training
     run's folder, a checkpoint spec, or a list of them; `attn_sink_circuits.studies.emergence.specs`),
-    on `data` (a list of texts; None: held-out windows of the standard-library corpus) with
-    `config` (an `EmergenceConfig`; None: the defaults). The result is a `Result`."""
+    on `data` (a list of texts, a text file, or None: held-out windows of the training corpus
+    called `corpus`) with `config` (an `EmergenceConfig`; None: the defaults), each checkpoint
+    loaded on `device`, its row kept in `cache` (`emergence`). The result is a `Result`;
+    `circuits emergence` runs this."""
+    from attn_sink_circuits.core.texts import read_texts
+
     if not isinstance(config, EmergenceConfig | None):
         raise ValueError(f"config is a {type(config).__name__}; give an EmergenceConfig (or None)")
     specs = [model] if isinstance(model, str | Path) else list(model or [])
     if not specs:
         raise ValueError("give the checkpoints: a training run's folder, a spec or a list of them")
-    return emergence(specs, data, config or EmergenceConfig(), progress=progress)
+    texts = read_texts(data) if isinstance(data, str | Path) else data
+    return emergence(specs, texts, config or EmergenceConfig(), corpus=corpus, device=device,
+                     cache=cache, progress=progress)  # fmt: skip
 
 
 def _measure(spec, texts, config, with_edges: bool, device: str) -> dict:

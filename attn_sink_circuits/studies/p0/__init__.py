@@ -47,6 +47,7 @@ _EXPORTS = {
     "node_graph": "graph",
     "edge_circuit": "edges",
     "P0Trace": "pipeline",
+    "STEPS": "pipeline",
     "trace_p0": "pipeline",
     "run": "pipeline",
 }

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from dataclasses import dataclass
+from pathlib import Path
 
 from attn_sink_circuits.config import Config, nested, option
 from attn_sink_circuits.studies.edge_config import EdgeFitConfig
@@ -103,3 +104,18 @@ def rough_note(config: P0Config) -> str:
         f"Rough result: a quick run, with settings below the documented defaults ({parts}); "
         "read its numbers as a first look, not as the documented result."
     )
+
+
+def check_texts(texts: str | Path | None, config: P0Config) -> None:
+    """Refuse, in one line, a texts file (None: the default texts) that is malformed or holds
+    fewer texts than the edge circuit's fit and held-out judgement need (`circuits p0` checks
+    this before the model loads)."""
+    from attn_sink_circuits.core.texts import DEFAULT_TEXTS, read_texts
+
+    n_texts = len(read_texts(DEFAULT_TEXTS if texts is None else texts))
+    edge = config.edge
+    if n_texts < edge.n_fit + edge.n_heldout:
+        raise ValueError(
+            f"{texts or DEFAULT_TEXTS} holds {n_texts} texts; --edge-n-fit {edge.n_fit} + "
+            f"--edge-n-heldout {edge.n_heldout} are needed (add texts or lower them)"
+        )

@@ -304,16 +304,35 @@ def run(
     data: str | Path | Sequence[str] | None = None,
     config: P0Config | None = None,
     *,
+    checkpoint: str | Path | None = None,
+    claims: bool = False,
     progress: bool = True,
 ) -> P0Trace:
     """The P0 study in one call: `trace_p0` on `data` (a list of texts, a text file whose lines
     may carry their kind, or None: the default texts) with `config` (a `P0Config`; None: the
     defaults). The result is a `CircuitResult`: `summary()`, `save(folder)`, `figures()`,
-    `graph`, `draw()` and `judge(other_data)`."""
+    `graph`, `draw()` and `judge(other_data)`. With `checkpoint` (a folder), each finished step
+    is kept there and a rerun resumes from it (`trace_p0`); the result's `save` removes it once
+    the run folder is written. With `claims`, the report also holds the P0 claims table
+    (`attn_sink_circuits.studies.claims`, default settings, on the fit texts). Under torchrun
+    only rank 0 writes (checkpoints and the run folder). `circuits p0` runs this."""
+    from attn_sink_circuits.discovery.distributed import writer_paths
+
     if not isinstance(config, P0Config | None):
         raise ValueError(f"config is a {type(config).__name__}; give a P0Config (or None)")
     texts, kinds = texts_and_kinds(data)
-    return trace_p0(model, texts, config or P0Config(), kinds=kinds, progress=progress)
+    steps = None if checkpoint is None else writer_paths(Path(checkpoint))[0]
+    trace = trace_p0(
+        model, texts, config or P0Config(), kinds=kinds, progress=progress, checkpoint=steps
+    )
+    trace.checkpoint = steps
+    if not claims:
+        return trace
+    from attn_sink_circuits.studies.claims import claims as measure_claims
+    from attn_sink_circuits.studies.claims.attach import with_claims
+
+    measured = measure_claims(model, trace.texts)
+    return with_claims(trace, measured.table, measured.run["jump_layers"])
 
 
 def _node_view(

@@ -98,3 +98,12 @@ class SecondaryConfig(Config):
         prefix="edge_",
         default=EdgeFitConfig(n_tokens=96),
     )
+
+
+def check_traces(model: str) -> None:
+    """Refuse, in one line, a model with no reasoning traces of the project's (what `run`
+    traces when given no data): `circuits secondary` without --traces checks this before the
+    model loads."""
+    from attn_sink_circuits.core.traces import project_traces_file
+
+    project_traces_file(model)

@@ -15,7 +15,8 @@ from transformer_lens.model_bridge import TransformerBridge
 
 from attn_sink_circuits.core.identity import model_key, recorded_info
 from attn_sink_circuits.core.nodes import node_id
-from attn_sink_circuits.core.texts import read_texts, texts_source
+from attn_sink_circuits.core.texts import texts_source
+from attn_sink_circuits.core.traces import Trace, plain_texts, project_traces, read_corpus
 from attn_sink_circuits.graph import edge_table
 from attn_sink_circuits.runs.io import json_finite
 from attn_sink_circuits.runs.provenance import code_identity, provenance
@@ -251,24 +252,49 @@ def trace_secondary(
 
 def run(
     model: TransformerBridge,
-    data: str | Path | Sequence,
+    data: str | Path | Sequence | None = None,
     config: SecondaryConfig | None = None,
     *,
+    n_texts: int | None = None,
+    plain: bool = False,
+    claims: bool = False,
     progress: bool = True,
 ) -> SecondaryTrace:
-    """The secondary-sink study in one call: `trace_secondary` on `data` (a list of strings,
-    `Trace`s or token-id lists, or a text file, one text a line; for a trace file give
-    `attn_sink_circuits.core.traces.read_traces(path)`) with `config` (a `SecondaryConfig`;
-    None: the defaults). The result is a `Result` (`summary()`, `save(folder)`, `figures()`),
+    """The secondary-sink study in one call: `trace_secondary` on the first `n_texts` (None:
+    all) of `data` (a list of strings, `Trace`s or token-id lists; a trace file written by
+    `circuits generate`, a texts file (`attn_sink_circuits.core.traces.read_corpus`); None: the
+    project's traces of the model, `project_traces`) with `config` (a `SecondaryConfig`; None:
+    the defaults). With `plain`, each trace is traced as its problem and completion in plain
+    text (no template); with `claims`, the result's report also holds Wong et al.'s claims read
+    from its tables. The result is a `Result` (`summary()`, `save(folder)`, `figures()`),
     not a `CircuitResult`: its edge circuit is fitted at positions chosen per text (the
-    census's events), which do not carry over to other texts, so it has no `judge`."""
+    census's events), which do not carry over to other texts, so it has no `judge`.
+    `circuits secondary` runs this."""
     if not isinstance(config, SecondaryConfig | None):
         raise ValueError(f"config is a {type(config).__name__}; give a SecondaryConfig (or None)")
+    data = _data(model, data, n_texts)
+    if plain:
+        if not all(isinstance(t, Trace) for t in data):
+            raise ValueError("plain applies to traces: give a trace file or Traces")
+        data = plain_texts(data)
+    trace = trace_secondary(model, data, config or SecondaryConfig(), progress=progress)
+    if not claims:
+        return trace
+    from attn_sink_circuits.studies.claims import ClaimsConfig, secondary_claims
+    from attn_sink_circuits.studies.claims.attach import with_claims
+
+    return with_claims(trace, secondary_claims(trace.tables(), ClaimsConfig()))
+
+
+def _data(model, data, n_texts: int | None) -> list:
+    """`run`'s `data` as a non-empty list, its first `n_texts`."""
+    if data is None:
+        return project_traces(model_key(model), n_texts)
     if isinstance(data, str | Path):
-        data = read_texts(data)
-    if data is None or not len(data):
+        data = read_corpus(data)
+    if not len(data):
         raise ValueError("give the texts to trace: a list of texts or traces, or a text file")
-    return trace_secondary(model, list(data), config or SecondaryConfig(), progress=progress)
+    return list(data)[:n_texts]
 
 
 def _provenance(model, texts: Sequence, corpus, edges: SecondaryEdges | None, config) -> dict:

@@ -15,6 +15,7 @@ from attn_sink_circuits.studies.trigger.data import TriggerTask
 from attn_sink_circuits.studies.trigger.experiment import (
     ExperimentGrid,
     TriggerExperiment,
+    remove_runs,
     run_experiment,
     save_experiment,
 )
@@ -28,10 +29,12 @@ if TYPE_CHECKING:
 @dataclass
 class TriggerResult:
     """A trigger experiment (`experiment`: every run, `TriggerExperiment.summary()` its table)
-    and the run's provenance record (`record`: its settings)."""
+    and the run's provenance record (`record`: its settings); `runs_dir`, where `run` kept each
+    finished run (None: nowhere), is emptied once `save` has written the folder."""
 
     experiment: TriggerExperiment
     record: dict
+    runs_dir: Path | None = None
 
     def summary(self) -> dict:
         """Per attention kind and size, over seeds, first: the strongest head's BOS attention
@@ -52,11 +55,14 @@ class TriggerResult:
     def save(self, folder: str | Path) -> Path:
         """Write `folder` as a whole (atomic, with the run's provenance): what
         `save_experiment` writes (tables, experiment.json, graphs, checkpoints), the figures
-        and summary.json (the summary, stamped with the provenance); returns the folder."""
+        and summary.json (the summary, stamped with the provenance); returns the folder. The
+        runs kept in `runs_dir` are removed once the folder is whole."""
         with atomic_folder(folder, {"experiment": "trigger"}, self.record) as tmp:
             save_experiment(self.experiment, tmp)
             save_figures(self.figures(), tmp)
             write_json(tmp / "summary.json", stamped(self.summary(), self.record))
+        if self.runs_dir is not None:
+            remove_runs(self.runs_dir)
         return Path(folder)
 
 
@@ -65,6 +71,8 @@ def run(
     data: TriggerTask | None = None,
     config: TriggerTrainConfig | None = None,
     *,
+    runs_dir: str | Path | None = None,
+    resume: bool = False,
     progress: bool = True,
 ) -> TriggerResult:
     """Train and measure the trigger study's models. The study trains its own models, so
@@ -81,13 +89,14 @@ def run(
             f"config is a {type(config).__name__}; give a TriggerTrainConfig (or None)"
         )
     grid = model_grid(model, task, train.seed)
-    exp = run_experiment(grid, task, train, progress=progress)
+    exp = run_experiment(grid, task, train, progress=progress, runs_dir=runs_dir, resume=resume)
     settings = {
         "task": task.to_dict(), "train": train.to_dict(), "bounds": exp.bounds.to_dict(),
         "grid": {"attentions": list(grid.attentions), "sizes": [list(s) for s in grid.sizes],
                  "seeds": list(grid.seeds), **grid.model_kwargs()},
     }  # fmt: skip
-    return TriggerResult(exp, provenance(settings=settings))
+    runs = None if runs_dir is None else Path(runs_dir)
+    return TriggerResult(exp, provenance(settings=settings), runs)
 
 
 def model_grid(
