@@ -33,7 +33,8 @@ RECORD_NAMES = ("summary.json", "provenance.json")
 """A record with one of these names stands for its folder; any other names itself."""
 PROGRAMS = {".venv/bin/circuits": "circuits", "mib_reference.py": "scripts/mib_reference.py",
             "circuits/claims/judge_saved.py": "attn_sink_circuits/studies/claims/judge_saved.py",
-            "scripts/paper_protocols.py": "-m attn_sink_circuits.studies.protocols"}  # fmt: skip
+            "scripts/paper_protocols.py": "-m attn_sink_circuits.studies.protocols",
+            "scripts/kv_streaming.py": "-m attn_sink_circuits.studies.kv.streaming"}  # fmt: skip
 """Programs recorded under an older name or path -> how they are called today (`-m MODULE`:
 run as `python -m MODULE`)."""
 SUBCOMMANDS = ("emergence", "claims", "p0")

@@ -15,7 +15,9 @@ keys; `stream`: bounded-memory streaming of long texts (chunks of queries, no wh
 `passkey` / `retrieval`: a pass key told once, asked for after the cache is compressed;
 `config`: `KVConfig`, `KVRunConfig`; `table`: the policy table (`policy_table`, `pooled`);
 `study`: the study end to end (`run` -> `KVResult`, saved as one folder), which `circuits kv`
-runs (`run_kv`, the earlier entry taking texts and kinds, still works); `plots`: its figure.
+runs (`run_kv`, the earlier entry taking texts and kinds, still works); `plots`: its figure;
+`experiments` / `streaming`: StreamingLLM's experiment and the policies at equal budgets on
+long texts, the committed docs/kv run folders (`python -m attn_sink_circuits.studies.kv.streaming`).
 Names resolve lazily: importing this package loads no model code.
 """
 
