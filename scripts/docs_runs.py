@@ -34,7 +34,8 @@ RECORD_NAMES = ("summary.json", "provenance.json")
 PROGRAMS = {".venv/bin/circuits": "circuits", "mib_reference.py": "scripts/mib_reference.py",
             "circuits/claims/judge_saved.py": "attn_sink_circuits/studies/claims/judge_saved.py",
             "scripts/paper_protocols.py": "-m attn_sink_circuits.studies.protocols",
-            "scripts/kv_streaming.py": "-m attn_sink_circuits.studies.kv.streaming"}  # fmt: skip
+            "scripts/kv_streaming.py": "-m attn_sink_circuits.studies.kv.streaming",
+            "scripts/kv_retrieval.py": "-m attn_sink_circuits.studies.kv.passkey_check"}  # fmt: skip
 """Programs recorded under an older name or path -> how they are called today (`-m MODULE`:
 run as `python -m MODULE`)."""
 SUBCOMMANDS = ("emergence", "claims", "p0")
