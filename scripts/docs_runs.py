@@ -32,8 +32,12 @@ MARKER = ".circuits-run.json"
 RECORD_NAMES = ("summary.json", "provenance.json")
 """A record with one of these names stands for its folder; any other names itself."""
 PROGRAMS = {".venv/bin/circuits": "circuits", "mib_reference.py": "scripts/mib_reference.py",
-            "circuits/claims/judge_saved.py": "attn_sink_circuits/studies/claims/judge_saved.py"}  # fmt: skip
-"""Programs recorded under an older name or path -> how they are called today."""
+            "circuits/claims/judge_saved.py": "attn_sink_circuits/studies/claims/judge_saved.py",
+            "scripts/paper_protocols.py": "-m attn_sink_circuits.studies.protocols",
+            "scripts/kv_streaming.py": "-m attn_sink_circuits.studies.kv.streaming",
+            "scripts/kv_retrieval.py": "-m attn_sink_circuits.studies.kv.passkey_check"}  # fmt: skip
+"""Programs recorded under an older name or path -> how they are called today (`-m MODULE`:
+run as `python -m MODULE`)."""
 SUBCOMMANDS = ("emergence", "claims", "p0")
 """A command recorded without its program (argv from the subcommand on) is the CLI's."""
 HEADER = (
@@ -80,12 +84,23 @@ def record_commands() -> list[tuple[str, list[str] | None]]:
     return sorted(found.items())
 
 
+def program(word: str) -> list[str]:
+    """A recorded program as it is called today: `PROGRAMS`' name for it, a module of the
+    package (`attn_sink_circuits/a/b.py`, `.../b/__main__.py`) as `-m attn_sink_circuits.a.b`."""
+    word = PROGRAMS.get(word, word)
+    if word.startswith("-m "):
+        return word.split()
+    if word.startswith("attn_sink_circuits/") and word.endswith(".py"):
+        return ["-m", word.removesuffix(".py").removesuffix("/__main__").replace("/", ".")]
+    return [word]
+
+
 def normalise(argv: list[str] | None, path: str) -> str:
     """The recorded `argv` as an entry's command: today's program name, `--out VALUE` as
     `--out {out}`, `<outside>/` as `{work}/`. '' for a command not recorded."""
     if not argv:
         return ""
-    argv = [PROGRAMS.get(argv[0], argv[0]), *argv[1:]]
+    argv = [*program(argv[0]), *argv[1:]]
     if argv[0] in SUBCOMMANDS:
         argv = ["circuits", *argv]
     words = []  # shell-safe stand-ins, so that shlex.join leaves them unquoted

@@ -1,7 +1,7 @@
 """`attn_sink_circuits.studies.kv` side by side with NVIDIA's kvpress (issue 35, item 4), compress-once mode.
 
-Per long text (data/texts/long.jsonl rows, the first TOKENS tokens as `scripts/kv_streaming.py`
-cuts them, BOS included where the model has one): the prompt is the first P tokens, the
+Per long text (data/texts/long.jsonl rows, the first TOKENS tokens as
+`attn_sink_circuits.studies.kv.streaming` cuts them, BOS included where the model has one): the prompt is the first P tokens, the
 continuation the rest, and both sides score the same tokens, P .. TOKENS-1 (token P predicted
 by the prompt's last position):
 
@@ -142,7 +142,7 @@ def relative(a: float, b: float) -> float:
 
 
 def tokens_of(model, text: int, tokens: int) -> torch.Tensor:
-    """A long text cut to its first `tokens` tokens, as `scripts/kv_streaming.py` does."""
+    """A long text cut to its first `tokens` tokens, as `attn_sink_circuits.studies.kv.streaming` does."""
     row = json.loads(LONG.read_text().splitlines()[text])
     return model.to_tokens(row["text"], truncate=False)[0][:tokens].cpu()
 

@@ -149,7 +149,7 @@ def include(path: str, *columns: str) -> str:
 
 
 def kv_table(run: str, experiment: str) -> str:
-    """One `attn_sink_circuits.studies.kv` experiment of a run (`scripts/kv_streaming.py`): a row per setting
+    """One `attn_sink_circuits.studies.kv` experiment of a run (`python -m attn_sink_circuits.studies.kv.streaming`): a row per setting
     (policy, the first tokens kept, what stood in them, keys a query reads), the perplexity per
     text row of `data/texts/long.jsonl` and pooled over the texts."""
     doc = load_doc(run)
@@ -177,7 +177,7 @@ def kv_table(run: str, experiment: str) -> str:
 
 
 def kv_blocking(run: str) -> str:
-    """The blocking experiment of a run (`scripts/kv_streaming.py`, `attn_sink_circuits.studies.kv.blocking`):
+    """The blocking experiment of a run (`python -m attn_sink_circuits.studies.kv.streaming`, `attn_sink_circuits.studies.kv.blocking`):
     per target, the perplexity pooled over texts with the sinks blocked and with each control
     (mean and range over seeds), and the change against nothing blocked."""
     doc = load_doc(run)
@@ -205,7 +205,7 @@ def kv_blocking(run: str) -> str:
 
 
 def kv_retrieval(run: str, field: str = "accuracy") -> str:
-    """The passkey check of a run (`scripts/kv_retrieval.py`): a row per policy, a column per
+    """The passkey check of a run (`python -m attn_sink_circuits.studies.kv.passkey_check`): a row per policy, a column per
     budget; `field` accuracy (correct / n = accuracy [Wilson 95 %], or "not applicable") or
     nll_kept (mean answer NLL in nats / share of the key's tokens the cache kept)."""
     pooled = load_doc(run)["pooled"]
@@ -420,7 +420,7 @@ CONSTANTS: dict[str, tuple[str, str | None, object]] = {
     ),
     "GPT2-XL 77.00 %": (
         "Gu et al.'s sink rate at epsilon 0.3 for GPT2-XL: Gu et al. 2025, Table 1 (original "
-        "weights, their texts; the reference row of scripts/paper_protocols.py)",
+        "weights, their texts; the reference row of attn_sink_circuits.studies.protocols.tables)",
         None,
         None,
     ),

@@ -44,3 +44,22 @@ def test_a_record_left_out_or_a_command_changed_is_named(tmp_path):
         "docs/p0/smollm2-135m: recorded `circuits p0 --model smollm2-135m --out {out}"
         in done.stdout
     )
+
+
+def test_every_listed_command_names_a_program_there_is_today():
+    # A script moved into the package is listed as `-m MODULE` (run as `python -m MODULE`);
+    # a command naming a script that is gone would fail only when the entry is run again.
+    import importlib.util
+    import shlex
+
+    for entry in tomllib.loads(LIST.read_text())["run"]:
+        if not entry["command"]:
+            continue
+        words = shlex.split(entry["command"])
+        if words[0] == "-m":
+            assert importlib.util.find_spec(words[1]) is not None, entry
+        else:
+            assert words[0] == "circuits" or (ROOT / words[0]).is_file(), entry
+    listed = subprocess.run([sys.executable, "scripts/docs_runs.py", "list"], cwd=ROOT,
+                            capture_output=True, text=True, check=True).stdout  # fmt: skip
+    assert "-m attn_sink_circuits.studies.protocols --threads 1 --force" in listed

@@ -149,3 +149,39 @@ def test_wilson_interval_and_budgets():
     for bad in (0, 1.5, True, -3):
         with pytest.raises(ValueError, match="a budget is tokens"):
             budget_tokens(bad, 100)
+
+
+# -- the run folder (`python -m attn_sink_circuits.studies.kv.passkey_check`) ---------------
+def test_budgets_are_shares_or_token_counts(capsys):
+    from attn_sink_circuits.studies.kv.passkey_check import budget, main
+
+    assert budget("10%") == pytest.approx(0.1) and budget("0.25") == 0.25 and budget("64") == 64
+    with pytest.raises(SystemExit) as stop:
+        main(["--budgets", "ten"])
+    assert stop.value.code == 2
+    assert "--budgets: 'ten' is neither a share" in capsys.readouterr().err
+
+
+def test_a_run_folder_on_the_tiny_model_resumes_from_its_rows(tiny, tmp_path, monkeypatch):
+    import json
+
+    import attn_sink_circuits.models as models
+    from attn_sink_circuits.studies.kv import retrieval
+    from attn_sink_circuits.studies.kv.passkey_check import main
+
+    monkeypatch.setattr(models, "load_model", lambda key: tiny)
+    progress, out = tmp_path / "rows.jsonl", tmp_path / "run"
+    argv = ["--model", "tiny", "--prompts", "2", "--tokens", "600", "--rows", "4", "--policies",
+            "window", "--budgets", "16", "10%", "--progress", str(progress), "--out", str(out)]  # fmt: skip
+    assert main(argv) == 0
+    table = pd.read_csv(out / "rows.csv")
+    assert len(table) == 2 * 3 and set(table.budget_spec) == {"full", "16", "10%"}
+    assert not table.applicable.any()  # a random model does not retrieve with the full cache
+    summary = json.loads((out / "summary.json").read_text())
+    assert [p["prompt"] for p in summary["prompts"]] == [0, 1]
+    assert summary["provenance"]["settings"]["budgets"] == ["16", "10%"]
+    assert len(progress.read_text().splitlines()) == 6
+    # The same settings again: every prompt's rows come from the progress file.
+    monkeypatch.setattr(retrieval, "retrieval_table", lambda *a, **k: pytest.fail("measured"))
+    assert main(argv) == 0
+    assert pd.read_csv(out / "rows.csv").equals(table)

@@ -1,13 +1,11 @@
 """The papers' protocols: Gu et al.'s sink rate and Sun et al.'s massive activations on
-hand-made tensors with known answers, and scripts/paper_protocols.py's run folder on a tiny
-model with a planted massive activation."""
+hand-made tensors with known answers, and `attn_sink_circuits.studies.protocols`' run folder on a
+tiny model with a planted massive activation."""
 
 from __future__ import annotations
 
 import csv
-import importlib.util
 import json
-import sys
 from pathlib import Path
 
 import pytest
@@ -22,19 +20,7 @@ from attn_sink_circuits.sinks import (
     sink_rate_per_text,
     sink_score,
 )
-
-ROOT = Path(__file__).resolve().parent.parent
-
-
-@pytest.fixture(scope="module")
-def script():
-    spec = importlib.util.spec_from_file_location(
-        "paper_protocols", ROOT / "scripts" / "paper_protocols.py"
-    )
-    module = importlib.util.module_from_spec(spec)
-    sys.modules["paper_protocols"] = module  # dataclasses look their module up
-    spec.loader.exec_module(module)
-    return module
+from attn_sink_circuits.studies.protocols import runs, tables, texts
 
 
 def random_causal(n_heads: int, n: int, seed: int) -> torch.Tensor:
@@ -128,16 +114,16 @@ def test_delimiters_are_the_first_of_their_kind_after_p0():
         delimiter_position(tokens, "comma")
 
 
-# -- the script -----------------------------------------------------------------------------
-def test_the_texts_are_78_english_then_german(script):
-    sel = script.select_texts()
+# -- the run folders --------------------------------------------------------------------------
+def test_the_texts_are_78_english_then_german():
+    sel = texts.select_texts()
     record = sel.record()
     assert record["by_language"] == {"english": 78, "german": 22}
     assert all(w.startswith("data/texts/python_reference.jsonl:") for w in sel.where[:78])
     assert all(":german:" in w for w in sel.where[78:])
     assert len(set(sel.texts)) == 100
     with pytest.raises(ValueError, match="natural texts"):
-        script.select_texts(200)
+        texts.select_texts(200)
 
 
 def planted_tiny(folder: Path):
@@ -151,13 +137,13 @@ def planted_tiny(folder: Path):
     return model
 
 
-def test_a_run_folder_on_a_planted_tiny_model(script, tmp_path, monkeypatch):
+def test_a_run_folder_on_a_planted_tiny_model(tmp_path, monkeypatch):
     from attn_sink_circuits.runs.io import read_marker
 
-    sel = script.select_texts(12)
+    sel = texts.select_texts(12)
     model = planted_tiny(tmp_path / "model")
-    monkeypatch.setattr(script, "load", lambda key: model)
-    line = script.run_model("tiny", sel, tmp_path)
+    monkeypatch.setattr(runs, "load", lambda key: model)
+    line = runs.run_model("tiny", sel, tmp_path)
     assert line.startswith("tiny: Sink^0.3")
     run = tmp_path / "tiny"
     assert sorted(p.name for p in run.iterdir()) == [
@@ -186,12 +172,12 @@ def test_a_run_folder_on_a_planted_tiny_model(script, tmp_path, monkeypatch):
         assert s[f"{tag}_mean_alpha"] == pytest.approx(above / len(heads))
         shares = [float(h[f"texts_alpha_gt_{eps:g}"]) for h in heads]
         assert s[tag] == pytest.approx(sum(shares) / len(shares))
-    assert "kept" in script.run_model("tiny", sel, tmp_path)  # resumable
-    monkeypatch.setattr(script, "load", lambda key: None)
-    assert "not installed" in script.run_model("tiny", sel, tmp_path, force=True)
+    assert "kept" in runs.run_model("tiny", sel, tmp_path)  # resumable
+    monkeypatch.setattr(runs, "load", lambda key: None)
+    assert "not installed" in runs.run_model("tiny", sel, tmp_path, force=True)
 
 
-def test_the_readme_tables_are_marks_on_the_runs(script, tmp_path, monkeypatch):
+def test_the_readme_tables_are_marks_on_the_runs(tmp_path, monkeypatch):
     run = tmp_path / "m"
     run.mkdir()
     summary = {"model": "m", "n_layers": 2, "n_heads": 3, "position0": {"<bos>": 5},
@@ -199,20 +185,20 @@ def test_the_readme_tables_are_marks_on_the_runs(script, tmp_path, monkeypatch):
     summary |= dict.fromkeys(("sink03", "sink08", "sink08_ci"), 0.5) | {"sink08_ci": [0.4, 0.6]}
     doc = {"summary": summary, "model": {"hub_name": "org/M", "gguf_name": "m.Q4.gguf"}}
     (run / "summary.json").write_text(json.dumps(doc))
-    assert "<!--v docs/sinks/m sink03_ci.0 .1%-->10.0%<!--/v-->" in script.gu_table({"m": doc})[2]
+    assert "<!--v docs/sinks/m sink03_ci.0 .1%-->10.0%<!--/v-->" in tables.gu_table({"m": doc})[2]
     readme = tmp_path / "README.md"
     prose = "<!--v docs/sinks/m sink03 .1%-->99%<!--/v--> <!--v docs/sinks/absent x d-->7<!--/v-->"
-    readme.write_text(f"intro {prose}\n{script.BEGIN}\nold\n{script.END}\nend\n")
-    monkeypatch.setattr(script, "gu_table", lambda docs: ["GU"])
-    monkeypatch.setattr(script, "variants_table", lambda docs: ["VARIANTS"])
-    monkeypatch.setattr(script, "sun_table", lambda docs: ["SUN"])
-    assert script.update_readme(tmp_path, models=("m", "absent"))
+    readme.write_text(f"intro {prose}\n{tables.BEGIN}\nold\n{tables.END}\nend\n")
+    monkeypatch.setattr(tables, "gu_table", lambda docs: ["GU"])
+    monkeypatch.setattr(tables, "variants_table", lambda docs: ["VARIANTS"])
+    monkeypatch.setattr(tables, "sun_table", lambda docs: ["SUN"])
+    assert tables.update_readme(tmp_path, models=("m", "absent"))
     text = readme.read_text()
     assert text.startswith("intro <!--v docs/sinks/m sink03 .1%-->50.0%<!--/v--> <!--v")
-    assert "absent x d-->7<!--/v-->" in text and text.endswith(f"{script.END}\nend\n")
+    assert "absent x d-->7<!--/v-->" in text and text.endswith(f"{tables.END}\nend\n")
     assert "GU" in text and "VARIANTS" in text and "SUN" in text and "old" not in text
 
 
-def test_a_text_shorter_than_t_is_refused(script, tiny):
+def test_a_text_shorter_than_t_is_refused(tiny):
     with pytest.raises(ValueError, match="fewer than T = 64"):
-        script.first_tokens(tiny, ["a short text"])
+        texts.first_tokens(tiny, ["a short text"])

@@ -6,6 +6,7 @@ it, and it imports nothing of the project above it:
     identity   which model a result belongs to: its ModelInfo, key, weights hash, same_model
     lines      reading the line files (texts, problems, traces): one rule for a line's end
     texts      text files read with their kinds, hashed, remembered, split by kind
+    mix_texts, long_texts   the bundled texts (data/texts) written again from their sources
     tokens     texts as token rows, and the token at position 0 (the only module with torch)
     traces     the math problems and the models' reasoning traces on them, read back
 

@@ -19,7 +19,7 @@ DATA = (Path(__file__).resolve().parent / "data" / "texts").resolve()
 data/texts)."""
 DEFAULT_TEXTS = DATA / "mix.jsonl"
 """Texts of four kinds (English prose, Python source, German prose, tables), interleaved
-(`scripts/make_texts.py`; sources and licences in data/texts/README.md)."""
+(`attn_sink_circuits.core.mix_texts`; sources and licences in data/texts/README.md)."""
 PLAIN_KIND = "text"
 """The kind of a text whose file gives none (a plain text file, or JSONL without `kind`)."""
 _SOURCES: dict[str, str] = {}

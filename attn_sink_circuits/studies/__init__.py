@@ -14,7 +14,8 @@ How a pipeline runs its steps (timing, progress, checkpoints, resume) is `attn_s
 below every module that runs steps (discovery's saved-graph judging and MIB sizes too).
 The studies, each a package: `p0/`, `secondary/`, `ioi/` (MIB's protocol), `kv/`, `trigger/`,
 `claims/`, `emergence/`, `known_answers/`. Each owns its figures and exposes
-`run(model, data, config) -> Result`. The engine (`core`, `models`, `sinks`, `patching`,
+`run(model, data, config) -> Result`. `protocols/` runs the papers' own sink protocols
+(Gu et al., Sun et al.) into docs/sinks/. The engine (`core`, `models`, `sinks`, `patching`,
 `discovery`, `graph`, `report`, `training`) sits below the studies and never imports one; the
 run machinery is `attn_sink_circuits.runs`.
 A study measures, summarises and draws its figures without `attn_sink_circuits.report`; only

@@ -12,10 +12,13 @@ and secondary sinks as per-layer positions; `evaluate`: the perplexity of a cont
 a policy, through attention-score hooks; `positions`: kept keys at their own positions or
 re-indexed inside the cache (StreamingLLM); `blocking`: the sinks blocked against as many random
 keys; `stream`: bounded-memory streaming of long texts (chunks of queries, no whole pattern);
-`passkey` / `retrieval`: a pass key told once, asked for after the cache is compressed;
+`passkey` / `retrieval`: a pass key told once, asked for after the cache is compressed
+(`passkey_check`: its run folders);
 `config`: `KVConfig`, `KVRunConfig`; `table`: the policy table (`policy_table`, `pooled`);
 `study`: the study end to end (`run` -> `KVResult`, saved as one folder), which `circuits kv`
-runs (`run_kv`, the earlier entry taking texts and kinds, still works); `plots`: its figure.
+runs (`run_kv`, the earlier entry taking texts and kinds, still works); `plots`: its figure;
+`experiments` / `streaming`: StreamingLLM's experiment and the policies at equal budgets on
+long texts, the committed docs/kv run folders (`python -m attn_sink_circuits.studies.kv.streaming`).
 Names resolve lazily: importing this package loads no model code.
 """
 

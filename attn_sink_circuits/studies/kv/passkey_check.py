@@ -1,5 +1,6 @@
-"""Passkey retrieval under cache policies, on one offline model, through `attn_sink_circuits.studies.kv.retrieval`
-(issue 35, item 5): can a policy that keeps perplexity still hand back a fact?
+"""Passkey retrieval under cache policies, on one offline model, through
+`attn_sink_circuits.studies.kv.retrieval`: can a policy that keeps perplexity still hand back a
+fact? The committed run folders docs/kv/retrieval/MODEL.
 
 PROMPTS prompts of about TOKENS tokens: a span of natural text (rows ROWS of
 data/texts/long.jsonl, English prose), a needle "The pass key is K. Remember it. K is the pass
@@ -12,17 +13,18 @@ full cache is scored too; a model below MIN_FULL_ACCURACY with it is "not applic
 Rows go to a progress file as each prompt finishes (a rerun with the same settings skips the
 prompts done), and at the end the run folder (rows.csv, summary.json with provenance) is written.
 
-    OMP_NUM_THREADS=1 python scripts/kv_retrieval.py --model smollm2-135m [--prompts 10]
+    OMP_NUM_THREADS=1 python -m attn_sink_circuits.studies.kv.passkey_check --model smollm2-135m
+        [--prompts 10]
 """
 
 from __future__ import annotations
 
 import argparse
 import json
+import tempfile
 import time
 from pathlib import Path
 
-ROOT = Path(__file__).resolve().parent.parent
 POLICIES = ("window", "streaming_llm", "heavy_hitters", "snapkv", "sink_aware")
 BUDGETS = ("10%", "25%", "64")
 
@@ -35,6 +37,8 @@ def budget(text: str) -> int | float:
 
 
 def settings_of(args) -> dict:
+    """The run's settings (its provenance, and the tag that marks its rows in the progress
+    file)."""
     from attn_sink_circuits.studies.kv.passkey import ANSWER, HEADER, NEEDLE, QUESTION
     from attn_sink_circuits.studies.kv.retrieval import MIN_FULL_ACCURACY
 
@@ -47,7 +51,7 @@ def settings_of(args) -> dict:
                       "the filler's token at that depth"}  # fmt: skip
 
 
-def run(args, progress: Path, model, prompts, measure_more: bool = True) -> list[dict]:
+def measure_rows(args, progress: Path, model, prompts, measure_more: bool = True) -> list[dict]:
     """Every prompt's rows: from the progress file where this run's settings made them, else
     measured now (one prompt at a time, appended to the progress file)."""
     from attn_sink_circuits.studies.kv import KVConfig
@@ -75,7 +79,9 @@ def run(args, progress: Path, model, prompts, measure_more: bool = True) -> list
     return [r for item in prompts for r in done.get(item.index, [])]
 
 
-def write(out: Path, model, prompts, rows: list[dict], args) -> None:
+def save(out: Path, model, prompts, rows: list[dict], args) -> None:
+    """The run folder, atomically: rows.csv (each row marked applicable or not) and
+    summary.json (accuracy pooled per policy and budget, the prompts, seconds; provenance)."""
     import pandas as pd
 
     from attn_sink_circuits.runs.io import atomic_folder, write_csv, write_json
@@ -103,8 +109,11 @@ def write(out: Path, model, prompts, rows: list[dict], args) -> None:
     print(f"wrote {len(table)} rows of {len(prompts)} prompts to {out}")
 
 
-def main() -> None:
-    p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+def main(argv: list[str] | None = None) -> int:
+    p = argparse.ArgumentParser(
+        prog="python -m attn_sink_circuits.studies.kv.passkey_check",
+        description=__doc__.split("\n\n")[0],
+    )
     p.add_argument("--model", default="smollm2-135m")
     p.add_argument("--prompts", type=int, default=10, help="passkey prompts")
     p.add_argument("--tokens", type=int, default=2000, help="about this many tokens a prompt")
@@ -114,11 +123,14 @@ def main() -> None:
     p.add_argument("--budgets", nargs="+", default=list(BUDGETS), help='"10%%" or tokens')
     p.add_argument("--sinks", type=int, default=4, help="streaming_llm: first tokens kept")
     p.add_argument("--out", type=Path, help="run folder (default docs/kv/retrieval/MODEL)")
-    p.add_argument("--progress", type=Path, help="rows file (default /tmp/kv-retrieval-MODEL)")
+    p.add_argument("--progress", type=Path, help="rows file (default TMP/kv-retrieval-MODEL.jsonl)")
     p.add_argument("--write-only", action="store_true", help="write the folder from rows so far")
-    args = p.parse_args()
+    args = p.parse_args(argv)
     for b in args.budgets:
-        budget(b)
+        try:
+            budget(b)
+        except ValueError:
+            p.error(f"--budgets: {b!r} is neither a share (10%, 0.1) nor a token count (64)")
     import torch
 
     from attn_sink_circuits.models import load_model
@@ -127,11 +139,12 @@ def main() -> None:
     torch.set_num_threads(1)
     model = load_model(args.model)
     prompts = passkey_prompts(model, args.prompts, args.tokens, args.seed, args.rows)
-    progress = args.progress or Path(f"/tmp/kv-retrieval-{args.model}.jsonl")
-    rows = run(args, progress, model, prompts, not args.write_only)
-    out = args.out or ROOT / "docs" / "kv" / "retrieval" / args.model
-    write(out, model, [q for q in prompts if any(r["prompt"] == q.index for r in rows)], rows, args)
+    progress = args.progress or Path(tempfile.gettempdir()) / f"kv-retrieval-{args.model}.jsonl"
+    rows = measure_rows(args, progress, model, prompts, not args.write_only)
+    out = args.out or Path("docs") / "kv" / "retrieval" / args.model
+    save(out, model, [q for q in prompts if any(r["prompt"] == q.index for r in rows)], rows, args)
+    return 0
 
 
 if __name__ == "__main__":
-    main()
+    raise SystemExit(main())

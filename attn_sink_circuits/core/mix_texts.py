@@ -1,5 +1,6 @@
-"""Write the texts the circuit tracers fit and judge on (data/texts/, see its README.md), from files
-that ship with CPython, the `tzdata` package and Debian's vim-runtime (nothing is downloaded):
+"""Write the texts the circuit tracers fit and judge on (data/texts/, see its README.md), from
+files that ship with CPython, the `tzdata` package and Debian's vim-runtime (nothing is
+downloaded); `python -m attn_sink_circuits.core.mix_texts`:
 
     python_reference.jsonl   English prose: paragraphs of the Python Language Reference help
                              topics (pydoc_data.topics, PSF License), at least 60 words each
@@ -15,8 +16,10 @@ same source files (CPython 3.11.7, tzdata 2026.6 / IANA 2026f, vim-runtime 9.0.1
 
 from __future__ import annotations
 
+import argparse
 import ast
 import json
+import os
 import random
 import re
 import sys
@@ -25,7 +28,8 @@ from importlib import resources
 from pathlib import Path
 from pydoc_data.topics import topics
 
-OUT = Path(__file__).resolve().parents[1] / "data" / "texts"
+from attn_sink_circuits.core.texts import DATA
+
 SEED = 0
 MIN_WORDS = 60
 """Prose paragraphs need this many words (>= 64 tokens for every offline model's tokenizer)."""
@@ -129,7 +133,7 @@ def mix(kinds: list[list[dict]]) -> list[dict]:
     rows = []
     for texts in kinds:
         if len(texts) < N_PER_KIND:
-            raise SystemExit(f"only {len(texts)} {texts[0]['kind']} texts; need {N_PER_KIND}")
+            raise ValueError(f"only {len(texts)} {texts[0]['kind']} texts; need {N_PER_KIND}")
         rows += rng.sample(texts, N_PER_KIND)
     rng.shuffle(rows)
     return rows
@@ -142,15 +146,41 @@ def vim_license() -> str:
     return "\n".join(line[1:] if line != " ." else "" for line in body.splitlines()) + "\n"
 
 
-def write(name: str, rows: list[dict]) -> None:
-    (OUT / name).write_text("".join(json.dumps(r) + "\n" for r in rows))
+def replace_text(path: Path, text: str) -> None:
+    """`path` holds `text`, replaced as a whole (through a temporary file beside it)."""
+    tmp = path.with_name(f".{path.name}.tmp")
+    tmp.write_text(text, encoding="utf-8")
+    os.replace(tmp, path)
+
+
+def write(out: Path = DATA) -> str:
+    """python_reference.jsonl, mix.jsonl and LICENSE-vim.txt into `out` (each replaced as a
+    whole); one line saying what was written."""
+    reference = prose()
+    rows = [{k: r[k] for k in ("text", "source")} for r in reference]
+    replace_text(out / "python_reference.jsonl", "".join(json.dumps(r) + "\n" for r in rows))
+    by_kind = [reference, code(), german(), tables()]
+    replace_text(out / "mix.jsonl", "".join(json.dumps(r) + "\n" for r in mix(by_kind)))
+    replace_text(out / "LICENSE-vim.txt", vim_license())
+    counts = ", ".join(f"{t[0]['kind']} {len(t)}" for t in by_kind)
+    return f"Python {sys.version.split()[0]}: available {counts}; {N_PER_KIND} of each -> {out}"
+
+
+def writer_main(module: str, doc: str, write_texts, argv: list[str] | None) -> int:
+    """A text writer's command (`python -m module`, no options): run `write_texts`, print its
+    line; a source file missing or a text refused is one line and exit status 1."""
+    parser = argparse.ArgumentParser(prog=f"python -m {module}", description=doc.split("\n\n")[0])
+    parser.parse_args(argv)
+    try:
+        print(write_texts())
+    except (OSError, ValueError) as err:
+        parser.exit(1, f"texts not written: {err}\n")
+    return 0
+
+
+def main(argv: list[str] | None = None) -> int:
+    return writer_main("attn_sink_circuits.core.mix_texts", __doc__, write, argv)
 
 
 if __name__ == "__main__":
-    reference = prose()
-    write("python_reference.jsonl", [{k: r[k] for k in ("text", "source")} for r in reference])
-    by_kind = [reference, code(), german(), tables()]
-    write("mix.jsonl", mix(by_kind))
-    (OUT / "LICENSE-vim.txt").write_text(vim_license())
-    counts = ", ".join(f"{t[0]['kind']} {len(t)}" for t in by_kind)
-    print(f"Python {sys.version.split()[0]}: available {counts}; {N_PER_KIND} of each -> {OUT}")
+    raise SystemExit(main())

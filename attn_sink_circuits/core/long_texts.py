@@ -1,6 +1,6 @@
 """Write `data/texts/long.jsonl`: six long natural texts (4k-16k tokens) of four kinds, for the
-KV-cache evaluation (`attn_sink_circuits.studies.kv`), from files that ship on this machine (nothing is
-downloaded, nothing is repeated):
+KV-cache evaluation (`attn_sink_circuits.studies.kv`), from files that ship with CPython and
+Debian (nothing is downloaded, nothing is repeated); `python -m attn_sink_circuits.core.long_texts`:
 
     prose    two Python Language Reference help topics, whole (`pydoc_data.topics`, PSF License)
     code     the head of two CPython stdlib modules, as written (`Lib/*.py`, PSF License)
@@ -22,7 +22,9 @@ import sysconfig
 from pathlib import Path
 from pydoc_data.topics import topics
 
-OUT = Path(__file__).resolve().parents[1] / "data" / "texts" / "long.jsonl"
+from attn_sink_circuits.core.mix_texts import VIM_TUTOR, replace_text, writer_main
+from attn_sink_circuits.core.texts import DATA
+
 MAX_CHARS = 48_000
 """At most this many characters a text: <= ~16k tokens for every offline tokenizer (code runs
 at ~3 characters a token, English prose at ~4.5)."""
@@ -32,7 +34,6 @@ token is the densest kind)."""
 TOPICS = ("specialnames", "compound")
 MODULES = ("argparse", "difflib")
 GPL = Path("/usr/share/common-licenses/GPL-3")
-VIM_TUTOR = Path("/usr/share/vim/vim90/tutor/tutor.de.utf-8")
 
 
 def cut(text: str) -> str:
@@ -42,11 +43,12 @@ def cut(text: str) -> str:
     if len(text) > MAX_CHARS:
         text = text[: text.rfind("\n\n", 0, MAX_CHARS)]
     if len(text) < MIN_CHARS:
-        raise SystemExit(f"a text of {len(text)} characters is below MIN_CHARS ({MIN_CHARS})")
+        raise ValueError(f"a text of {len(text)} characters is below MIN_CHARS ({MIN_CHARS})")
     return text
 
 
 def texts() -> list[dict]:
+    """The six texts, in order: two prose, two code, the licence, the German tutor."""
     stdlib = Path(sysconfig.get_paths()["stdlib"])
     rows = [
         {"text": cut(topics[name]), "kind": "prose", "source": f"pydoc_data.topics[{name!r}]"}
@@ -63,8 +65,17 @@ def texts() -> list[dict]:
     return rows
 
 
-if __name__ == "__main__":
+def write(out: Path = DATA / "long.jsonl") -> str:
+    """`texts()` into `out` (replaced as a whole); one line saying what was written."""
     rows = texts()
-    OUT.write_text("".join(json.dumps(r, ensure_ascii=False) + "\n" for r in rows))
+    replace_text(out, "".join(json.dumps(r, ensure_ascii=False) + "\n" for r in rows))
     sizes = ", ".join(f"{r['kind']} {len(r['text']):,}" for r in rows)
-    print(f"Python {sys.version.split()[0]}: {len(rows)} texts ({sizes} characters) -> {OUT}")
+    return f"Python {sys.version.split()[0]}: {len(rows)} texts ({sizes} characters) -> {out}"
+
+
+def main(argv: list[str] | None = None) -> int:
+    return writer_main("attn_sink_circuits.core.long_texts", __doc__, write, argv)
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

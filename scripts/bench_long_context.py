@@ -8,7 +8,7 @@ same text is also measured from the full patterns (TransformerLens's own attenti
 largest |difference| of the sink scores, P0 mass and alpha is printed (only where the full
 patterns fit: 14 heads x N^2 x 4 B per layer on Qwen2.5-0.5B).
 
-    python scripts/long_context.py --model qwen2.5-0.5b --tokens 2048 4096 16384 [--full]
+    python scripts/bench_long_context.py --model qwen2.5-0.5b --tokens 2048 4096 16384 [--full]
 """
 
 from __future__ import annotations

@@ -2,7 +2,8 @@
 of one model loaded in float32, bfloat16 and float16 (every metric and score is reduced in
 float32 whatever the weights' dtype), printed as a markdown table of differences.
 
-Texts: the first `--n` paragraphs of `data/texts/python_reference.jsonl`.
+Texts: the first `--n` paragraphs of `data/texts/python_reference.jsonl`. The circuit is the
+committed one, read from the working folder (run it from the repository).
 - sinks: `attn_sink_circuits.sinks.measure` on the texts, whole; per-layer P0 mass (mean over heads and
   texts), Gu et al.'s sink rate (eps 0.3) and the sink score of every position (mean over heads
   and later queries), cosines with the sink state; the largest |dtype - float32| of each.
@@ -12,7 +13,7 @@ Texts: the first `--n` paragraphs of `data/texts/python_reference.jsonl`.
   their Pearson correlation with float32, the largest |difference| over the largest |score|,
   and the share of float32's top-100 edges among the dtype's top 100.
 
-    python scripts/dtype_table.py [--model smollm2-135m] [--n 16] [--ig-steps 4]
+    python -m attn_sink_circuits.studies.p0.dtypes [--model smollm2-135m] [--n 16] [--ig-steps 4]
 """
 
 from __future__ import annotations
@@ -24,8 +25,11 @@ from pathlib import Path
 
 import torch
 
-ROOT = Path(__file__).resolve().parent.parent
-TEXTS = ROOT / "data" / "texts" / "python_reference.jsonl"
+from attn_sink_circuits.core.texts import DATA, read_texts
+
+TEXTS = DATA / "python_reference.jsonl"
+CIRCUITS = Path("docs") / "p0"
+"""The committed P0 circuits: `CIRCUITS/<model>/circuit.graphml`."""
 DTYPES = ("float32", "bfloat16", "float16")
 
 
@@ -43,7 +47,7 @@ def figures(key: str, dtype: str, texts: list[str], ig_steps: int) -> dict:
     model = load_model(key, dtype=getattr(torch, dtype))
     t_all = time.perf_counter()
     report = measure(model, texts, progress=False)
-    graph = graph_io.read(ROOT / "docs" / "p0" / key / "circuit.graphml")
+    graph = graph_io.read(CIRCUITS / key / "circuit.graphml")
     judged = judge_saved(model, graph, texts, n_random=5, n_boot=200)
     first = int(graph.graph["first_token"])
     tokens = token_rows(model, texts, int(graph.graph["n_tokens"]), None if first < 0 else first)
@@ -82,6 +86,7 @@ def score_rows(ref: torch.Tensor, other: torch.Tensor) -> tuple[float, float, fl
 
 
 def table(rows: dict[str, dict]) -> str:
+    """Markdown: a row per figure, float32's value then each other dtype's (or its difference)."""
     ref = rows["float32"]
     lines = [
         "| figure | float32 | " + " | ".join(d for d in rows if d != "float32") + " |",
@@ -119,22 +124,27 @@ def table(rows: dict[str, dict]) -> str:
     return "\n".join(lines)
 
 
-def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(
+        prog="python -m attn_sink_circuits.studies.p0.dtypes", description=__doc__.splitlines()[0]
+    )
     parser.add_argument("--model", default="smollm2-135m")
     parser.add_argument("--n", type=int, default=16, help="texts")
     parser.add_argument("--ig-steps", type=int, default=4)
     parser.add_argument("--dtypes", nargs="+", default=list(DTYPES), choices=DTYPES)
-    args = parser.parse_args()
+    args = parser.parse_args(argv)
     if args.dtypes[0] != "float32":
         parser.error("--dtypes must start with float32 (the reference)")
+    if not (CIRCUITS / args.model / "circuit.graphml").is_file():
+        parser.error(f"no P0 circuit of {args.model} at {CIRCUITS / args.model} (run from the "
+                     "repository, or `circuits p0` first)")  # fmt: skip
     torch.manual_seed(0)
-    lines = TEXTS.read_text().splitlines()[: args.n]
-    texts = [json.loads(line)["text"] for line in lines]
+    texts = read_texts(TEXTS)[: args.n]
     rows = {d: figures(args.model, d, texts, args.ig_steps) for d in args.dtypes}
     print(f"model {args.model}, {len(texts)} texts of {TEXTS.name}, EAP-IG {args.ig_steps} steps")
     print(table(rows))
+    return 0
 
 
 if __name__ == "__main__":
-    main()
+    raise SystemExit(main())

@@ -1,6 +1,7 @@
 """StreamingLLM's experiment (Xiao et al., ICLR 2024) and cache policies at equal budgets, on one
-offline model, through `attn_sink_circuits.studies.kv` (issue 35, item 3). Three experiments, as jobs run in this
-order (one forward each; heavy hitters two, sink-aware one more per text for the sinks):
+offline model, through `attn_sink_circuits.studies.kv`. The experiments, as jobs run in this
+order (`experiments.jobs`; one forward each; heavy hitters two, sink-aware one more per text for
+the sinks):
 
     streaming   long texts (data/texts/long.jsonl) cut to TOKENS: the full cache, a window of
                 WINDOW tokens (the first evicted), 1 / 2 / 4 / 8 first tokens + the window, and
@@ -21,100 +22,40 @@ order (one forward each; heavy hitters two, sink-aware one more per text for the
                 seeds each (`attn_sink_circuits.studies.kv.blocking`)
 
 Perplexity is of the tokens from position 256 on (`KVConfig.score_from`); positions are kept
-unless a row says `positions: reindexed`. Rows go to a progress file as they finish (a rerun skips them), and at the end
-the run folder (rows.csv, summary.json with provenance, perplexity_vs_budget.png) is written.
+unless a row says `positions: reindexed`. Rows go to a progress file as they finish (a rerun
+skips them), and at the end the run folder (rows.csv, summary.json with provenance, perplexity_vs_budget.png) is written.
 
-    python scripts/kv_streaming.py --model smollm2-135m [--texts 0 2] [--out docs/kv/MODEL]
+    python -m attn_sink_circuits.studies.kv.streaming --model smollm2-135m [--texts 0 2]
+        [--out docs/kv/MODEL]
 """
 
 from __future__ import annotations
 
 import argparse
 import json
-import math
+import tempfile
+import time
 from pathlib import Path
 
-ROOT = Path(__file__).resolve().parent.parent
-LONG = ROOT / "data" / "texts" / "long.jsonl"
-REFERENCE = ROOT / "data" / "texts" / "python_reference.jsonl"
-TOKENS, WINDOW, SINKS, NEWLINES = 2048, 256, (1, 2, 4, 8), 4
-FIRST_LOOK = (1024, ((256, (0, 1, 4)), (64, (0, 1))))
-BUDGETS = (64, 256)
-TARGETS = (round(0.10 * TOKENS), round(0.25 * TOKENS))
-POLICIES = ("window", "streaming_llm", "heavy_hitters", "sink_aware")
-SEEDS = (0, 1, 2, 3, 4)
-CAP = 0.25
-EXPERIMENTS = ("streaming", "first_look", "budgets", "targets", "reindexed", "capped", "blocking")
-JOB_FIELDS = ("experiment", "text", "first", "policy", "budget", "sinks", "positions",
-              "sink_share", "target", "control", "seed")  # fmt: skip
+from attn_sink_circuits.core.texts import DATA
+from attn_sink_circuits.studies.kv.experiments import (
+    BUDGETS,
+    CAP,
+    EXPERIMENTS,
+    FIRST_LOOK,
+    NEWLINES,
+    SEEDS,
+    SINKS,
+    TARGETS,
+    TOKENS,
+    WINDOW,
+    jobs,
+    key,
+    means,
+)
 
-
-def jobs(texts: list[int]) -> list[dict]:
-    """Every row to measure, in order (see the module docstring): the first text's rows, the
-    first look, then each further text's rows."""
-    out = []
-    for t in texts:
-        out += streaming_jobs(t)
-        if t == texts[0]:
-            out += first_look_jobs()
-        out += [
-            {
-                "experiment": "budgets",
-                "text": t,
-                "first": "text",
-                "policy": policy,
-                "budget": b,
-                "sinks": 4,
-            }
-            for b in BUDGETS
-            for policy in POLICIES
-            if (policy, b) != ("window", WINDOW)
-        ]  # fmt: skip  (the streaming row)
-        out += further_jobs(t)
-    return out
-
-
-def further_jobs(t: int) -> list[dict]:
-    """The targets, reindexed, capped and blocking rows of long text `t` (the module
-    docstring)."""
-    row = {"text": t, "first": "text", "sinks": 4}
-    out = [{**row, "experiment": "targets", "policy": "full", "budget": TOKENS}]
-    out += [{**row, "experiment": "targets", "policy": p, "budget": b}
-            for b in TARGETS for p in POLICIES]  # fmt: skip
-    again = {**row, "experiment": "reindexed", "positions": "reindexed"}
-    out += [{**again, "policy": "streaming_llm", "budget": WINDOW + k, "sinks": k} for k in (1, 4)]
-    out += [{**again, "policy": p, "budget": b} for b in TARGETS
-            for p in ("streaming_llm", "sink_aware")]  # fmt: skip
-    out += [{**row, "experiment": "capped", "policy": "sink_aware", "budget": b, "sink_share": CAP}
-            for b in TARGETS]  # fmt: skip
-    block = {**row, "experiment": "blocking", "policy": "block", "budget": TOKENS, "sinks": 0}
-    out.append({**block, "target": "none", "control": "none", "seed": None})
-    for target in ("primary", "secondary"):
-        out.append({**block, "target": target, "control": "sink", "seed": None})
-        out += [{**block, "target": target, "control": c, "seed": s}
-                for c in ("keys", "tokens") for s in SEEDS]  # fmt: skip
-    return out
-
-
-def streaming_jobs(t: int) -> list[dict]:
-    row = {"experiment": "streaming", "text": t, "first": "text"}
-    out = [{**row, "policy": "full", "budget": TOKENS, "sinks": 0},
-           {**row, "policy": "window", "budget": WINDOW, "sinks": 0}]  # fmt: skip
-    out += [{**row, "policy": "streaming_llm", "budget": WINDOW + k, "sinks": k} for k in SINKS]
-    out.append({**row, "first": "newlines", "policy": "streaming_llm",
-                "budget": WINDOW + NEWLINES, "sinks": NEWLINES})  # fmt: skip
-    out.append({**row, "first": "newlines", "policy": "full", "budget": TOKENS, "sinks": 0})
-    return out
-
-
-def first_look_jobs() -> list[dict]:
-    n, settings = FIRST_LOOK
-    row = {"experiment": "first_look", "text": -1, "first": "text"}
-    out = [{**row, "policy": "full", "budget": n, "sinks": 0}]
-    for w, ks in settings:
-        out += [{**row, "policy": "streaming_llm" if k else "window", "budget": w + k, "sinks": k}
-                for k in ks]  # fmt: skip
-    return out
+LONG = DATA / "long.jsonl"
+REFERENCE = DATA / "python_reference.jsonl"
 
 
 def tokens_of(model, text: int, first: str):
@@ -132,6 +73,8 @@ def tokens_of(model, text: int, first: str):
 
 
 def measure(model, job: dict, sinks_cache: dict) -> dict:
+    """One job's row: the job, its token count and its score (`sinks_cache`: the measured
+    sinks per text, filled as needed)."""
     from attn_sink_circuits.studies.kv import KVConfig, measured_sinks, score
 
     ids = tokens_of(model, job["text"], job["first"])
@@ -164,13 +107,9 @@ def blocked(model, ids, job: dict, sinks, config) -> dict:
             "blocked": result["blocked"]}  # fmt: skip
 
 
-def key(job: dict) -> str:
-    return json.dumps([job[k] for k in JOB_FIELDS if k in job])
-
-
-def run(args, progress: Path, measure_more: bool = True) -> tuple:
-    import time
-
+def measure_rows(args, progress: Path, measure_more: bool = True) -> tuple:
+    """The model and every row of `args`' experiments: from the progress file where a row is
+    there, else measured now (appended to it as it finishes; none with `measure_more` False)."""
     import torch
 
     from attn_sink_circuits.models import load_model
@@ -193,12 +132,11 @@ def run(args, progress: Path, measure_more: bool = True) -> tuple:
     return model, [done[key(j)] for j in todo if key(j) in done]
 
 
-def figure(rows: list[dict], path: Path, model_key: str) -> None:
+def figure(rows: list[dict], model_key: str):
     """Perplexity against budget per policy (the budgets experiment, with the streaming
     experiment's full cache and window at 256), pooled over the long texts."""
     import pandas as pd
 
-    from attn_sink_circuits.report.draw import save_figure
     from attn_sink_circuits.studies.kv.plots import budget_figure
 
     table = pd.DataFrame(
@@ -207,29 +145,36 @@ def figure(rows: list[dict], path: Path, model_key: str) -> None:
     )  # fmt: skip
     texts = sorted(set(table.text))
     title = f"{model_key}: {TOKENS} tokens of long text(s) {texts}"
-    save_figure(budget_figure(table, title), path)
+    return budget_figure(table, title)
 
 
-def main() -> None:
-    p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+def main(argv: list[str] | None = None) -> int:
+    p = argparse.ArgumentParser(
+        prog="python -m attn_sink_circuits.studies.kv.streaming",
+        description=__doc__.split("\n\n")[0],
+    )
     p.add_argument("--model", default="smollm2-135m")
     p.add_argument("--texts", type=int, nargs="+", default=[0, 2], help="rows of long.jsonl")
     p.add_argument("--out", type=Path, help="run folder (default docs/kv/MODEL)")
-    p.add_argument("--progress", type=Path, help="rows file (default /tmp/kv-MODEL.jsonl)")
+    p.add_argument("--progress", type=Path, help="rows file (default TMP/kv-MODEL.jsonl)")
     p.add_argument("--experiments", nargs="+", default=list(EXPERIMENTS), choices=EXPERIMENTS)
     p.add_argument(
         "--write-only", action="store_true", help="write the folder from the rows so far"
     )
-    args = p.parse_args()
-    out = args.out or ROOT / "docs" / "kv" / args.model
-    progress = args.progress or Path(f"/tmp/kv-{args.model}.jsonl")
-    model, rows = run(args, progress, not args.write_only)
-    write(out, model, rows, args)
+    args = p.parse_args(argv)
+    out = args.out or Path("docs") / "kv" / args.model
+    progress = args.progress or Path(tempfile.gettempdir()) / f"kv-{args.model}.jsonl"
+    model, rows = measure_rows(args, progress, not args.write_only)
+    save(out, model, rows, args)
+    return 0
 
 
-def write(out: Path, model, rows: list[dict], args) -> None:
+def save(out: Path, model, rows: list[dict], args) -> None:
+    """The run folder, atomically: rows.csv, summary.json (the rows, pooled, the sinks kept;
+    with provenance), perplexity_vs_budget.png where budgets or targets ran."""
     import pandas as pd
 
+    from attn_sink_circuits.report.draw import save_figure
     from attn_sink_circuits.runs.io import atomic_folder, write_csv, write_json
     from attn_sink_circuits.runs.provenance import provenance, stamped
 
@@ -249,7 +194,7 @@ def write(out: Path, model, rows: list[dict], args) -> None:
         if {"budgets", "targets", "blocking"} & set(args.experiments):
             summary["sinks"] = sinks_kept(model, args.texts)
         if {"budgets", "targets"} & set(args.experiments):
-            figure(rows, tmp / "perplexity_vs_budget.png", args.model)
+            save_figure(figure(rows, args.model), tmp / "perplexity_vs_budget.png")
         write_json(tmp / "summary.json", stamped(summary, record))
     print(f"wrote {len(rows)} rows to {out}")
 
@@ -269,21 +214,5 @@ def sinks_kept(model, texts: list[int]) -> dict:
     return out
 
 
-def means(rows: list[dict]) -> list[dict]:
-    """Per (experiment, first, policy, budget, sinks): perplexity of the pooled scored tokens of
-    every text (exp of the token-weighted mean NLL)."""
-    fields = [f for f in JOB_FIELDS if f != "text"]
-    groups: dict = {}
-    for r in rows:
-        groups.setdefault(json.dumps([r.get(f) for f in fields]), []).append(r)
-    out = []
-    for group in groups.values():
-        n = sum(r["n_scored"] for r in group)
-        nll = sum(r["nll"] * r["n_scored"] for r in group) / n
-        same = {f: group[0][f] for f in fields if group[0].get(f) is not None}
-        out.append({**same, "texts": len(group), "perplexity": math.exp(nll)})
-    return out
-
-
 if __name__ == "__main__":
-    main()
+    raise SystemExit(main())
