@@ -42,7 +42,11 @@ def run(args: argparse.Namespace) -> int:
 
     model = loading.load(args)
     args.kept = f"; finished steps are kept in {steps}: add --resume to continue"
-    trace = p0.run(model, args.texts, config, checkpoint=steps, claims=args.claims)
+    trace = p0.run(model, args.texts, config, checkpoint=steps)
+    if args.claims:  # the claims study composed onto the trace (claims reads p0, not back)
+        from attn_sink_circuits.studies.claims.attach import p0_with_claims
+
+        trace = p0_with_claims(model, trace)
     if trace.resumed:
         print(
             f"resumed: {len(trace.resumed)} of {len(p0.STEPS)} steps loaded from {steps} "

@@ -28,8 +28,10 @@ def run(args: argparse.Namespace) -> int:
     from attn_sink_circuits.studies import secondary
 
     model = loading.load(args)
-    trace = secondary.run(model, args.traces, config, n_texts=args.n_texts, plain=args.plain,
-                          claims=True)  # fmt: skip
+    trace = secondary.run(model, args.traces, config, n_texts=args.n_texts, plain=args.plain)
+    from attn_sink_circuits.studies.claims.attach import secondary_with_claims
+
+    trace = secondary_with_claims(trace)  # the claims study composed (claims reads secondary)
     with writing(1) as steps:
         report = steps.run("report", trace.save, out)
     print_summary(trace.summary())

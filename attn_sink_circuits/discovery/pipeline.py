@@ -220,7 +220,7 @@ def discover(
         grid = phase("per-text grid", lambda: _text_grid(
             (fit, held), (empty_fit, empty_held), scores, cfg, direction, (fit_kinds, held_kinds),
             n_top,
-        ))  # fmt: skip
+        )) if cfg.text_grid else (None, None)  # off: no phase, no checkpoint file  # fmt: skip
         curve = curve_frame(grown, f_held[ALL].tolist())
         counts = {"fit": kind_counts(fit_kinds, fit.tokens.shape[0]),
                   "heldout": kind_counts(held_kinds, held.tokens.shape[0])}  # fmt: skip

@@ -42,3 +42,23 @@ class WithClaims:
 def with_claims(trace, table: ClaimsTable, jump_layers=()) -> WithClaims:
     """`trace` (any `TraceResult`) whose report also shows `table`."""
     return WithClaims(trace, table, jump_layers)
+
+
+def p0_with_claims(model, trace) -> WithClaims:
+    """A P0 trace with the P0 claims table beside it (`studies.claims.claims`, default
+    settings, on the trace's fit texts): what `circuits p0 --claims` writes. Here, not in the
+    P0 study, because the claims read the P0 study (its formation), never the other way."""
+    from attn_sink_circuits.studies.claims.pipeline import claims
+
+    measured = claims(model, trace.texts)
+    return with_claims(trace, measured.table, measured.run["jump_layers"])
+
+
+def secondary_with_claims(trace) -> WithClaims:
+    """A secondary-sink trace with Wong et al.'s claims read from its tables (default
+    settings) beside it: what `circuits secondary` writes. Here, not in the secondary study,
+    because the claims read that study, never the other way."""
+    from attn_sink_circuits.studies.claims.config import ClaimsConfig
+    from attn_sink_circuits.studies.claims.secondary import secondary_claims
+
+    return with_claims(trace, secondary_claims(trace.tables(), ClaimsConfig()))

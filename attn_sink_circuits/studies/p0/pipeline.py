@@ -305,7 +305,6 @@ def run(
     config: P0Config | None = None,
     *,
     checkpoint: str | Path | None = None,
-    claims: bool = False,
     progress: bool = True,
 ) -> P0Trace:
     """The P0 study in one call: `trace_p0` on `data` (a list of texts, a text file whose lines
@@ -313,8 +312,8 @@ def run(
     defaults). The result is a `CircuitResult`: `summary()`, `save(folder)`, `figures()`,
     `graph`, `draw()` and `judge(other_data)`. With `checkpoint` (a folder), each finished step
     is kept there and a rerun resumes from it (`trace_p0`); the result's `save` removes it once
-    the run folder is written. With `claims`, the report also holds the P0 claims table
-    (`attn_sink_circuits.studies.claims`, default settings, on the fit texts). Under torchrun
+    the run folder is written (the P0 claims table beside it: `studies.claims.attach.
+    p0_with_claims`, as `circuits p0 --claims` adds it). Under torchrun
     only rank 0 writes (checkpoints and the run folder). `circuits p0` runs this."""
     from attn_sink_circuits.discovery.distributed import writer_paths
 
@@ -326,13 +325,7 @@ def run(
         model, texts, config or P0Config(), kinds=kinds, progress=progress, checkpoint=steps
     )
     trace.checkpoint = steps
-    if not claims:
-        return trace
-    from attn_sink_circuits.studies.claims import claims as measure_claims
-    from attn_sink_circuits.studies.claims.attach import with_claims
-
-    measured = measure_claims(model, trace.texts)
-    return with_claims(trace, measured.table, measured.run["jump_layers"])
+    return trace
 
 
 def _node_view(

@@ -257,7 +257,6 @@ def run(
     *,
     n_texts: int | None = None,
     plain: bool = False,
-    claims: bool = False,
     progress: bool = True,
 ) -> SecondaryTrace:
     """The secondary-sink study in one call: `trace_secondary` on the first `n_texts` (None:
@@ -265,8 +264,8 @@ def run(
     `circuits generate`, a texts file (`attn_sink_circuits.core.traces.read_corpus`); None: the
     project's traces of the model, `project_traces`) with `config` (a `SecondaryConfig`; None:
     the defaults). With `plain`, each trace is traced as its problem and completion in plain
-    text (no template); with `claims`, the result's report also holds Wong et al.'s claims read
-    from its tables. The result is a `Result` (`summary()`, `save(folder)`, `figures()`),
+    text (no template). Wong et al.'s claims read from its tables are put beside it by
+    `studies.claims.attach.secondary_with_claims` (as `circuits secondary` does). The result is a `Result` (`summary()`, `save(folder)`, `figures()`),
     not a `CircuitResult`: its edge circuit is fitted at positions chosen per text (the
     census's events), which do not carry over to other texts, so it has no `judge`.
     `circuits secondary` runs this."""
@@ -277,13 +276,7 @@ def run(
         if not all(isinstance(t, Trace) for t in data):
             raise ValueError("plain applies to traces: give a trace file or Traces")
         data = plain_texts(data)
-    trace = trace_secondary(model, data, config or SecondaryConfig(), progress=progress)
-    if not claims:
-        return trace
-    from attn_sink_circuits.studies.claims import ClaimsConfig, secondary_claims
-    from attn_sink_circuits.studies.claims.attach import with_claims
-
-    return with_claims(trace, secondary_claims(trace.tables(), ClaimsConfig()))
+    return trace_secondary(model, data, config or SecondaryConfig(), progress=progress)
 
 
 def _data(model, data, n_texts: int | None) -> list:
